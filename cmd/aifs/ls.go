@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/aifs/aifs/layout"
+)
+
+func runLs(ctx context.Context, args []string) int {
+	flags := newFlags("ls", "SRC [PATH]", `
+Lists directory PATH (default: the root) of the shard set in directory SRC, one line per entry in
+name order like 'ls -l': mode, size in bytes, modification time, name (directories end in '/').
+If PATH is a file, prints its line alone. Reads only the index.`)
+	pos, code, ok := parseArgs(flags, args, 1, 2)
+	if !ok {
+		return code
+	}
+	x, err := layout.Load(pos[0])
+	if err != nil {
+		return fail("ls", err)
+	}
+	path := ""
+	if len(pos) == 2 {
+		path = pos[1]
+	}
+	id, found := x.LookupPath(path)
+	if !found {
+		return fail("ls", fmt.Errorf("%s: no such file or directory in %s", displayName(path), pos[0]))
+	}
+	e := x.Entry(id)
+	if !e.IsDir() {
+		printEntry(x, id)
+		return exitOK
+	}
+	for c := e.FirstChild; c < e.FirstChild+layout.ID(e.NumChildren); c++ {
+		printEntry(x, c)
+	}
+	return exitOK
+}
+
+func printEntry(x *layout.Index, id layout.ID) {
+	e := x.Entry(id)
+	mode := fs.FileMode(e.Mode & 0o777)
+	name := displayName(string(x.Name(id)))
+	if e.IsDir() {
+		mode |= fs.ModeDir
+		name += "/"
+	}
+	if e.Mode&0o4000 != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if e.Mode&0o2000 != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if e.Mode&0o1000 != 0 {
+		mode |= fs.ModeSticky
+	}
+	size := e.Size
+	if e.IsDir() {
+		size = uint64(e.NumChildren)
+	}
+	fmt.Fprintf(os.Stdout, "%s %12d %s %s\n", mode, size, time.Unix(0, e.MTime).Format("2006-01-02 15:04"), name)
+}

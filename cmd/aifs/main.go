@@ -1,0 +1,223 @@
+// Command aifs packs datasets into shard sets and serves them as read-only file trees.
+//
+// Each subcommand lives in its own file (pack.go, verify.go, ls.go) with its flags and help text;
+// this file holds the dispatch and the small helpers they share.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"unicode"
+	"unicode/utf8"
+)
+
+// command is one subcommand: its name, a one-line summary, and a function that runs it with the
+// arguments after the name. run returns the process exit status.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"pack", "pack a directory tree into a shard set", runPack},
+		{"verify", "check every sample of a shard set against its checksum", runVerify},
+		{"ls", "list a directory of a shard set without mounting it", runLs},
+	}
+}
+
+const (
+	exitOK        = 0
+	exitFailure   = 1
+	exitUsage     = 2
+	exitInterrupt = 130
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:]))
+}
+
+func run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		usage(os.Stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(os.Stdout)
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:])
+		}
+	}
+	fmt.Fprintf(os.Stderr, "aifs: unknown command %q\n\n", args[0])
+	usage(os.Stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "aifs packs training datasets into shard sets and serves them as read-only file trees.\n\n")
+	fmt.Fprintf(w, "Usage: aifs COMMAND [flags] ARGS...\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'aifs COMMAND --help' for a command's flags and their defaults.\n")
+}
+
+// newFlags returns a flag set for a subcommand whose --help prints synopsis, description and
+// every flag with its default.
+func newFlags(name, synopsis, description string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: aifs %s %s\n\n%s\n", name, synopsis, strings.TrimSpace(description))
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprintf(w, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parseArgs parses flags that may appear before, between or after the positional arguments and
+// checks the positional count. It returns the positionals, or an exit status to return at once
+// (exitOK after --help).
+func parseArgs(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, int, bool) {
+	var pos []string
+	for {
+		fs.SetOutput(io.Discard) // the flag package would print usage itself; we choose where
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(os.Stdout)
+				fs.Usage()
+				return nil, exitOK, false
+			}
+			fmt.Fprintf(os.Stderr, "aifs %s: %v\n", fs.Name(), err)
+			fs.SetOutput(os.Stderr)
+			fs.Usage()
+			return nil, exitUsage, false
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			pos = append(pos, args[1:]...)
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	if len(pos) < minPos || len(pos) > maxPos {
+		fmt.Fprintf(os.Stderr, "aifs %s: wrong number of arguments\n", fs.Name())
+		fs.SetOutput(os.Stderr)
+		fs.Usage()
+		return nil, exitUsage, false
+	}
+	return pos, 0, true
+}
+
+// fail prints a one-line error for command name and returns the matching exit status.
+func fail(name string, err error) int {
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintf(os.Stderr, "aifs %s: interrupted\n", name)
+		return exitInterrupt
+	}
+	fmt.Fprintf(os.Stderr, "aifs %s: %v\n", name, err)
+	return exitFailure
+}
+
+// sizeFlag is a byte count written as 1048576, 512K, 64MiB, 1G, 1GiB (powers of 1024).
+type sizeFlag int64
+
+func (s *sizeFlag) String() string { return formatSize(int64(*s)) }
+
+func (s *sizeFlag) Set(v string) error {
+	n, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	*s = sizeFlag(n)
+	return nil
+}
+
+func parseSize(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1}}
+	num, mult := strings.TrimSpace(v), int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(strings.ToUpper(num), strings.ToUpper(u.suffix)) {
+			num, mult = strings.TrimSpace(num[:len(num)-len(u.suffix)]), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q (want a positive number with an optional K, M, G or T suffix)", v)
+	}
+	return n * mult, nil
+}
+
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.mult && n%u.mult == 0 {
+			return fmt.Sprintf("%d%s", n/u.mult, u.suffix)
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// humanBytes formats a byte count for people, in decimal units as throughput is usually quoted.
+func humanBytes(n int64) string {
+	f := float64(n)
+	for _, u := range []string{"B", "kB", "MB", "GB", "TB"} {
+		if f < 1000 || u == "TB" {
+			if u == "B" {
+				return fmt.Sprintf("%d B", n)
+			}
+			return fmt.Sprintf("%.1f %s", f, u)
+		}
+		f /= 1000
+	}
+	return ""
+}
+
+// displayName returns a path or name as it should appear on a terminal: unchanged if it is
+// printable UTF-8, otherwise Go-quoted so that newlines and invalid bytes are visible.
+func displayName(s string) string {
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+// isTerminal reports whether f is a character device such as a terminal.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aifs/aifs/layout"
+)
+
+func runPack(ctx context.Context, args []string) int {
+	fs := newFlags("pack", "[flags] SRC DST", `
+Packs the directory tree SRC into a new shard set in directory DST (created if missing; it must
+otherwise be empty). Samples are stored in sorted path order in shards of about --shard-size
+bytes, with an index holding the tree, every file's size, mode, mtime and CRC32C. The same input
+always gives byte-identical output.
+
+Symlinks to files and directories are followed (a symlink back to an ancestor is skipped);
+sockets, FIFOs, devices and dangling symlinks are skipped with a warning. An unreadable file, a
+file that changes size while being packed, or a name that cannot be stored stops the pack with an
+error naming the path. The index is written last and atomically: an interrupted or failed pack
+leaves nothing that aifs accepts as a shard set, and removes its temporary files when it can.`)
+	shardSize := sizeFlag(1 << 30)
+	fs.Var(&shardSize, "shard-size", "target shard size (K, M, G, T suffixes are powers of 1024)")
+	jobs := fs.Int("jobs", 16, "source files read in parallel")
+	force := fs.Bool("force", false, "replace a shard set (or an interrupted pack's leftovers) already at DST; other files there are never touched")
+	quiet := fs.Bool("quiet", false, "print no progress bar and no summary")
+	pos, code, ok := parseArgs(fs, args, 2, 2)
+	if !ok {
+		return code
+	}
+	if *jobs < 1 {
+		return fail("pack", fmt.Errorf("--jobs must be at least 1"))
+	}
+	opt := layout.PackOptions{
+		ShardSize: int64(shardSize),
+		Jobs:      *jobs,
+		Force:     *force,
+		Warn:      func(msg string) { fmt.Fprintf(os.Stderr, "aifs pack: warning: %s\n", displayName(msg)) },
+	}
+	var bar *progressBar
+	if !*quiet && isTerminal(os.Stderr) {
+		bar = newProgressBar(os.Stderr)
+		opt.Progress = func(p layout.PackProgress) {
+			bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d files", p.Files, p.TotalFiles))
+		}
+	}
+	res, err := layout.Pack(ctx, pos[0], pos[1], opt)
+	if bar != nil {
+		bar.clear()
+	}
+	if err != nil {
+		return fail("pack", err)
+	}
+	if !*quiet {
+		secs := res.Duration.Seconds()
+		fmt.Printf("packed %d files (%d directories), %s into %d shards in %.2f s (%s/s)\n",
+			res.Files, res.Dirs, humanBytes(res.Bytes), res.Shards, secs, humanBytes(int64(float64(res.Bytes)/max(secs, 1e-9))))
+	}
+	return exitOK
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aifs/aifs/layout"
+)
+
+func runVerify(ctx context.Context, args []string) int {
+	fs := newFlags("verify", "[flags] SRC", `
+Checks the shard set in directory SRC: loads and validates its index, re-reads every sample and
+compares its CRC32C with the index, and checks each shard's size and checksum. Prints one line per
+corrupt or unreadable sample ("corrupt: PATH ...") and per bad shard, and exits with status 1 if
+there are any, 0 if everything matches.`)
+	jobs := fs.Int("jobs", 4, "shards checked in parallel")
+	quiet := fs.Bool("quiet", false, "print only problems, no progress bar and no summary")
+	pos, code, ok := parseArgs(fs, args, 1, 1)
+	if !ok {
+		return code
+	}
+	x, err := layout.Load(pos[0])
+	if err != nil {
+		return fail("verify", err)
+	}
+	opt := layout.VerifyOptions{Jobs: max(*jobs, 1)}
+	var total int64
+	for _, s := range x.Shards() {
+		total += int64(s.Size)
+	}
+	var bar *progressBar
+	if !*quiet && isTerminal(os.Stderr) {
+		bar = newProgressBar(os.Stderr)
+		opt.Progress = func(n int64) { bar.update(n, total, "") }
+	}
+	res, err := layout.Verify(ctx, pos[0], x, opt, func(p layout.Problem) {
+		if bar != nil {
+			bar.clear()
+		}
+		if p.Path == "" {
+			fmt.Printf("bad shard: %s: %s\n", p.Shard, p.Reason)
+			return
+		}
+		fmt.Printf("corrupt: %s: %s (%s [%d,+%d))\n", displayName(p.Path), p.Reason, p.Shard, p.Offset, p.Size)
+	})
+	if bar != nil {
+		bar.clear()
+	}
+	if err != nil {
+		return fail("verify", err)
+	}
+	if res.Problems > 0 {
+		fmt.Fprintf(os.Stderr, "aifs verify: %d problems in %s\n", res.Problems, pos[0])
+		return exitFailure
+	}
+	if !*quiet {
+		fmt.Printf("ok: %d samples, %s in %d shards verified\n", res.Samples, humanBytes(res.Bytes), len(x.Shards()))
+	}
+	return exitOK
+}

@@ -1,0 +1,3 @@
+module github.com/aifs/aifs
+
+go 1.26

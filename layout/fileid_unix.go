@@ -1,0 +1,19 @@
+//go:build unix
+
+package layout
+
+import (
+	"os"
+	"syscall"
+)
+
+// fileID identifies a directory for symlink-loop detection.
+type fileID struct{ dev, ino uint64 }
+
+func idOf(fi os.FileInfo) fileID {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}
+	}
+	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino)}
+}

@@ -1,0 +1,376 @@
+// Package layout defines the aifs shard set: data shards holding sample bytes end to end, and one
+// index describing the directory tree and where each sample lives. FORMAT.md is the specification;
+// this package reads it (Index), writes it (Pack, via the index builder) and checks it (Verify).
+//
+// layout imports only the standard library. It knows nothing of FUSE, backends or caching: the
+// index answers namespace questions from memory, and readers of shard bytes live elsewhere.
+package layout
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"strings"
+)
+
+// IndexName is the file name of the index inside a shard-set directory.
+const IndexName = "index.aifs"
+
+// ShardName returns the file name of data shard n.
+func ShardName(n int) string { return fmt.Sprintf("shard-%06d.dat", n) }
+
+const (
+	magic       = "AIFSIDX\x00"
+	version     = 1
+	headerSize  = 128
+	entrySize   = 48
+	shardSize   = 32
+	maxNameLen  = 255
+	numSections = 3
+
+	secEntries = 0
+	secShards  = 1
+	secNames   = 2
+
+	modeTypeMask = 0o170000
+	modeDir      = 0o040000
+	modeRegular  = 0o100000
+)
+
+// ShardKind says what a shard file is.
+type ShardKind uint16
+
+const (
+	// ShardData is a shard written by Pack: sample bytes end to end.
+	ShardData ShardKind = 0
+	// ShardTar is reserved for tar files indexed in place.
+	ShardTar ShardKind = 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt is wrapped by every error that reports an index or shard failing its checks.
+var ErrCorrupt = errors.New("corrupt shard set")
+
+// ID is an entry id: an index into the entry table. The root directory is 0.
+type ID uint32
+
+// Root is the id of the root directory.
+const Root ID = 0
+
+// Entry is one decoded entry. It is a value: decoding copies 48 bytes and allocates nothing.
+type Entry struct {
+	Parent ID
+	Mode   uint32 // Unix st_mode: S_IFDIR or S_IFREG plus permission bits
+	MTime  int64  // nanoseconds since the Unix epoch
+
+	// Files only.
+	Shard  uint32 // index into the shard table
+	Offset uint64 // first byte in the shard
+	Size   uint64 // content length
+	CRC    uint32 // CRC32C of the content
+
+	// Directories only: children are ids [FirstChild, FirstChild+NumChildren), sorted by name.
+	FirstChild  ID
+	NumChildren uint32
+}
+
+// IsDir reports whether the entry is a directory.
+func (e Entry) IsDir() bool { return e.Mode&modeTypeMask == modeDir }
+
+// Shard describes one shard file of the set.
+type Shard struct {
+	Name string
+	Kind ShardKind
+	Size uint64
+	CRC  uint32 // CRC32C of the whole shard
+}
+
+// Index is a loaded, validated index. It holds the file's bytes in one buffer and decodes entries
+// on demand, so it costs the file size in memory and nothing per sample. It is immutable and safe
+// for concurrent use.
+type Index struct {
+	entries []byte // E × entrySize
+	names   []byte
+	shards  []Shard // S is small (one per GiB of data), so these are decoded once
+}
+
+// Load reads and validates the index of the shard set in directory dir.
+func Load(dir string) (*Index, error) {
+	path := dir + "/" + IndexName
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s is not a shard set (no %s): %w", dir, IndexName, err)
+		}
+		return nil, fmt.Errorf("read index: %w", err)
+	}
+	x, err := Parse(buf)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return x, nil
+}
+
+// Parse validates an index held in buf and returns it. The Index keeps buf; the caller must not
+// modify it afterwards. Parse allocates nothing in proportion to the entry count.
+func Parse(buf []byte) (*Index, error) {
+	if len(buf) < headerSize {
+		return nil, corruptf("index is %d bytes, shorter than its %d-byte header", len(buf), headerSize)
+	}
+	h := buf[:headerSize]
+	if string(h[:8]) != magic {
+		return nil, corruptf("not an aifs index (bad magic %q)", h[:8])
+	}
+	if got, want := crc32.Checksum(h[:124], castagnoli), le.Uint32(h[124:]); got != want {
+		return nil, corruptf("header checksum mismatch")
+	}
+	if v := le.Uint32(h[8:]); v != version {
+		return nil, fmt.Errorf("index version %d is not supported (this aifs reads version %d)", v, version)
+	}
+	if f := le.Uint32(h[12:]); f != 0 {
+		return nil, corruptf("unknown header flags %#x", f)
+	}
+	nEntries, nShards := le.Uint64(h[16:]), le.Uint64(h[24:])
+	var sec [numSections][]byte
+	secNamesText := [numSections]string{"entries", "shards", "names"}
+	for i := range sec {
+		d := h[32+24*i:]
+		off, n, sum := le.Uint64(d), le.Uint64(d[8:]), le.Uint32(d[16:])
+		if off < headerSize || off > uint64(len(buf)) || n > uint64(len(buf))-off {
+			return nil, corruptf("%s section [%d,+%d) lies outside the %d-byte file", secNamesText[i], off, n, len(buf))
+		}
+		sec[i] = buf[off : off+n]
+		if crc32.Checksum(sec[i], castagnoli) != sum {
+			return nil, corruptf("%s section checksum mismatch", secNamesText[i])
+		}
+	}
+	if nEntries == 0 || nEntries > 1<<32-1 || uint64(len(sec[secEntries])) != nEntries*entrySize {
+		return nil, corruptf("entries section is %d bytes for %d entries", len(sec[secEntries]), nEntries)
+	}
+	if uint64(len(sec[secShards])) != nShards*shardSize {
+		return nil, corruptf("shards section is %d bytes for %d shards", len(sec[secShards]), nShards)
+	}
+	x := &Index{entries: sec[secEntries], names: sec[secNames]}
+	if err := x.parseShards(sec[secShards], int(nShards)); err != nil {
+		return nil, err
+	}
+	if err := x.check(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+var le = binary.LittleEndian
+
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+func (x *Index) parseShards(b []byte, n int) error {
+	x.shards = make([]Shard, n)
+	seen := make(map[string]bool, n)
+	for i := range x.shards {
+		r := b[i*shardSize:]
+		name, ok := x.nameAt(le.Uint64(r), uint64(le.Uint16(r[8:])))
+		if !ok || !ValidName(name) {
+			return corruptf("shard %d has an invalid name", i)
+		}
+		kind := ShardKind(le.Uint16(r[10:]))
+		if kind != ShardData && kind != ShardTar || le.Uint32(r[12:]) != 0 || le.Uint32(r[28:]) != 0 {
+			return corruptf("shard %d has unknown kind %d or nonzero reserved fields", i, kind)
+		}
+		s := Shard{Name: string(name), Kind: kind, Size: le.Uint64(r[16:]), CRC: le.Uint32(r[24:])}
+		if seen[s.Name] {
+			return corruptf("shard name %q appears twice", s.Name)
+		}
+		seen[s.Name] = true
+		x.shards[i] = s
+	}
+	return nil
+}
+
+func (x *Index) nameAt(off, n uint64) ([]byte, bool) {
+	if off > uint64(len(x.names)) || n > uint64(len(x.names))-off {
+		return nil, false
+	}
+	return x.names[off : off+n], true
+}
+
+// ValidName reports whether name can be stored as a directory entry or shard name: 1 to 255
+// bytes, not "." or "..", with no '/' or NUL. Any other bytes (any encoding) are allowed.
+func ValidName(name []byte) bool {
+	return len(name) > 0 && len(name) <= maxNameLen &&
+		!(len(name) == 1 && name[0] == '.') && !(len(name) == 2 && name[0] == '.' && name[1] == '.') &&
+		bytes.IndexByte(name, '/') < 0 && bytes.IndexByte(name, 0) < 0
+}
+
+// check applies the structural rules of FORMAT.md in one pass over the entries. It bounds every
+// offset before using it, so a hostile index yields an error, never a panic.
+func (x *Index) check() error {
+	n := uint64(x.Len())
+	if root := x.raw(Root); !root.IsDir() || root.Parent != Root || x.nameLen(Root) != 0 {
+		return corruptf("entry 0 is not the root directory")
+	}
+	for i := uint64(0); i < n; i++ {
+		b := x.entries[i*entrySize:]
+		name, ok := x.nameAt(le.Uint64(b), uint64(le.Uint16(b[14:])))
+		if !ok || (i != 0 && !ValidName(name)) {
+			return corruptf("entry %d has an invalid name", i)
+		}
+		e := x.raw(ID(i))
+		switch e.Mode & modeTypeMask {
+		case modeDir:
+			if err := x.checkChildren(ID(i), b); err != nil {
+				return err
+			}
+		case modeRegular:
+			if int(e.Shard) >= len(x.shards) {
+				return corruptf("file entry %d names shard %d of %d", i, e.Shard, len(x.shards))
+			}
+			if sz := x.shards[e.Shard].Size; e.Offset > sz || e.Size > sz-e.Offset {
+				return corruptf("file entry %d extent [%d,+%d) runs past the end of %s (%d bytes)",
+					i, e.Offset, e.Size, x.shards[e.Shard].Name, sz)
+			}
+		default:
+			return corruptf("entry %d has unsupported mode %#o", i, e.Mode)
+		}
+		if i == 0 {
+			continue
+		}
+		if uint64(e.Parent) >= i {
+			return corruptf("entry %d names parent %d, which does not precede it", i, e.Parent)
+		}
+		if p := x.raw(e.Parent); !p.IsDir() || ID(i) < p.FirstChild || uint32(ID(i)-p.FirstChild) >= p.NumChildren {
+			return corruptf("entry %d is not among the children of its parent %d", i, e.Parent)
+		}
+	}
+	return nil
+}
+
+// checkChildren checks directory dir's child range (raw record b): inside the table, after dir,
+// every child naming dir as parent, names strictly ascending.
+func (x *Index) checkChildren(dir ID, b []byte) error {
+	if le.Uint32(b[40:]) != 0 || le.Uint32(b[44:]) != 0 {
+		return corruptf("directory entry %d has nonzero file fields", dir)
+	}
+	n, first, count := uint64(x.Len()), le.Uint64(b[24:]), le.Uint64(b[32:])
+	if count == 0 {
+		if first != 0 {
+			return corruptf("empty directory entry %d has first child %d", dir, first)
+		}
+		return nil
+	}
+	if first <= uint64(dir) || first > n || count > n-first {
+		return corruptf("directory entry %d has child range [%d,+%d) outside the table", dir, first, count)
+	}
+	var prev []byte
+	for c := first; c < first+count; c++ {
+		r := x.entries[c*entrySize:]
+		if ID(le.Uint32(r[8:])) != dir {
+			return corruptf("entry %d lies in the child range of %d but names parent %d", c, dir, le.Uint32(r[8:]))
+		}
+		name, ok := x.nameAt(le.Uint64(r), uint64(le.Uint16(r[14:])))
+		if !ok {
+			return corruptf("entry %d has an invalid name", c)
+		}
+		if prev != nil && bytes.Compare(prev, name) >= 0 {
+			return corruptf("children of directory %d are not strictly sorted at entry %d", dir, c)
+		}
+		prev = name
+	}
+	return nil
+}
+
+// Len returns the number of entries, directories included.
+func (x *Index) Len() int { return len(x.entries) / entrySize }
+
+// Shards returns the shard table. The caller must not modify it.
+func (x *Index) Shards() []Shard { return x.shards }
+
+// Entry decodes entry id. It panics if id is out of range; ids from this Index are always valid.
+func (x *Index) Entry(id ID) Entry { return x.raw(id) }
+
+func (x *Index) raw(id ID) Entry {
+	b := x.entries[int(id)*entrySize : int(id+1)*entrySize]
+	e := Entry{
+		Parent: ID(le.Uint32(b[8:])),
+		Mode:   uint32(le.Uint16(b[12:])),
+		MTime:  int64(le.Uint64(b[16:])),
+	}
+	if e.IsDir() {
+		// Stored as u64; check() bounds them by the table size, so the narrowing is exact.
+		e.FirstChild, e.NumChildren = ID(le.Uint64(b[24:])), uint32(le.Uint64(b[32:]))
+	} else {
+		e.Offset, e.Size, e.Shard, e.CRC = le.Uint64(b[24:]), le.Uint64(b[32:]), le.Uint32(b[40:]), le.Uint32(b[44:])
+	}
+	return e
+}
+
+func (x *Index) nameLen(id ID) uint16 { return le.Uint16(x.entries[int(id)*entrySize+14:]) }
+
+func (x *Index) nameUnchecked(id ID) []byte {
+	off := le.Uint64(x.entries[int(id)*entrySize:])
+	return x.names[off : off+uint64(x.nameLen(id))]
+}
+
+// Name returns the name bytes of entry id (empty for the root). The slice aliases the index and
+// must not be modified.
+func (x *Index) Name(id ID) []byte { return x.nameUnchecked(id) }
+
+// Lookup finds the child of directory dir called name in O(log children) comparisons, without
+// allocating. It returns false if dir is not a directory or has no such child.
+func (x *Index) Lookup(dir ID, name string) (ID, bool) {
+	d := x.raw(dir)
+	if !d.IsDir() {
+		return 0, false
+	}
+	lo, hi := uint32(0), d.NumChildren
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		switch c := strings.Compare(string(x.nameUnchecked(d.FirstChild+ID(mid))), name); {
+		case c == 0:
+			return d.FirstChild + ID(mid), true
+		case c < 0:
+			lo = mid + 1
+		default:
+			hi = mid
+		}
+	}
+	return 0, false
+}
+
+// LookupPath resolves a slash-separated path relative to the root ("" and "." are the root).
+func (x *Index) LookupPath(path string) (ID, bool) {
+	id := Root
+	for _, part := range strings.Split(path, "/") {
+		if part == "" || part == "." {
+			continue
+		}
+		var ok bool
+		if id, ok = x.Lookup(id, part); !ok {
+			return 0, false
+		}
+	}
+	return id, true
+}
+
+// Path returns the slash-separated path of id relative to the root ("" for the root). It
+// allocates; use it for messages, not on the read path.
+func (x *Index) Path(id ID) string {
+	var parts [][]byte
+	for ; id != Root; id = x.raw(id).Parent {
+		parts = append(parts, x.Name(id))
+	}
+	var b strings.Builder
+	for i := len(parts) - 1; i >= 0; i-- {
+		b.Write(parts[i])
+		if i > 0 {
+			b.WriteByte('/')
+		}
+	}
+	return b.String()
+}

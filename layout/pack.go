@@ -1,0 +1,665 @@
+package layout
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// PackOptions configure Pack. The zero value packs with the defaults given on each field.
+type PackOptions struct {
+	// ShardSize is the target shard size in bytes. Default 1 GiB.
+	ShardSize int64
+	// Jobs is the number of source files read in parallel. Default 16.
+	Jobs int
+	// Force allows replacing an existing shard set at the destination, and removing leftovers of
+	// an interrupted pack there. Other files in the destination are never touched. Default false.
+	Force bool
+	// Warn receives one line for each source entry skipped (sockets, FIFOs, devices, dangling
+	// symlinks, symlink cycles). Default: discard.
+	Warn func(msg string)
+	// Progress, if set, is called from one goroutine after each file is written.
+	Progress func(PackProgress)
+}
+
+// PackProgress is a snapshot of a running pack.
+type PackProgress struct {
+	Files, TotalFiles int
+	Bytes, TotalBytes int64
+}
+
+// PackResult summarises a finished pack.
+type PackResult struct {
+	Files, Dirs, Shards int
+	Bytes               int64
+	Duration            time.Duration
+}
+
+const (
+	tmpPrefix = ".aifs-tmp-"
+	// Files up to streamLimit are read whole by the parallel readers; larger ones are streamed by
+	// the writer. With window slots of read-ahead this bounds pack memory to window×streamLimit.
+	streamLimit = 4 << 20
+	copyBufSize = 1 << 20
+)
+
+// Pack packs the tree at src into a new shard set in directory dst.
+//
+// Pack follows symlinks to files and directories as os.walk(followlinks=True) does, skipping a
+// symlink that leads back to one of its own ancestors; it skips sockets, FIFOs, devices and
+// dangling symlinks, reporting each through Warn. It fails, naming the path, on an unreadable
+// file, a file whose size changes while it is read, or a name that cannot be stored.
+//
+// Shards and index are written under temporary names; the index is renamed into place last, after
+// everything else is on disk. On failure or cancellation Pack removes what it wrote, and an
+// existing shard set at dst (with Force) stays valid until the new data is fully written.
+func Pack(ctx context.Context, src, dst string, opt PackOptions) (PackResult, error) {
+	start := time.Now()
+	if opt.ShardSize <= 0 {
+		opt.ShardSize = 1 << 30
+	}
+	if opt.Jobs <= 0 {
+		opt.Jobs = 16
+	}
+	if opt.Warn == nil {
+		opt.Warn = func(string) {}
+	}
+	d, err := prepareDest(src, dst, opt.Force)
+	if err != nil {
+		return PackResult{}, err
+	}
+	p := &packer{opt: opt, dst: d}
+	res, err := p.run(ctx, src)
+	if err != nil {
+		p.removeTemps()
+		d.undo()
+		return PackResult{}, err
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+type packer struct {
+	opt   PackOptions
+	dst   *dest
+	temps []string // temporary files created, removed on failure
+	mu    sync.Mutex
+}
+
+func (p *packer) run(ctx context.Context, src string) (PackResult, error) {
+	root, err := p.walkRoot(src)
+	if err != nil {
+		return PackResult{}, err
+	}
+	nodes := number(root)
+	var files []*node
+	var res PackResult
+	for _, n := range nodes {
+		if n.isDir() {
+			res.Dirs++
+		} else {
+			files = append(files, n)
+			res.Bytes += int64(n.size)
+		}
+	}
+	res.Files = len(files)
+	shards := assignShards(files, uint64(p.opt.ShardSize))
+	if err := p.writeData(ctx, files, shards, res.Bytes); err != nil {
+		return PackResult{}, err
+	}
+	if err := p.commit(encodeIndex(nodes, shards), shards); err != nil {
+		return PackResult{}, err
+	}
+	res.Shards = len(shards)
+	return res, nil
+}
+
+// assignShards places files in pack order into shards of about target bytes each.
+func assignShards(files []*node, target uint64) []Shard {
+	var shards []Shard
+	for _, f := range files {
+		if len(shards) == 0 || shards[len(shards)-1].Size > 0 && shards[len(shards)-1].Size+f.size > target {
+			shards = append(shards, Shard{Name: ShardName(len(shards)), Kind: ShardData})
+		}
+		s := &shards[len(shards)-1]
+		f.shard, f.offset = uint32(len(shards)-1), s.Size
+		s.Size += f.size
+	}
+	return shards
+}
+
+// walkRoot builds the tree of src, following symlinks and skipping what cannot be packed.
+func (p *packer) walkRoot(src string) (*node, error) {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("source %s is not a directory", src)
+	}
+	root := &node{mode: unixMode(fi), mtime: fi.ModTime().UnixNano()}
+	return root, p.walk(src, root, []fileID{idOf(fi)})
+}
+
+func (p *packer) walk(dir string, d *node, ancestors []fileID) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read directory: %w", err)
+	}
+	for _, de := range ents {
+		path := filepath.Join(dir, de.Name())
+		if !ValidName([]byte(de.Name())) {
+			return fmt.Errorf("%s: name cannot be stored (1-255 bytes, no '/' or NUL)", path)
+		}
+		var fi os.FileInfo
+		if de.Type()&os.ModeSymlink != 0 {
+			if fi, err = os.Stat(path); err != nil {
+				p.opt.Warn(fmt.Sprintf("skipping %s: dangling symlink (%v)", path, errors.Unwrap(err)))
+				continue
+			}
+		} else if fi, err = de.Info(); err != nil {
+			return fmt.Errorf("stat: %w", err)
+		}
+		n := &node{name: de.Name(), mode: unixMode(fi), mtime: fi.ModTime().UnixNano()}
+		switch {
+		case fi.Mode().IsRegular():
+			n.src, n.size = path, uint64(fi.Size())
+		case fi.IsDir():
+			id := idOf(fi)
+			if containsID(ancestors, id) {
+				p.opt.Warn(fmt.Sprintf("skipping %s: symlink loop (leads back to an ancestor directory)", path))
+				continue
+			}
+			if err := p.walk(path, n, append(ancestors, id)); err != nil {
+				return err
+			}
+		default:
+			p.opt.Warn(fmt.Sprintf("skipping %s: %s is not a regular file or directory", path, fileKind(fi.Mode())))
+			continue
+		}
+		d.children = append(d.children, n)
+	}
+	return nil
+}
+
+func containsID(ids []fileID, id fileID) bool {
+	for _, a := range ids {
+		if a == id {
+			return true
+		}
+	}
+	return false
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "it"
+}
+
+// unixMode converts to st_mode bits for a directory or regular file.
+func unixMode(fi os.FileInfo) uint32 {
+	m := uint32(fi.Mode().Perm())
+	if fi.Mode()&os.ModeSetuid != 0 {
+		m |= 0o4000
+	}
+	if fi.Mode()&os.ModeSetgid != 0 {
+		m |= 0o2000
+	}
+	if fi.Mode()&os.ModeSticky != 0 {
+		m |= 0o1000
+	}
+	if fi.IsDir() {
+		return m | modeDir
+	}
+	return m | modeRegular
+}
+
+// slot carries one file's content from a reader to the writer.
+type slot struct {
+	data  []byte
+	crc   uint32
+	err   error
+	ready chan struct{}
+}
+
+// writeData reads files with opt.Jobs parallel readers, at most window files ahead of the writer,
+// and writes them in order into temporary shard files.
+func (p *packer) writeData(ctx context.Context, files []*node, shards []Shard, total int64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	window := 4 * p.opt.Jobs
+	slots := make([]slot, window)
+	for i := range slots {
+		slots[i].ready = make(chan struct{}, 1)
+	}
+	free := make(chan struct{}, window) // one token per slot the dispatcher may fill
+	for range window {
+		free <- struct{}{}
+	}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	wg.Add(1 + p.opt.Jobs)
+	go func() { // dispatcher: hands out files in order, never more than window ahead
+		defer wg.Done()
+		defer close(jobs)
+		for i := range files {
+			select {
+			case <-free:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case jobs <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for range p.opt.Jobs {
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				s, f := &slots[i%window], files[i]
+				s.data, s.crc, s.err = nil, 0, nil
+				if f.size <= streamLimit {
+					s.data, s.err = readWhole(f.src, f.size)
+					s.crc = crc32.Checksum(s.data, castagnoli)
+				}
+				s.ready <- struct{}{}
+			}
+		}()
+	}
+	err := p.writeInOrder(ctx, files, shards, total, slots, free)
+	cancel()
+	wg.Wait()
+	return err
+}
+
+func (p *packer) writeInOrder(ctx context.Context, files []*node, shards []Shard, total int64, slots []slot, free chan struct{}) error {
+	var (
+		w       *shardWriter
+		done    int64
+		copyBuf []byte
+	)
+	defer func() {
+		if w != nil {
+			w.f.Close()
+		}
+	}()
+	for i, f := range files {
+		s := &slots[i%len(slots)]
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if w == nil || w.index != int(f.shard) {
+			if w != nil {
+				if err := w.finish(&shards[w.index]); err != nil {
+					return err
+				}
+			}
+			var err error
+			if w, err = p.createShard(int(f.shard)); err != nil {
+				return err
+			}
+		}
+		if s.err != nil {
+			return s.err
+		}
+		var err error
+		if f.size <= streamLimit {
+			f.crc = s.crc
+			_, err = w.Write(s.data)
+			s.data = nil
+		} else {
+			if copyBuf == nil {
+				copyBuf = make([]byte, copyBufSize)
+			}
+			f.crc, err = streamFile(w, f.src, f.size, copyBuf)
+		}
+		if err != nil {
+			return err
+		}
+		free <- struct{}{}
+		done += int64(f.size)
+		if p.opt.Progress != nil {
+			p.opt.Progress(PackProgress{Files: i + 1, TotalFiles: len(files), Bytes: done, TotalBytes: total})
+		}
+	}
+	if w != nil {
+		return w.finish(&shards[w.index])
+	}
+	return nil
+}
+
+// readWhole reads a file that the walk saw with the given size, failing if the size changed.
+func readWhole(path string, size uint64) ([]byte, error) {
+	f, err := openSized(path, size)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return nil, sizeErr(path, size, err)
+	}
+	return buf, checkEOF(f, path, size)
+}
+
+// streamFile copies a large file into w, returning its CRC32C.
+func streamFile(w io.Writer, path string, size uint64, buf []byte) (uint32, error) {
+	f, err := openSized(path, size)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	h := crc32.New(castagnoli)
+	if _, err := io.CopyBuffer(io.MultiWriter(w, h), io.LimitReader(f, int64(size)), buf); err != nil {
+		return 0, fmt.Errorf("copy %s: %w", path, err)
+	}
+	return h.Sum32(), checkEOF(f, path, size)
+}
+
+func openSized(path string, size uint64) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read source file: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat source file: %w", err)
+	}
+	if uint64(fi.Size()) != size {
+		f.Close()
+		return nil, fmt.Errorf("%s changed size while being packed (%d bytes when listed, %d now)", path, size, fi.Size())
+	}
+	return f, nil
+}
+
+func sizeErr(path string, size uint64, err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s changed size while being packed (shorter than the %d bytes listed)", path, size)
+	}
+	return fmt.Errorf("read %s: %w", path, err)
+}
+
+// checkEOF fails if f has bytes beyond size: the file grew (or, like /proc files, reported a
+// size that does not match its content).
+func checkEOF(f *os.File, path string, size uint64) error {
+	var b [1]byte
+	n, err := f.Read(b[:])
+	if n > 0 {
+		return fmt.Errorf("%s changed size while being packed (longer than the %d bytes listed)", path, size)
+	}
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return nil
+}
+
+// shardWriter writes one temporary shard file, tracking its size and CRC32C.
+type shardWriter struct {
+	index int
+	f     *os.File
+	bw    *bufio.Writer
+	size  uint64
+	crc   uint32
+}
+
+func (w *shardWriter) Write(b []byte) (int, error) {
+	n, err := w.bw.Write(b)
+	w.size += uint64(n)
+	w.crc = crc32.Update(w.crc, castagnoli, b[:n])
+	if err != nil {
+		return n, fmt.Errorf("write %s: %w", w.f.Name(), err)
+	}
+	return n, nil
+}
+
+// finish flushes and syncs the shard and records its checksum; the size was planned in advance.
+func (w *shardWriter) finish(s *Shard) error {
+	if err := w.bw.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", w.f.Name(), err)
+	}
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", w.f.Name(), err)
+	}
+	if w.size != s.Size {
+		return fmt.Errorf("internal error: %s holds %d bytes, planned %d", w.f.Name(), w.size, s.Size)
+	}
+	s.CRC = w.crc
+	err := w.f.Close()
+	w.f = nil
+	return err
+}
+
+func (p *packer) createShard(index int) (*shardWriter, error) {
+	f, err := p.createTemp(ShardName(index))
+	if err != nil {
+		return nil, err
+	}
+	return &shardWriter{index: index, f: f, bw: bufio.NewWriterSize(f, 4<<20)}, nil
+}
+
+func (p *packer) createTemp(name string) (*os.File, error) {
+	path := filepath.Join(p.dst.path, tmpPrefix+name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	p.mu.Lock()
+	p.temps = append(p.temps, path)
+	p.mu.Unlock()
+	return f, nil
+}
+
+func (p *packer) removeTemps() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.temps {
+		os.Remove(t)
+	}
+	p.temps = nil
+}
+
+// commit makes the new shard set live: write the index under a temporary name, invalidate any
+// previous set by removing its index, rename the shards into place, then rename the index.
+func (p *packer) commit(index []byte, shards []Shard) error {
+	f, err := p.createTemp(IndexName)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(index)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	if err := p.dst.removeOld(); err != nil {
+		return err
+	}
+	for _, s := range shards {
+		if err := p.rename(s.Name); err != nil {
+			return err
+		}
+	}
+	if err := p.rename(IndexName); err != nil {
+		return err
+	}
+	p.temps = nil
+	return syncDir(p.dst.path)
+}
+
+func (p *packer) rename(name string) error {
+	from, to := filepath.Join(p.dst.path, tmpPrefix+name), filepath.Join(p.dst.path, name)
+	if err := os.Rename(from, to); err != nil {
+		return fmt.Errorf("rename into place: %w", err)
+	}
+	return nil
+}
+
+func syncDir(path string) error {
+	d, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", path, err)
+	}
+	return nil
+}
+
+// dest is a checked destination directory.
+type dest struct {
+	path    string
+	created bool     // Pack created the directory and removes it on failure
+	old     []string // files of a previous shard set or interrupted pack, replaced under Force
+}
+
+// prepareDest checks that dst may receive a new shard set from src, creating it if missing.
+func prepareDest(src, dst string, force bool) (*dest, error) {
+	absSrc, err := resolve(src)
+	if err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	absDst, err := resolve(dst)
+	if err != nil {
+		return nil, fmt.Errorf("destination: %w", err)
+	}
+	if absDst == absSrc || strings.HasPrefix(absDst, absSrc+string(filepath.Separator)) {
+		return nil, fmt.Errorf("destination %s is inside the source %s", dst, src)
+	}
+	fi, err := os.Stat(dst)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return nil, fmt.Errorf("create destination: %w", err)
+		}
+		return &dest{path: dst, created: true}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("destination: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("destination %s exists and is not a directory", dst)
+	}
+	ents, err := os.ReadDir(dst)
+	if err != nil {
+		return nil, fmt.Errorf("destination: %w", err)
+	}
+	if len(ents) == 0 {
+		return &dest{path: dst}, nil
+	}
+	return replaceable(dst, ents, force)
+}
+
+// replaceable accepts a non-empty destination only with force, and only if everything in it
+// belongs to a shard set or to an interrupted pack.
+func replaceable(dst string, ents []os.DirEntry, force bool) (*dest, error) {
+	ours := map[string]bool{}
+	hasIndex := false
+	if x, err := Load(dst); err == nil {
+		for _, s := range x.Shards() {
+			ours[s.Name] = true
+		}
+	}
+	d := &dest{path: dst}
+	for _, e := range ents {
+		name := e.Name()
+		hasIndex = hasIndex || name == IndexName
+		if !ours[name] && name != IndexName && !isShardName(name) && !strings.HasPrefix(name, tmpPrefix) {
+			return nil, fmt.Errorf("destination %s is not empty (it holds %q, which is not part of a shard set); "+
+				"pack into a new or empty directory", dst, name)
+		}
+		d.old = append(d.old, name)
+	}
+	if !force {
+		if hasIndex {
+			return nil, fmt.Errorf("destination %s already holds a shard set; use --force to replace it", dst)
+		}
+		return nil, fmt.Errorf("destination %s holds leftovers of an interrupted pack; use --force to replace them", dst)
+	}
+	// Leftover temporary files would collide with ours; the previous set's own files stay until
+	// the new data is written.
+	for _, name := range d.old {
+		if strings.HasPrefix(name, tmpPrefix) {
+			if err := os.Remove(filepath.Join(dst, name)); err != nil {
+				return nil, fmt.Errorf("remove leftover: %w", err)
+			}
+		}
+	}
+	return d, nil
+}
+
+// isShardName reports whether name has the form ShardName gives.
+func isShardName(name string) bool {
+	var n int
+	_, err := fmt.Sscanf(name, "shard-%06d.dat", &n)
+	return err == nil && ShardName(n) == name
+}
+
+// removeOld removes the previous shard set's index (making it invalid) and then its shards.
+func (d *dest) removeOld() error {
+	if len(d.old) == 0 {
+		return nil
+	}
+	if err := os.Remove(filepath.Join(d.path, IndexName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove previous shard set: %w", err)
+	}
+	if err := syncDir(d.path); err != nil {
+		return err
+	}
+	for _, name := range d.old {
+		if name == IndexName || strings.HasPrefix(name, tmpPrefix) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(d.path, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove previous shard set: %w", err)
+		}
+	}
+	return nil
+}
+
+// undo removes the destination directory if Pack created it (it is empty after removeTemps).
+func (d *dest) undo() {
+	if d.created {
+		os.Remove(d.path)
+	}
+}
+
+// resolve returns the absolute path of p with symlinks resolved, for the longest existing prefix.
+func resolve(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r, nil
+	}
+	parent, err := resolve(filepath.Dir(abs))
+	if err != nil || parent == abs {
+		return abs, err
+	}
+	return filepath.Join(parent, filepath.Base(abs)), nil
+}

@@ -1,0 +1,205 @@
+package layout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+)
+
+// Problem is one failure found by Verify.
+type Problem struct {
+	Path   string // sample path relative to the root; empty for a problem with a whole shard
+	Shard  string // shard file name
+	Offset uint64 // the sample's extent in the shard (zero for a whole-shard problem)
+	Size   uint64
+	Reason string
+}
+
+// VerifyOptions configure Verify.
+type VerifyOptions struct {
+	// Jobs is the number of shards checked in parallel. Default 4.
+	Jobs int
+	// Progress, if set, is called (from several goroutines, serialised) with bytes checked so far.
+	Progress func(bytes int64)
+}
+
+// VerifyResult counts what Verify checked.
+type VerifyResult struct {
+	Samples  int
+	Bytes    int64
+	Problems int
+}
+
+const verifyChunk = 1 << 20
+
+// Verify re-reads every sample of the shard set in directory dir, whose index is x, and checks
+// its CRC32C, and checks each shard's size and whole-file checksum. It calls report (serialised)
+// once for each corrupt, unreadable or missing sample and once for each shard whose size or
+// checksum disagrees with the index. It returns an error only if it could not run to the end
+// (ctx cancelled); corruption is reported, not returned.
+func Verify(ctx context.Context, dir string, x *Index, opt VerifyOptions, report func(Problem)) (VerifyResult, error) {
+	if opt.Jobs <= 0 {
+		opt.Jobs = 4
+	}
+	perShard := make([][]ID, len(x.Shards()))
+	var res VerifyResult
+	for i := 0; i < x.Len(); i++ {
+		if e := x.Entry(ID(i)); !e.IsDir() {
+			perShard[e.Shard] = append(perShard[e.Shard], ID(i))
+			res.Samples++
+		}
+	}
+	var mu sync.Mutex // guards res, and serialises report and opt.Progress
+	v := &verifier{x: x, dir: dir, report: func(p Problem) {
+		mu.Lock()
+		defer mu.Unlock()
+		res.Problems++
+		report(p)
+	}, progress: func(n int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		res.Bytes += n
+		if opt.Progress != nil {
+			opt.Progress(res.Bytes)
+		}
+	}}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range opt.Jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, verifyChunk)
+			for s := range next {
+				v.shard(ctx, s, perShard[s], buf)
+			}
+		}()
+	}
+	var err error
+	for s := range perShard {
+		select {
+		case next <- s:
+			continue
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		break
+	}
+	close(next)
+	wg.Wait()
+	if err == nil {
+		err = ctx.Err()
+	}
+	return res, err
+}
+
+type verifier struct {
+	x        *Index
+	dir      string
+	report   func(Problem)
+	progress func(int64)
+}
+
+// shard checks shard s and its samples ids in one pass in offset order, computing the whole-shard
+// checksum from the same reads.
+func (v *verifier) shard(ctx context.Context, s int, ids []ID, buf []byte) {
+	sh := v.x.Shards()[s]
+	sort.SliceStable(ids, func(i, j int) bool { return v.x.Entry(ids[i]).Offset < v.x.Entry(ids[j]).Offset })
+	sample := func(id ID, reason string) {
+		e := v.x.Entry(id)
+		v.report(Problem{Path: v.x.Path(id), Shard: sh.Name, Offset: e.Offset, Size: e.Size, Reason: reason})
+	}
+	f, err := os.Open(filepath.Join(v.dir, sh.Name))
+	if err != nil {
+		reason := fmt.Sprintf("shard unreadable: %v", err)
+		if errors.Is(err, os.ErrNotExist) {
+			reason = "shard missing"
+		}
+		v.report(Problem{Shard: sh.Name, Reason: reason})
+		for _, id := range ids {
+			sample(id, reason)
+		}
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		v.report(Problem{Shard: sh.Name, Reason: fmt.Sprintf("stat: %v", err)})
+		return
+	}
+	size := uint64(fi.Size())
+	var (
+		pos      uint64 // bytes of the shard folded into shardCRC so far
+		shardCRC uint32
+		inOrder  = true // extents did not overlap, so shardCRC covers every byte once
+	)
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		e := v.x.Entry(id)
+		if e.Offset+e.Size > size {
+			sample(id, fmt.Sprintf("extends past the end of the shard (%d bytes; truncated?)", size))
+			inOrder = false
+			continue
+		}
+		if e.Offset < pos {
+			inOrder = false
+		} else if e.Offset > pos {
+			if err := crcRange(f, pos, e.Offset-pos, buf, &shardCRC, nil); err != nil {
+				v.report(Problem{Shard: sh.Name, Reason: err.Error()})
+				inOrder = false
+			}
+			pos = e.Offset
+		}
+		var got uint32
+		shardPart := &shardCRC
+		if e.Offset != pos {
+			shardPart = nil
+		}
+		if err := crcRange(f, e.Offset, e.Size, buf, shardPart, &got); err != nil {
+			sample(id, err.Error())
+		} else if got != e.CRC {
+			sample(id, fmt.Sprintf("content checksum mismatch (crc32c %08x, index says %08x)", got, e.CRC))
+		}
+		if shardPart != nil {
+			pos += e.Size
+		}
+		v.progress(int64(e.Size))
+	}
+	if pos < size {
+		if err := crcRange(f, pos, size-pos, buf, &shardCRC, nil); err != nil {
+			v.report(Problem{Shard: sh.Name, Reason: err.Error()})
+		}
+	}
+	switch {
+	case size != sh.Size:
+		v.report(Problem{Shard: sh.Name, Reason: fmt.Sprintf("shard is %d bytes, index says %d", size, sh.Size)})
+	case inOrder && shardCRC != sh.CRC:
+		v.report(Problem{Shard: sh.Name, Reason: fmt.Sprintf("shard checksum mismatch (crc32c %08x, index says %08x)", shardCRC, sh.CRC)})
+	}
+}
+
+// crcRange reads [off, off+n) of f in chunks of len(buf), folding the bytes into each non-nil CRC.
+func crcRange(f io.ReaderAt, off, n uint64, buf []byte, a, b *uint32) error {
+	for n > 0 {
+		chunk := buf[:min(n, uint64(len(buf)))]
+		if _, err := f.ReadAt(chunk, int64(off)); err != nil {
+			return fmt.Errorf("read [%d,+%d): %w", off, len(chunk), err)
+		}
+		for _, c := range []*uint32{a, b} {
+			if c != nil {
+				*c = crc32.Update(*c, castagnoli, chunk)
+			}
+		}
+		off += uint64(len(chunk))
+		n -= uint64(len(chunk))
+	}
+	return nil
+}

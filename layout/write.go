@@ -1,0 +1,102 @@
+package layout
+
+import (
+	"bytes"
+	"hash/crc32"
+	"sort"
+)
+
+// node is one directory or file of a tree being packed. Pack builds the tree from a walk; the
+// index writer numbers it and encodes it. Directories hold their children sorted by name.
+type node struct {
+	name     string
+	mode     uint32 // Unix st_mode
+	mtime    int64
+	src      string // path to read the content from (files)
+	size     uint64
+	children []*node
+
+	// Set by number and by the data writer.
+	id     ID
+	parent *node
+	shard  uint32
+	offset uint64
+	crc    uint32
+}
+
+func (n *node) isDir() bool { return n.mode&modeTypeMask == modeDir }
+
+// number assigns ids in index order (FORMAT.md): root 0, then the children of each directory as
+// one contiguous block, directories expanded depth first in name order. It returns the nodes in
+// id order; for a packed set this is also pack order for the files.
+func number(root *node) []*node {
+	order := []*node{root}
+	var expand func(d *node)
+	expand = func(d *node) {
+		sort.Slice(d.children, func(i, j int) bool { return d.children[i].name < d.children[j].name })
+		for _, c := range d.children {
+			c.id, c.parent = ID(len(order)), d
+			order = append(order, c)
+		}
+		for _, c := range d.children {
+			if c.isDir() {
+				expand(c)
+			}
+		}
+	}
+	expand(root)
+	return order
+}
+
+// encodeIndex returns the index file for nodes (in id order, as number returns them) and shards.
+func encodeIndex(nodes []*node, shards []Shard) []byte {
+	var names bytes.Buffer
+	entries := make([]byte, len(nodes)*entrySize)
+	for i, n := range nodes {
+		b := entries[i*entrySize:]
+		le.PutUint64(b, uint64(names.Len()))
+		names.WriteString(n.name)
+		if n.parent != nil {
+			le.PutUint32(b[8:], uint32(n.parent.id))
+		}
+		le.PutUint16(b[12:], uint16(n.mode))
+		le.PutUint16(b[14:], uint16(len(n.name)))
+		le.PutUint64(b[16:], uint64(n.mtime))
+		if n.isDir() {
+			if len(n.children) > 0 {
+				le.PutUint64(b[24:], uint64(n.children[0].id))
+				le.PutUint64(b[32:], uint64(len(n.children)))
+			}
+			continue
+		}
+		le.PutUint64(b[24:], n.offset)
+		le.PutUint64(b[32:], n.size)
+		le.PutUint32(b[40:], n.shard)
+		le.PutUint32(b[44:], n.crc)
+	}
+	shardTable := make([]byte, len(shards)*shardSize)
+	for i, s := range shards {
+		b := shardTable[i*shardSize:]
+		le.PutUint64(b, uint64(names.Len()))
+		names.WriteString(s.Name)
+		le.PutUint16(b[8:], uint16(len(s.Name)))
+		le.PutUint16(b[10:], uint16(s.Kind))
+		le.PutUint64(b[16:], s.Size)
+		le.PutUint32(b[24:], s.CRC)
+	}
+
+	out := make([]byte, headerSize, headerSize+len(entries)+len(shardTable)+names.Len())
+	copy(out, magic)
+	le.PutUint32(out[8:], version)
+	le.PutUint64(out[16:], uint64(len(nodes)))
+	le.PutUint64(out[24:], uint64(len(shards)))
+	for i, sec := range [numSections][]byte{entries, shardTable, names.Bytes()} {
+		d := out[32+24*i:]
+		le.PutUint64(d, uint64(len(out)))
+		le.PutUint64(d[8:], uint64(len(sec)))
+		le.PutUint32(d[16:], crc32.Checksum(sec, castagnoli))
+		out = append(out, sec...)
+	}
+	le.PutUint32(out[124:], crc32.Checksum(out[:124], castagnoli))
+	return out
+}
