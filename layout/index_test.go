@@ -1,0 +1,289 @@
+package layout
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"strings"
+	"testing"
+)
+
+// tree builds an in-memory tree from paths ("a/b/file" is a file, "a/dir/" an empty directory)
+// with content size len(path), packed densely into shards of shardTarget bytes.
+func tree(shardTarget uint64, paths ...string) ([]*node, []Shard) {
+	root := &node{mode: modeDir | 0o755}
+	for _, p := range paths {
+		d := root
+		parts := strings.Split(strings.TrimSuffix(p, "/"), "/")
+		for i, part := range parts {
+			var child *node
+			for _, c := range d.children {
+				if c.name == part {
+					child = c
+				}
+			}
+			if child == nil {
+				child = &node{name: part, mode: modeDir | 0o755, mtime: int64(i)}
+				if i == len(parts)-1 && !strings.HasSuffix(p, "/") {
+					child.mode, child.size = modeRegular|0o644, uint64(len(p))
+				}
+				d.children = append(d.children, child)
+			}
+			d = child
+		}
+	}
+	nodes := number(root)
+	var files []*node
+	for _, n := range nodes {
+		if !n.isDir() {
+			files = append(files, n)
+			n.crc = crc32.Checksum([]byte(n.name), castagnoli)
+		}
+	}
+	return nodes, assignShards(files, shardTarget)
+}
+
+func testIndex(t testing.TB) []byte {
+	nodes, shards := tree(64, "b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c")
+	return encodeIndex(nodes, shards)
+}
+
+func TestLookupAndList(t *testing.T) {
+	x, err := Parse(testIndex(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listing []string
+	root := x.Entry(Root)
+	for c := root.FirstChild; c < root.FirstChild+ID(root.NumChildren); c++ {
+		listing = append(listing, string(x.Name(c)))
+	}
+	if got, want := strings.Join(listing, ","), "a,b,c,empty,zero"; got != want {
+		t.Errorf("root listing = %s, want %s", got, want)
+	}
+	for _, p := range []string{"a/x1", "a/x2", "a/sub/deep/f", "b/y", "c", "zero", "empty"} {
+		id, ok := x.LookupPath(p)
+		if !ok {
+			t.Fatalf("LookupPath(%q) not found", p)
+		}
+		if got := x.Path(id); got != p {
+			t.Errorf("Path(LookupPath(%q)) = %q", p, got)
+		}
+		if e := x.Entry(id); !e.IsDir() && e.Size != uint64(len(p)) {
+			t.Errorf("%s: size %d, want %d", p, e.Size, len(p))
+		}
+	}
+	for _, p := range []string{"a/x3", "a/x1/y", "d", "a/sub/deep/g", "0", "zz"} {
+		if _, ok := x.LookupPath(p); ok {
+			t.Errorf("LookupPath(%q) found a missing path", p)
+		}
+	}
+}
+
+// TestPackOrder checks the FORMAT.md promise that file ids ascend in pack order.
+func TestPackOrder(t *testing.T) {
+	x, err := Parse(testIndex(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last Entry
+	var files []string
+	for i := 0; i < x.Len(); i++ {
+		e := x.Entry(ID(i))
+		if e.IsDir() {
+			continue
+		}
+		if len(files) > 0 && (e.Shard < last.Shard || e.Shard == last.Shard && e.Offset != last.Offset+last.Size) {
+			t.Errorf("%s at shard %d offset %d does not follow the previous file", x.Path(ID(i)), e.Shard, e.Offset)
+		}
+		last = e
+		files = append(files, x.Path(ID(i)))
+	}
+	if got, want := strings.Join(files, ","), "c,zero,a/x1,a/x2,a/sub/deep/f,b/y"; got != want {
+		t.Errorf("pack order %s, want %s", got, want)
+	}
+}
+
+func TestLookupAllocatesNothing(t *testing.T) {
+	x, err := Parse(testIndex(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := x.Lookup(Root, "a")
+	if n := testing.AllocsPerRun(100, func() {
+		if _, ok := x.Lookup(a, "x2"); !ok {
+			t.Fatal("not found")
+		}
+		_ = x.Entry(a)
+	}); n != 0 {
+		t.Errorf("Lookup+Entry allocate %v times per call", n)
+	}
+}
+
+// TestEveryByteFlipIsDetected flips each bit position of a small index in turn: the checksums
+// cover every byte, so each must fail to parse.
+func TestEveryByteFlipIsDetected(t *testing.T) {
+	good := testIndex(t)
+	for i := range good {
+		buf := bytes.Clone(good)
+		buf[i] ^= 0x10
+		if _, err := Parse(buf); err == nil {
+			t.Fatalf("flip at byte %d was accepted", i)
+		}
+	}
+}
+
+// reseal recomputes every section checksum and the header checksum after a test edits buf, so
+// that the structural checks behind them are exercised.
+func reseal(buf []byte) []byte {
+	for i := range numSections {
+		d := buf[32+24*i:]
+		off, n := le.Uint64(d), le.Uint64(d[8:])
+		if off > uint64(len(buf)) || n > uint64(len(buf))-off {
+			continue
+		}
+		le.PutUint32(d[16:], crc32.Checksum(buf[off:off+n], castagnoli))
+	}
+	le.PutUint32(buf[124:], crc32.Checksum(buf[:124], castagnoli))
+	return buf
+}
+
+func TestParseRejectsBadStructure(t *testing.T) {
+	good := testIndex(t)
+	x, err := Parse(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entriesOff := int(le.Uint64(good[32:]))
+	namesOff := int(le.Uint64(good[32+48:]))
+	at := func(buf []byte, p string) []byte {
+		id, _ := x.LookupPath(p)
+		return buf[entriesOff+int(id)*entrySize:]
+	}
+	nameAt := func(buf []byte, p string) []byte {
+		id, _ := x.LookupPath(p)
+		return buf[namesOff+int(le.Uint64(at(buf, p))):][:len(x.Name(id))]
+	}
+	cases := []struct {
+		name, want string
+		edit       func(b []byte)
+	}{
+		{"version", "version 2 is not supported", func(b []byte) { le.PutUint32(b[8:], 2) }},
+		{"flags", "unknown header flags", func(b []byte) { le.PutUint32(b[12:], 1) }},
+		{"entry count", "entries section is", func(b []byte) { le.PutUint64(b[16:], 3) }},
+		{"zero entries", "entries section is", func(b []byte) { le.PutUint64(b[16:], 0) }},
+		{"section outside file", "lies outside", func(b []byte) { le.PutUint64(b[32+8:], 1<<40) }},
+		{"slash in name", "invalid name", func(b []byte) { nameAt(b, "a/x1")[1] = '/' }},
+		{"NUL in name", "invalid name", func(b []byte) { nameAt(b, "b")[0] = 0 }},
+		{"dot-dot name", "invalid name", func(b []byte) { copy(nameAt(b, "a/x1"), ".."); le.PutUint16(at(b, "a/x1")[14:], 2) }},
+		{"empty name", "invalid name", func(b []byte) { le.PutUint16(at(b, "c")[14:], 0) }},
+		{"name past section", "invalid name", func(b []byte) { le.PutUint64(at(b, "c"), 1<<20) }},
+		{"unsorted siblings", "not strictly sorted", func(b []byte) { nameAt(b, "a/x2")[1] = '0' }},
+		{"duplicate siblings", "not strictly sorted", func(b []byte) { nameAt(b, "a/x2")[1] = '1' }},
+		{"shard out of range", "names shard", func(b []byte) { le.PutUint32(at(b, "c")[40:], 99) }},
+		{"extent past shard", "runs past the end", func(b []byte) { le.PutUint64(at(b, "b/y")[32:], 1<<30) }},
+		{"extent overflow", "runs past the end", func(b []byte) { le.PutUint64(at(b, "b/y")[24:], 1<<63); le.PutUint64(at(b, "b/y")[32:], 1<<63) }},
+		{"bad mode", "unsupported mode", func(b []byte) { le.PutUint16(at(b, "c")[12:], 0o120777) }},
+		{"root is a file", "not the root", func(b []byte) { le.PutUint16(b[entriesOff+12:], modeRegular) }},
+		{"child range past table", "outside the table", func(b []byte) { le.PutUint64(at(b, "a")[32:], 1000) }},
+		{"child range before dir", "outside the table", func(b []byte) { le.PutUint64(at(b, "a")[24:], 0) }},
+		{"wrong parent", "names parent", func(b []byte) { le.PutUint32(at(b, "a/x1")[8:], 2) }},
+		{"empty dir with first child", "has first child", func(b []byte) { le.PutUint64(at(b, "empty")[24:], 3) }},
+		{"dir with file fields", "nonzero file fields", func(b []byte) { le.PutUint32(at(b, "a")[44:], 7) }},
+		{"shard kind", "unknown kind", func(b []byte) { le.PutUint16(b[int(le.Uint64(b[56:]))+10:], 9) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			buf := bytes.Clone(good)
+			c.edit(buf)
+			_, err := Parse(reseal(buf))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Parse = %v, want an error containing %q", err, c.want)
+			}
+			if !strings.Contains(c.name, "version") && !errors.Is(err, ErrCorrupt) {
+				t.Errorf("error %v does not wrap ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a": true, "with space": true, "new\nline": true, "\xff\xfe": true, ".hidden": true, "...": true,
+		strings.Repeat("x", 255): true,
+		"":                       false, ".": false, "..": false, "a/b": false, "a\x00b": false, strings.Repeat("x", 256): false,
+	} {
+		if got := ValidName([]byte(name)); got != want {
+			t.Errorf("ValidName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// FuzzParse feeds arbitrary bytes to the loader: it must return an error or an index whose every
+// entry can be looked up by name and path without panicking. The seed corpus (f.Add and
+// testdata/fuzz/FuzzParse) runs as a normal test.
+func FuzzParse(f *testing.F) {
+	good := testIndex(f)
+	f.Add(good)
+	f.Add(good[:headerSize])
+	nodes, shards := tree(1<<20, "only")
+	f.Add(encodeIndex(nodes, shards))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		x, err := Parse(data)
+		if err != nil {
+			return
+		}
+		for i := 0; i < x.Len(); i++ {
+			e := x.Entry(ID(i))
+			if !e.IsDir() {
+				continue
+			}
+			for c := e.FirstChild; c < e.FirstChild+ID(e.NumChildren); c++ {
+				if got, ok := x.Lookup(ID(i), string(x.Name(c))); !ok || got != c {
+					t.Fatalf("Lookup(%d, %q) = %d, %v; want %d", i, x.Name(c), got, ok, c)
+				}
+				if got, ok := x.LookupPath(x.Path(c)); !ok || got != c {
+					t.Fatalf("LookupPath(%q) = %d, %v; want %d", x.Path(c), got, ok, c)
+				}
+			}
+		}
+	})
+}
+
+func ExampleIndex_Lookup() {
+	nodes, shards := tree(1<<20, "train/cat/1.jpg", "train/dog/2.jpg")
+	x, _ := Parse(encodeIndex(nodes, shards))
+	dog, _ := x.LookupPath("train/dog")
+	id, ok := x.Lookup(dog, "2.jpg")
+	fmt.Println(x.Path(id), ok, x.Entry(id).Size)
+	// Output: train/dog/2.jpg true 15
+}
+
+// TestLookupLargeDirectory checks every child and many absent names of directories large enough
+// for long probe sequences and wrap-around in their table regions.
+func TestLookupLargeDirectory(t *testing.T) {
+	var paths []string
+	for i := range 5000 {
+		paths = append(paths, fmt.Sprintf("big/%d", i), fmt.Sprintf("small%d/x", i%3))
+	}
+	nodes, shards := tree(1<<20, paths...)
+	x, err := Parse(encodeIndex(nodes, shards))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, _ := x.LookupPath("big")
+	for i := range 5000 {
+		id, ok := x.Lookup(big, fmt.Sprint(i))
+		if !ok || x.Path(id) != fmt.Sprintf("big/%d", i) {
+			t.Fatalf("Lookup(big, %d) = %q, %v", i, x.Path(id), ok)
+		}
+		if _, ok := x.Lookup(big, fmt.Sprintf("%d.", i)); ok {
+			t.Fatalf("Lookup(big, %d.) found a missing name", i)
+		}
+	}
+	file, _ := x.LookupPath("small0/x")
+	if _, ok := x.Lookup(file, "x"); ok {
+		t.Error("Lookup under a file succeeded")
+	}
+}

@@ -1,0 +1,213 @@
+package layout
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// writeTree creates files (path → content) and empty directories (path ending in "/") under dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, content := range files {
+		full := filepath.Join(dir, p)
+		if strings.HasSuffix(p, "/") {
+			if err := os.MkdirAll(full, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var edgeTree = map[string]string{
+	"train/cat/1.jpg":        "meow",
+	"train/cat/2.jpg":        strings.Repeat("c", 5000),
+	"train/dog/a b.jpg":      "woof woof",
+	"train/dog/new\nline":    "nl",
+	"train/dog/\xff\xfe.bin": "not utf-8",
+	"zero":                   "",
+	"empty/":                 "",
+	"big":                    strings.Repeat("0123456789", 600_000), // > streamLimit: streamed
+}
+
+func pack(t *testing.T, src, dst string, opt PackOptions) *Index {
+	t.Helper()
+	if _, err := Pack(context.Background(), src, dst, opt); err != nil {
+		t.Fatal(err)
+	}
+	x, err := Load(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// readSample returns the bytes of a packed file straight from its shard.
+func readSample(t *testing.T, dir string, x *Index, id ID) []byte {
+	t.Helper()
+	e := x.Entry(id)
+	f, err := os.Open(filepath.Join(dir, x.Shards()[e.Shard].Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, e.Size)
+	if _, err := f.ReadAt(b, int64(e.Offset)); err != nil && len(b) > 0 {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestPackRoundTrip(t *testing.T) {
+	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "set")
+	writeTree(t, src, edgeTree)
+	x := pack(t, src, dst, PackOptions{ShardSize: 4096, Jobs: 3})
+	if len(x.Shards()) < 3 {
+		t.Errorf("%d shards, want several with a 4 KiB target", len(x.Shards()))
+	}
+	for p, content := range edgeTree {
+		id, ok := x.LookupPath(strings.TrimSuffix(p, "/"))
+		if !ok {
+			t.Fatalf("%q missing", p)
+		}
+		e := x.Entry(id)
+		if strings.HasSuffix(p, "/") {
+			if !e.IsDir() || e.NumChildren != 0 {
+				t.Errorf("%q: want an empty directory, got %+v", p, e)
+			}
+			continue
+		}
+		if got := readSample(t, dst, x, id); string(got) != content {
+			t.Errorf("%q: content differs (%d bytes, want %d)", p, len(got), len(content))
+		}
+		fi, _ := os.Stat(filepath.Join(src, p))
+		if e.Mode != modeRegular|0o640 || e.MTime != fi.ModTime().UnixNano() {
+			t.Errorf("%q: mode %#o mtime %d, want %#o %d", p, e.Mode, e.MTime, modeRegular|0o640, fi.ModTime().UnixNano())
+		}
+	}
+	dog, _ := x.LookupPath("train/dog")
+	d := x.Entry(dog)
+	var names []string
+	for c := d.FirstChild; c < d.FirstChild+ID(d.NumChildren); c++ {
+		names = append(names, string(x.Name(c)))
+	}
+	if !sort.StringsAreSorted(names) || len(names) != 3 {
+		t.Errorf("train/dog lists %q", names)
+	}
+	var problems []Problem
+	if _, err := Verify(context.Background(), dst, x, VerifyOptions{}, func(p Problem) { problems = append(problems, p) }); err != nil || len(problems) > 0 {
+		t.Errorf("Verify = %v, %v", problems, err)
+	}
+}
+
+func TestPackIsDeterministic(t *testing.T) {
+	src := t.TempDir()
+	writeTree(t, src, edgeTree)
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	pack(t, src, a, PackOptions{ShardSize: 4096, Jobs: 1})
+	pack(t, src, b, PackOptions{ShardSize: 4096, Jobs: 8})
+	ents, _ := os.ReadDir(a)
+	for _, e := range ents {
+		x, _ := os.ReadFile(filepath.Join(a, e.Name()))
+		y, err := os.ReadFile(filepath.Join(b, e.Name()))
+		if err != nil || !bytes.Equal(x, y) {
+			t.Errorf("%s differs between two packs of the same tree (%v)", e.Name(), err)
+		}
+	}
+}
+
+func TestReadWholeDetectsSizeChange(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(p, []byte("12345"), 0o644)
+	for _, listed := range []uint64{4, 6} {
+		if _, err := readWhole(p, listed); err == nil || !strings.Contains(err.Error(), "changed size") || !strings.Contains(err.Error(), p) {
+			t.Errorf("readWhole with listed size %d: %v", listed, err)
+		}
+		if _, err := streamFile(&bytes.Buffer{}, p, listed, make([]byte, 2)); err == nil || !strings.Contains(err.Error(), "changed size") {
+			t.Errorf("streamFile with listed size %d: %v", listed, err)
+		}
+	}
+	// A file whose stat size understates its content, as /proc files do.
+	if _, err := readWhole("/proc/self/status", 0); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("readWhole(/proc/self/status): %v", err)
+	}
+}
+
+func TestPackRefusesBadDestinations(t *testing.T) {
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"a": "x"})
+	notEmpty := t.TempDir()
+	os.WriteFile(filepath.Join(notEmpty, "mine.txt"), []byte("keep"), 0o644)
+	existing := filepath.Join(t.TempDir(), "set")
+	pack(t, src, existing, PackOptions{})
+	for _, c := range []struct {
+		dst   string
+		force bool
+		want  string
+	}{
+		{filepath.Join(src, "inside"), false, "inside the source"},
+		{src, false, "inside the source"},
+		{notEmpty, true, "not empty"},
+		{existing, false, "already holds a shard set"},
+		{filepath.Join(src, "a"), false, "inside the source"},
+	} {
+		if _, err := Pack(context.Background(), src, c.dst, PackOptions{Force: c.force}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Pack to %s (force %v) = %v, want %q", c.dst, c.force, err, c.want)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(notEmpty, "mine.txt")); string(b) != "keep" {
+		t.Error("a refused pack touched a user file")
+	}
+	if _, err := os.Stat(filepath.Join(src, "inside")); err == nil {
+		t.Error("a refused pack created its destination")
+	}
+	// Replacing with --force: the new set is valid and the old set's surplus shards are gone.
+	writeTree(t, src, map[string]string{"b": strings.Repeat("y", 10000)})
+	pack(t, src, existing, PackOptions{Force: true, ShardSize: 4096})
+	pack(t, src, existing, PackOptions{Force: true})
+	ents, _ := os.ReadDir(existing)
+	if len(ents) != 2 {
+		t.Errorf("after replacing, the destination holds %d files, want index and 1 shard", len(ents))
+	}
+}
+
+func TestVerifyFindsCorruptSamples(t *testing.T) {
+	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "set")
+	writeTree(t, src, edgeTree)
+	x := pack(t, src, dst, PackOptions{ShardSize: 4096})
+	id, _ := x.LookupPath("train/dog/a b.jpg")
+	e := x.Entry(id)
+	shard := filepath.Join(dst, x.Shards()[e.Shard].Name)
+	b, _ := os.ReadFile(shard)
+	b[e.Offset+3] ^= 1
+	os.WriteFile(shard, b, 0o644)
+
+	var got []string
+	verify := func() {
+		got = nil
+		Verify(context.Background(), dst, x, VerifyOptions{Jobs: 2}, func(p Problem) {
+			got = append(got, p.Path+": "+p.Reason)
+		})
+		sort.Strings(got)
+	}
+	verify()
+	if len(got) != 2 || !strings.HasPrefix(got[0], ": shard checksum mismatch") || !strings.HasPrefix(got[1], "train/dog/a b.jpg: content checksum mismatch") {
+		t.Errorf("after flipping a byte of one sample, Verify reports %q", got)
+	}
+	os.Remove(shard)
+	verify()
+	if len(got) < 2 || !strings.Contains(strings.Join(got, "\n"), "train/dog/a b.jpg: shard missing") {
+		t.Errorf("after deleting its shard, Verify reports %q", got)
+	}
+}
