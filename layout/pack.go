@@ -95,7 +95,7 @@ type packer struct {
 }
 
 func (p *packer) run(ctx context.Context, src string) (PackResult, error) {
-	root, err := p.walkRoot(src)
+	root, err := p.walkRoot(ctx, src)
 	if err != nil {
 		return PackResult{}, err
 	}
@@ -137,7 +137,7 @@ func assignShards(files []*node, target uint64) []Shard {
 }
 
 // walkRoot builds the tree of src, following symlinks and skipping what cannot be packed.
-func (p *packer) walkRoot(src string) (*node, error) {
+func (p *packer) walkRoot(ctx context.Context, src string) (*node, error) {
 	fi, err := os.Stat(src)
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
@@ -146,10 +146,13 @@ func (p *packer) walkRoot(src string) (*node, error) {
 		return nil, fmt.Errorf("source %s is not a directory", src)
 	}
 	root := &node{mode: unixMode(fi), mtime: fi.ModTime().UnixNano()}
-	return root, p.walk(src, root, []fileID{idOf(fi)})
+	return root, p.walk(ctx, src, root, []fileID{idOf(fi)})
 }
 
-func (p *packer) walk(dir string, d *node, ancestors []fileID) error {
+func (p *packer) walk(ctx context.Context, dir string, d *node, ancestors []fileID) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("read directory: %w", err)
@@ -178,7 +181,7 @@ func (p *packer) walk(dir string, d *node, ancestors []fileID) error {
 				p.opt.Warn(fmt.Sprintf("skipping %s: symlink loop (leads back to an ancestor directory)", path))
 				continue
 			}
-			if err := p.walk(path, n, append(ancestors, id)); err != nil {
+			if err := p.walk(ctx, path, n, append(ancestors, id)); err != nil {
 				return err
 			}
 		default:

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the whole aifs test suite on a fresh Debian 12 machine with Go, installing what it needs:
+# formatting and vet, every package's tests with the race detector (integration tests build and
+# drive the aifs binary; fuzz seed corpora run as ordinary tests), then the same tests once with
+# GOMAXPROCS=1. CI runs exactly this (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/setup.sh
+need_packages ca-certificates git coreutils tar
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change: $unformatted" >&2
+	exit 1
+fi
+go vet ./...
+go test -race -count=1 -timeout 20m ./...
+GOMAXPROCS=1 go test -count=1 -timeout 20m ./...
+echo "all tests passed"
