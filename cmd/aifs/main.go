@@ -106,10 +106,7 @@ func parseArgs(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, i
 				fs.Usage()
 				return nil, exitOK, false
 			}
-			fmt.Fprintf(os.Stderr, "aifs %s: %v\n", fs.Name(), err)
-			fs.SetOutput(os.Stderr)
-			fs.Usage()
-			return nil, exitUsage, false
+			return nil, usageError(fs, err.Error()), false
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -123,12 +120,17 @@ func parseArgs(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, i
 		args = args[1:]
 	}
 	if len(pos) < minPos || len(pos) > maxPos {
-		fmt.Fprintf(os.Stderr, "aifs %s: wrong number of arguments\n", fs.Name())
-		fs.SetOutput(os.Stderr)
-		fs.Usage()
-		return nil, exitUsage, false
+		return nil, usageError(fs, "wrong number of arguments"), false
 	}
 	return pos, 0, true
+}
+
+// usageError prints msg and the command's usage to stderr and returns exitUsage.
+func usageError(fs *flag.FlagSet, msg string) int {
+	fmt.Fprintf(os.Stderr, "aifs %s: %s\n", fs.Name(), msg)
+	fs.SetOutput(os.Stderr)
+	fs.Usage()
+	return exitUsage
 }
 
 // fail prints a one-line error for command name and returns the matching exit status.
@@ -203,9 +205,11 @@ func humanBytes(n int64) string {
 }
 
 // displayName returns a path or name as it should appear on a terminal: unchanged if it is
-// printable UTF-8, otherwise Go-quoted so that newlines and invalid bytes are visible.
+// printable UTF-8, otherwise Go-quoted so that newlines and invalid bytes are visible. A name
+// that begins with '"' is quoted too, so that output beginning with '"' is always a quoted
+// string and no two names look alike.
 func displayName(s string) string {
-	if !utf8.ValidString(s) {
+	if !utf8.ValidString(s) || strings.HasPrefix(s, `"`) {
 		return strconv.Quote(s)
 	}
 	for _, r := range s {

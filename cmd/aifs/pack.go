@@ -30,7 +30,7 @@ leaves nothing that aifs accepts as a shard set, and removes its temporary files
 		return code
 	}
 	if *jobs < 1 {
-		return fail("pack", fmt.Errorf("--jobs must be at least 1"))
+		return usageError(fs, "--jobs must be at least 1")
 	}
 	opt := layout.PackOptions{
 		ShardSize: int64(shardSize),

@@ -20,11 +20,14 @@ there are any, 0 if everything matches.`)
 	if !ok {
 		return code
 	}
+	if *jobs < 1 {
+		return usageError(fs, "--jobs must be at least 1")
+	}
 	x, err := layout.Load(pos[0])
 	if err != nil {
 		return fail("verify", err)
 	}
-	opt := layout.VerifyOptions{Jobs: max(*jobs, 1)}
+	opt := layout.VerifyOptions{Jobs: *jobs}
 	var total int64
 	for _, s := range x.Shards() {
 		total += int64(s.Size)
