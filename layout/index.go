@@ -28,7 +28,7 @@ const (
 	magic       = "AIFSIDX\x00"
 	version     = 1
 	headerSize  = 128
-	entrySize   = 48
+	entrySize   = 47
 	shardSize   = 32
 	maxNameLen  = 255
 	numSections = 3
@@ -36,6 +36,18 @@ const (
 	secEntries = 0
 	secShards  = 1
 	secNames   = 2
+
+	// Field offsets within an entry record (FORMAT.md). The A and B fields hold a file's
+	// offset and length, or a directory's first child and child count.
+	eName    = 0  // u64 name offset
+	eParent  = 8  // u32
+	eMode    = 12 // u16
+	eNameLen = 14 // u8: names are at most 255 bytes
+	eMTime   = 15 // i64
+	eA       = 23 // u64
+	eB       = 31 // u64
+	eShard   = 39 // u32
+	eCRC     = 43 // u32
 
 	modeTypeMask = 0o170000
 	modeDir      = 0o040000
@@ -63,7 +75,7 @@ type ID uint32
 // Root is the id of the root directory.
 const Root ID = 0
 
-// Entry is one decoded entry. It is a value: decoding copies 48 bytes and allocates nothing.
+// Entry is one decoded entry. It is a value: decoding reads one record and allocates nothing.
 type Entry struct {
 	Parent ID
 	Mode   uint32 // Unix st_mode: S_IFDIR or S_IFREG plus permission bits
@@ -230,7 +242,7 @@ func (x *Index) check() error {
 	var inRanges uint64
 	for i := uint64(0); i < n; i++ {
 		b := x.entries[i*entrySize:]
-		switch mode := uint32(le.Uint16(b[12:])); mode & modeTypeMask {
+		switch mode := uint32(le.Uint16(b[eMode:])); mode & modeTypeMask {
 		case modeDir:
 			count, err := x.checkChildren(ID(i), b)
 			if err != nil {
@@ -238,7 +250,7 @@ func (x *Index) check() error {
 			}
 			inRanges += count
 		case modeRegular:
-			shard, off, size := le.Uint32(b[40:]), le.Uint64(b[24:]), le.Uint64(b[32:])
+			shard, off, size := le.Uint32(b[eShard:]), le.Uint64(b[eA:]), le.Uint64(b[eB:])
 			if int(shard) >= len(x.shards) {
 				return corruptf("file entry %d names shard %d of %d", i, shard, len(x.shards))
 			}
@@ -260,10 +272,10 @@ func (x *Index) check() error {
 // every child naming dir as parent, names valid and strictly ascending. It adds the children to
 // the lookup table and returns their count.
 func (x *Index) checkChildren(dir ID, b []byte) (uint64, error) {
-	if le.Uint32(b[40:]) != 0 || le.Uint32(b[44:]) != 0 {
+	if le.Uint32(b[eShard:]) != 0 || le.Uint32(b[eCRC:]) != 0 {
 		return 0, corruptf("directory entry %d has nonzero file fields", dir)
 	}
-	n, first, count := uint64(x.Len()), le.Uint64(b[24:]), le.Uint64(b[32:])
+	n, first, count := uint64(x.Len()), le.Uint64(b[eA:]), le.Uint64(b[eB:])
 	if count == 0 {
 		if first != 0 {
 			return 0, corruptf("empty directory entry %d has first child %d", dir, first)
@@ -276,10 +288,10 @@ func (x *Index) checkChildren(dir ID, b []byte) (uint64, error) {
 	var prev []byte
 	for c := first; c < first+count; c++ {
 		r := x.entries[c*entrySize:]
-		if ID(le.Uint32(r[8:])) != dir {
-			return 0, corruptf("entry %d lies in the child range of %d but names parent %d", c, dir, le.Uint32(r[8:]))
+		if ID(le.Uint32(r[eParent:])) != dir {
+			return 0, corruptf("entry %d lies in the child range of %d but names parent %d", c, dir, le.Uint32(r[eParent:]))
 		}
-		name, ok := x.nameAt(le.Uint64(r), uint64(le.Uint16(r[14:])))
+		name, ok := x.nameAt(le.Uint64(r), uint64(r[eNameLen]))
 		if !ok || !ValidName(name) {
 			return 0, corruptf("entry %d has an invalid name", c)
 		}
@@ -346,20 +358,20 @@ func (x *Index) Entry(id ID) Entry { return x.raw(id) }
 func (x *Index) raw(id ID) Entry {
 	b := x.entries[int(id)*entrySize : int(id+1)*entrySize]
 	e := Entry{
-		Parent: ID(le.Uint32(b[8:])),
-		Mode:   uint32(le.Uint16(b[12:])),
-		MTime:  int64(le.Uint64(b[16:])),
+		Parent: ID(le.Uint32(b[eParent:])),
+		Mode:   uint32(le.Uint16(b[eMode:])),
+		MTime:  int64(le.Uint64(b[eMTime:])),
 	}
 	if e.IsDir() {
 		// Stored as u64; check() bounds them by the table size, so the narrowing is exact.
-		e.FirstChild, e.NumChildren = ID(le.Uint64(b[24:])), uint32(le.Uint64(b[32:]))
+		e.FirstChild, e.NumChildren = ID(le.Uint64(b[eA:])), uint32(le.Uint64(b[eB:]))
 	} else {
-		e.Offset, e.Size, e.Shard, e.CRC = le.Uint64(b[24:]), le.Uint64(b[32:]), le.Uint32(b[40:]), le.Uint32(b[44:])
+		e.Offset, e.Size, e.Shard, e.CRC = le.Uint64(b[eA:]), le.Uint64(b[eB:]), le.Uint32(b[eShard:]), le.Uint32(b[eCRC:])
 	}
 	return e
 }
 
-func (x *Index) nameLen(id ID) uint16 { return le.Uint16(x.entries[int(id)*entrySize+14:]) }
+func (x *Index) nameLen(id ID) uint8 { return x.entries[int(id)*entrySize+eNameLen] }
 
 func (x *Index) nameUnchecked(id ID) []byte {
 	off := le.Uint64(x.entries[int(id)*entrySize:])

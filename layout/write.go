@@ -57,22 +57,22 @@ func encodeIndex(nodes []*node, shards []Shard) []byte {
 		le.PutUint64(b, uint64(names.Len()))
 		names.WriteString(n.name)
 		if n.parent != nil {
-			le.PutUint32(b[8:], uint32(n.parent.id))
+			le.PutUint32(b[eParent:], uint32(n.parent.id))
 		}
-		le.PutUint16(b[12:], uint16(n.mode))
-		le.PutUint16(b[14:], uint16(len(n.name)))
-		le.PutUint64(b[16:], uint64(n.mtime))
+		le.PutUint16(b[eMode:], uint16(n.mode))
+		b[eNameLen] = uint8(len(n.name))
+		le.PutUint64(b[eMTime:], uint64(n.mtime))
 		if n.isDir() {
 			if len(n.children) > 0 {
-				le.PutUint64(b[24:], uint64(n.children[0].id))
-				le.PutUint64(b[32:], uint64(len(n.children)))
+				le.PutUint64(b[eA:], uint64(n.children[0].id))
+				le.PutUint64(b[eB:], uint64(len(n.children)))
 			}
 			continue
 		}
-		le.PutUint64(b[24:], n.offset)
-		le.PutUint64(b[32:], n.size)
-		le.PutUint32(b[40:], n.shard)
-		le.PutUint32(b[44:], n.crc)
+		le.PutUint64(b[eA:], n.offset)
+		le.PutUint64(b[eB:], n.size)
+		le.PutUint32(b[eShard:], n.shard)
+		le.PutUint32(b[eCRC:], n.crc)
 	}
 	shardTable := make([]byte, len(shards)*shardSize)
 	for i, s := range shards {
