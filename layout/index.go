@@ -164,10 +164,12 @@ func Parse(buf []byte) (*Index, error) {
 			return nil, corruptf("%s section checksum mismatch", secNamesText[i])
 		}
 	}
-	if nEntries == 0 || nEntries > 1<<32-1 || uint64(len(sec[secEntries])) != nEntries*entrySize {
+	if nEntries == 0 || nEntries != uint64(len(sec[secEntries]))/entrySize || len(sec[secEntries])%entrySize != 0 ||
+		nEntries > 1<<32-1 {
 		return nil, corruptf("entries section is %d bytes for %d entries", len(sec[secEntries]), nEntries)
 	}
-	if uint64(len(sec[secShards])) != nShards*shardSize {
+	// Compare by division: a hostile count could overflow the product.
+	if nShards != uint64(len(sec[secShards]))/shardSize || len(sec[secShards])%shardSize != 0 {
 		return nil, corruptf("shards section is %d bytes for %d shards", len(sec[secShards]), nShards)
 	}
 	x := &Index{entries: sec[secEntries], names: sec[secNames]}
