@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 . scripts/setup.sh
 need_packages ca-certificates git coreutils tar
 
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then
 	echo "gofmt would change: $unformatted" >&2
 	exit 1
