@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
-need_packages ca-certificates git coreutils tar
+need_packages ca-certificates git coreutils tar xfsprogs e2fsprogs util-linux
 
 unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then

@@ -1,0 +1,61 @@
+// Package backend is the contract between aifs and the storage that holds shard bytes: a Backend
+// opens the shards of one shard set (layout.Shard from the index) and a Shard reads byte ranges
+// of one of them. Implementations live in subpackages (local: O_DIRECT reads from local files;
+// s3: ranged GETs; memory: tests) and all pass the conformance suite in backendtest. Metrics,
+// logging and fault injection wrap these interfaces; capabilities that only one backend has
+// are optional interfaces found by type assertion.
+//
+// The contract has no short reads: ReadAt fills all of p or returns an error. Errors wrap the
+// sentinels below (and io/fs.ErrClosed, context errors) so callers test them with errors.Is.
+//
+// This package imports layout and the standard library only.
+package backend
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aifs/aifs/layout"
+)
+
+// Sentinels wrapped by the errors of every Backend and Shard.
+var (
+	// ErrNotExist: the shard named by the index is missing from the storage.
+	ErrNotExist = errors.New("backend: shard does not exist")
+	// ErrMismatch: the shard exists but is not what the index describes (size, kind of file).
+	ErrMismatch = errors.New("backend: shard does not match the index")
+	// ErrOutOfRange: a read reaches outside [0, Size).
+	ErrOutOfRange = errors.New("backend: read out of range")
+)
+
+// Backend opens the shards of one shard set. Its methods are safe for concurrent use.
+type Backend interface {
+	// Open checks that shard s exists with the size the index records and returns a handle
+	// for reading it. It fails with an error wrapping ErrNotExist when the shard is missing and
+	// ErrMismatch when its size differs from s.Size; both errors name the shard. A name that
+	// layout.ValidName rejects ("..", "a/b") never exists. Open on a
+	// closed Backend fails with an error wrapping fs.ErrClosed. The caller owns the Shard and
+	// closes it; ctx bounds the open only, not the Shard's lifetime.
+	Open(ctx context.Context, s layout.Shard) (Shard, error)
+	// Close releases the Backend. It is idempotent. It does not close Shards opened from it:
+	// their owners close them, preferably first; a Shard used after its Backend is closed may
+	// fail but never corrupts data.
+	Close() error
+}
+
+// Shard reads one open shard. Its methods are safe for concurrent use; reads run in parallel
+// (no lock is held across I/O).
+type Shard interface {
+	// ReadAt fills p with the bytes at [off, off+len(p)) or returns an error: there are no
+	// short reads, and on error the contents of p are unspecified. A range that does not lie
+	// within [0, Size()) fails with an error wrapping ErrOutOfRange, except that a zero-length
+	// read at any offset in [0, Size()] succeeds. If ctx is done before the I/O starts, the error wraps ctx.Err();
+	// I/O already issued may run to completion. After Close, ReadAt fails with an error
+	// wrapping fs.ErrClosed. ReadAt keeps no reference to p after it returns.
+	ReadAt(ctx context.Context, p []byte, off int64) error
+	// Size is the shard's length in bytes, as checked against the index by Open.
+	Size() int64
+	// Close releases the shard. It is idempotent. ReadAt calls in flight when Close is called
+	// may fail (wrapping fs.ErrClosed) but never return another file's bytes.
+	Close() error
+}
