@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
-need_packages ca-certificates git coreutils tar xfsprogs e2fsprogs util-linux
+need_packages ca-certificates git coreutils tar xfsprogs e2fsprogs util-linux fuse3 python3-pil python3-torch python3-torchvision
 
 unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +32,8 @@ func commands() []command {
 		{"pack", "pack a directory tree into a shard set", runPack},
 		{"verify", "check every sample of a shard set against its checksum", runVerify},
 		{"ls", "list a directory of a shard set without mounting it", runLs},
+		{"mount", "mount a shard set read-only as a file tree", runMount},
+		{"stats", "print the statistics of a live mount", runStats},
 	}
 }
 
@@ -44,8 +47,15 @@ const (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if filepath.Base(os.Args[0]) == mountHelperName {
+		os.Exit(runMountHelper(ctx, os.Args[1:]))
+	}
 	os.Exit(run(ctx, os.Args[1:]))
 }
+
+// mountHelperName is the name under which mount(8) runs aifs for "mount -t fuse.aifs"
+// (scripts/install.sh links it to the binary).
+const mountHelperName = "mount.fuse.aifs"
 
 func run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
@@ -61,6 +71,11 @@ func run(ctx context.Context, args []string) int {
 		if c.name == args[0] {
 			return c.run(ctx, args[1:])
 		}
+	}
+	// "aifs SRC MOUNTPOINT -o opts" is how mount.fuse3 runs a FUSE file system of type
+	// fuse.aifs (mount -t fuse.aifs, /etc/fstab).
+	if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() && len(args) >= 2 {
+		return runMountHelper(ctx, args)
 	}
 	fmt.Fprintf(os.Stderr, "aifs: unknown command %q\n\n", args[0])
 	usage(os.Stderr)

@@ -1,0 +1,498 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/aifs/aifs/backend/local"
+	"github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/layout"
+)
+
+const mountHelp = `
+Mounts the shard set in directory SRC read-only at MOUNTPOINT, an empty directory, presenting
+it as the original tree of files. By default aifs starts a daemon and returns once the mount is
+live (or exits non-zero with the reason); -f keeps it in the foreground. The mount ends with
+'umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT', or SIGINT/SIGTERM to the daemon.
+
+The same mount from mount(8) or /etc/fstab (after scripts/install.sh):
+  mount -t fuse.aifs SRC MOUNTPOINT -o kernel_cache=auto
+  SRC  MOUNTPOINT  fuse.aifs  ro,nofail,kernel_cache=auto  0 0
+
+Mount options (-o, comma-separated, repeatable):
+  kernel_cache=auto|on|off  keep sample pages in the kernel page cache (on: warm epochs are
+                            served by the kernel, 2 FUSE requests per sample); off: every read
+                            reaches aifs and nothing is cached (for datasets far larger than
+                            memory, 4 requests per sample); auto (default): on when the dataset
+                            is at most half of the memory available (RAM or cgroup limit)
+  allow_other               let all users read the mount (non-root mounters need
+                            user_allow_other in /etc/fuse.conf)
+  log_level=L, log_file=F, metrics_addr=A   the same as the flags below
+  Generic options (ro, rw, defaults, nofail, _netdev, noatime, x-..., ...) are accepted and
+  ignored: aifs is always read-only.
+
+The statistics of a live mount are in MOUNTPOINT/.aifs/stats (JSON; the directory is never
+listed) and 'aifs stats MOUNTPOINT' prints them.`
+
+// mountConfig is everything a mount needs, from flags and -o options.
+type mountConfig struct {
+	src, mountpoint string
+	foreground      bool
+	kernelCache     string // auto, on, off
+	allowOther      bool
+	logLevel        string
+	logFile         string
+	metricsAddr     string
+	debugFUSE       bool
+}
+
+// optList collects repeated -o values.
+type optList []string
+
+func (o *optList) String() string     { return strings.Join(*o, ",") }
+func (o *optList) Set(v string) error { *o = append(*o, v); return nil }
+
+func runMount(ctx context.Context, args []string) int {
+	flags := newFlags("mount", "[flags] SRC MOUNTPOINT [-o opt,opt=value...]", mountHelp)
+	c := mountConfig{kernelCache: "auto"}
+	var opts optList
+	flags.BoolVar(&c.foreground, "f", false, "stay in the foreground (logs go to stderr unless --log-file)")
+	flags.Var(&opts, "o", "mount options, comma-separated (see above); repeatable")
+	flags.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	flags.StringVar(&c.logFile, "log-file", "", "append logs to this file (default: stderr with -f, none for a daemon)")
+	flags.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9400 (default: off)")
+	flags.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request and reply (very verbose)")
+	pos, code, ok := parseArgs(flags, args, 2, 2)
+	if !ok {
+		return code
+	}
+	c.src, c.mountpoint = pos[0], pos[1]
+	if err := c.applyOptions(opts); err != nil {
+		return usageError(flags, err.Error())
+	}
+	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
+		return usageError(flags, fmt.Sprintf("invalid --log-level %q", c.logLevel))
+	}
+	if c.foreground {
+		return c.serve(ctx, nil)
+	}
+	if fd := os.Getenv(daemonEnv); fd != "" {
+		n, _ := strconv.Atoi(fd)
+		return c.serve(ctx, os.NewFile(uintptr(n), "ready"))
+	}
+	return startDaemon(args)
+}
+
+// runMountHelper runs aifs as mount(8) runs /sbin/mount.fuse.aifs: SRC MOUNTPOINT [-sfnv]
+// [-o options]. There -f means "fake" (do nothing) and the others are ignored.
+func runMountHelper(ctx context.Context, args []string) int {
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; a {
+		case "-f":
+			return exitOK
+		case "-s", "-n", "-v":
+		case "-t", "-N": // type and namespace take a value
+			i++
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return runMount(ctx, rest)
+}
+
+// applyOptions interprets -o options.
+func (c *mountConfig) applyOptions(opts []string) error {
+	for _, list := range opts {
+		for _, o := range strings.Split(list, ",") {
+			key, val, hasVal := strings.Cut(o, "=")
+			switch {
+			case key == "kernel_cache" && hasVal:
+				if val != "auto" && val != "on" && val != "off" {
+					return fmt.Errorf("invalid kernel_cache=%q (want auto, on or off)", val)
+				}
+				c.kernelCache = val
+			case key == "allow_other" && !hasVal:
+				c.allowOther = true
+			case key == "log_level" && hasVal:
+				c.logLevel = val
+			case key == "log_file" && hasVal:
+				c.logFile = val
+			case key == "metrics_addr" && hasVal:
+				c.metricsAddr = val
+			case genericMountOption(key):
+			default:
+				return fmt.Errorf("unknown mount option %q", o)
+			}
+		}
+	}
+	return nil
+}
+
+// genericMountOption reports whether key is an option of mount(8) or fstab that means nothing
+// to aifs.
+func genericMountOption(key string) bool {
+	switch key {
+	case "", "ro", "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group",
+		"nofail", "_netdev", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime",
+		"relatime", "norelatime", "strictatime", "nodiratime", "diratime", "async", "sync",
+		"default_permissions", "subtype", "fsname", "comment":
+		return true
+	}
+	return strings.HasPrefix(key, "x-")
+}
+
+// daemonEnv names the environment variable that tells a re-executed aifs it is the daemon, and
+// which file descriptor reports readiness to the parent.
+const daemonEnv = "AIFS_DAEMON_READY_FD"
+
+// startDaemon runs this binary again, detached, with the same arguments, and waits until it
+// reports on a pipe that the mount is live ("ok") or why it failed.
+func startDaemon(args []string) int {
+	self, err := os.Executable()
+	if err != nil {
+		return fail("mount", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fail("mount", err)
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return fail("mount", err)
+	}
+	cmd := exec.Command(self, append([]string{"mount"}, args...)...)
+	cmd.Env = append(os.Environ(), daemonEnv+"=3")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fail("mount", fmt.Errorf("start daemon: %w", err))
+	}
+	w.Close()
+	null.Close()
+	msg, _ := io.ReadAll(r) // until the daemon reports and closes its end, or dies
+	r.Close()
+	switch s := strings.TrimSpace(string(msg)); {
+	case s == "ok":
+		cmd.Process.Release()
+		return exitOK
+	case s != "":
+		cmd.Wait()
+		fmt.Fprintf(os.Stderr, "aifs mount: %s\n", s)
+		return exitFailure
+	default:
+		err := cmd.Wait()
+		return fail("mount", fmt.Errorf("the daemon exited before the mount was live (%v)", err))
+	}
+}
+
+// serve mounts and serves until the file system is unmounted or ctx is cancelled (SIGINT,
+// SIGTERM). If ready is not nil, serve reports on it "ok" once the mount is live or the error
+// that prevented it, then closes it.
+func (c *mountConfig) serve(ctx context.Context, ready *os.File) int {
+	report := func(err error) {
+		if ready != nil {
+			if err == nil {
+				fmt.Fprintln(ready, "ok")
+			} else {
+				fmt.Fprintln(ready, err)
+			}
+			ready.Close()
+			ready = nil
+		}
+	}
+	log, closeLog, err := c.logger()
+	if err != nil {
+		report(err)
+		return fail("mount", err)
+	}
+	defer closeLog()
+	srv, cleanup, err := c.mount(ctx, log)
+	if err != nil {
+		log.Error("mount failed", zap.Error(err))
+		report(err)
+		return fail("mount", err)
+	}
+	defer cleanup()
+	log.Info("mounted", zap.String("source", c.src), zap.String("mountpoint", c.mountpoint))
+	if ready != nil {
+		os.Chdir("/") // a daemon must not keep a file system busy through its working directory
+	}
+	report(nil)
+
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	select {
+	case <-done:
+		log.Info("unmounted", zap.String("mountpoint", c.mountpoint))
+		return exitOK
+	case <-ctx.Done():
+	}
+	log.Info("signal: unmounting", zap.String("mountpoint", c.mountpoint))
+	if err := srv.Unmount(); err != nil {
+		// Busy: detach now and serve the files still open until they are closed.
+		log.Warn("mountpoint busy; detaching it, the daemon ends when the last open file is closed", zap.Error(err))
+		if err := lazyUnmount(c.mountpoint); err != nil {
+			log.Error("lazy unmount failed", zap.Error(err))
+			return exitFailure
+		}
+		<-done
+	}
+	log.Info("unmounted", zap.String("mountpoint", c.mountpoint))
+	return exitOK
+}
+
+// lazyUnmount detaches mountpoint from the tree (MNT_DETACH) as root, through fusermount3 -z
+// otherwise.
+func lazyUnmount(mountpoint string) error {
+	if os.Geteuid() == 0 {
+		return syscall.Unmount(mountpoint, syscall.MNT_DETACH)
+	}
+	out, err := exec.Command("fusermount3", "-u", "-z", mountpoint).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("fusermount3 -u -z: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// mount checks the mountpoint, loads and checks the shard set, opens its shards and mounts it.
+// Everything that can fail is checked before the kernel sees the mount. cleanup closes what
+// mount opened; call it after the server has stopped.
+func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Server, cleanup func(), err error) {
+	mnt, err := checkMountpoint(c.mountpoint)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.mountpoint = mnt
+	src, err := filepath.Abs(c.src)
+	if err != nil {
+		return nil, nil, err
+	}
+	x, err := layout.Load(src)
+	if err != nil {
+		return nil, nil, err
+	}
+	be, err := local.New(src, local.Options{Logger: func(msg string) { log.Warn(msg) }})
+	if err != nil {
+		return nil, nil, err
+	}
+	cache, err := c.cacheMode(x)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("kernel page cache", zap.String("kernel_cache", c.kernelCache), zap.Stringer("mode", cache))
+	f, err := fs.New(ctx, x, be, fs.Options{Logger: log.Named("fs"), KernelCache: cache, Source: src, Mountpoint: mnt})
+	if err != nil {
+		be.Close()
+		return nil, nil, err
+	}
+	var metrics net.Listener
+	if c.metricsAddr != "" {
+		if metrics, err = net.Listen("tcp", c.metricsAddr); err != nil {
+			f.Close()
+			be.Close()
+			return nil, nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			f.Stats().WritePrometheus(w)
+		})
+		go http.Serve(metrics, mux)
+	}
+	s, err := fs.Mount(f, mnt, fs.MountOptions{AllowOther: c.allowOther, FsName: src, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
+	if err != nil {
+		if metrics != nil {
+			metrics.Close()
+		}
+		f.Close()
+		be.Close()
+		return nil, nil, err
+	}
+	return s, func() {
+		if metrics != nil {
+			metrics.Close()
+		}
+		f.Close()
+		be.Close()
+	}, nil
+}
+
+// cacheMode resolves kernel_cache: auto is on when the dataset takes at most half of the memory
+// this process may use (physical memory, or its cgroup's limit if lower), off otherwise.
+func (c *mountConfig) cacheMode(x *layout.Index) (fs.CacheMode, error) {
+	switch c.kernelCache {
+	case "on":
+		return fs.CacheOn, nil
+	case "off":
+		return fs.CacheOff, nil
+	}
+	var data uint64
+	for _, s := range x.Shards() {
+		data += s.Size
+	}
+	if mem := availableMemory(); mem > 0 && data > mem/2 {
+		return fs.CacheOff, nil
+	}
+	return fs.CacheOn, nil
+}
+
+// availableMemory returns MemTotal, or the memory limit of this process's cgroup (v2 or v1) if
+// lower; 0 if neither can be read.
+func availableMemory() uint64 {
+	var mem uint64
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(strings.NewReader(string(b)))
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "MemTotal:" {
+				kb, _ := strconv.ParseUint(f[1], 10, 64)
+				mem = kb << 10
+			}
+		}
+	}
+	for _, limit := range cgroupLimitFiles() {
+		b, err := os.ReadFile(limit)
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && v > 0 && (mem == 0 || v < mem) {
+			mem = v
+		}
+	}
+	return mem
+}
+
+// cgroupLimitFiles lists the memory limit files of this process's cgroups.
+func cgroupLimitFiles() []string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil
+	}
+	var files []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "": // v2
+			files = append(files, filepath.Join("/sys/fs/cgroup", parts[2], "memory.max"))
+		case strings.Contains(","+parts[1]+",", ",memory,"): // v1
+			files = append(files, filepath.Join("/sys/fs/cgroup/memory", parts[2], "memory.limit_in_bytes"))
+		}
+	}
+	return files
+}
+
+// checkMountpoint returns the absolute, symlink-free path of mountpoint after checking that it
+// is an empty directory and not already a mount point.
+func checkMountpoint(mountpoint string) (string, error) {
+	abs, err := filepath.Abs(mountpoint)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("mountpoint: %w", err)
+	}
+	if m, ok := mountAt(abs); ok {
+		return "", fmt.Errorf("%s is already a mount point (%s)", abs, m)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("mountpoint: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
+	}
+	d, err := os.Open(abs)
+	if err != nil {
+		return "", fmt.Errorf("mountpoint: %w", err)
+	}
+	names, err := d.Readdirnames(1)
+	d.Close()
+	if len(names) > 0 {
+		return "", fmt.Errorf("mountpoint %s is not empty", abs)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("mountpoint: %w", err)
+	}
+	return abs, nil
+}
+
+// mountAt looks path up in /proc/self/mountinfo and describes the mount there, if any.
+func mountAt(path string) (string, bool) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// id parent major:minor root MOUNTPOINT options ... - FSTYPE SOURCE superoptions
+		f := strings.Fields(line)
+		if len(f) < 5 || unescapeMountinfo(f[4]) != path {
+			continue
+		}
+		for i, v := range f {
+			if v == "-" && i+2 < len(f) {
+				return fmt.Sprintf("%s from %s", f[i+1], unescapeMountinfo(f[i+2])), true
+			}
+		}
+		return "mounted", true
+	}
+	return "", false
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for a space) of /proc/self/mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// logger builds the daemon's zap logger: console lines at --log-level, to --log-file if set,
+// else to stderr. closeLog flushes it.
+func (c *mountConfig) logger() (*zap.Logger, func(), error) {
+	level, err := zapcore.ParseLevel(c.logLevel)
+	if err != nil {
+		return nil, nil, fmt.Errorf("invalid log level %q", c.logLevel)
+	}
+	out := zapcore.Lock(os.Stderr)
+	closeFile := func() {}
+	if c.logFile != "" {
+		f, err := os.OpenFile(c.logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--log-file: %w", err)
+		}
+		out, closeFile = zapcore.Lock(f), func() { f.Close() }
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), out, level)).Named("aifs")
+	return log, func() { log.Sync(); closeFile() }, nil
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aifs/aifs/fs"
+)
+
+func runStats(ctx context.Context, args []string) int {
+	flags := newFlags("stats", "[flags] MOUNTPOINT", `
+Prints the statistics of the aifs mount at MOUNTPOINT, read from MOUNTPOINT/.aifs/stats: the
+dataset, and per kind of FUSE request the count, the errors and the latency percentiles.`)
+	asJSON := flags.Bool("json", false, "print the stats file as it is (JSON)")
+	pos, code, ok := parseArgs(flags, args, 1, 1)
+	if !ok {
+		return code
+	}
+	b, err := os.ReadFile(filepath.Join(pos[0], ".aifs", "stats"))
+	if err != nil {
+		return fail("stats", fmt.Errorf("%s is not an aifs mount? %w", pos[0], err))
+	}
+	if *asJSON {
+		os.Stdout.Write(b)
+		return exitOK
+	}
+	var s fs.Snapshot
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fail("stats", fmt.Errorf("%s/.aifs/stats: %w", pos[0], err))
+	}
+	printStats(os.Stdout, s)
+	return exitOK
+}
+
+// printStats writes s for people: a header, then one row per kind of request that occurred.
+func printStats(w io.Writer, s fs.Snapshot) {
+	fmt.Fprintf(w, "source        %s\n", displayName(s.Source))
+	fmt.Fprintf(w, "mountpoint    %s\n", displayName(s.Mountpoint))
+	fmt.Fprintf(w, "up            %s (since %s)\n", time.Duration(s.UptimeSeconds*1e9).Round(time.Second).String(), s.Started.Format(time.RFC3339))
+	fmt.Fprintf(w, "kernel cache  %s\n", s.KernelCache)
+	fmt.Fprintf(w, "dataset       %d files, %s\n", s.Files, humanBytes(int64(s.DatasetBytes)))
+	fmt.Fprintf(w, "requests      %d, %d errors; %s returned by READ\n\n", s.Requests, s.Errors, humanBytes(int64(s.ReadBytes)))
+	names := make([]string, 0, len(s.Ops))
+	for name, o := range s.Ops {
+		if o.Count > 0 {
+			names = append(names, name)
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(s.Ops[b].Count, s.Ops[a].Count) })
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "op\tcount\terrors\tp50 µs\tp99 µs\tp99.9 µs\t\n")
+	for _, name := range names {
+		o := s.Ops[name]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t\n", name, o.Count, o.Errors, o.P50us, o.P99us, o.P999us)
+	}
+	tw.Flush()
+}

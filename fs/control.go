@@ -1,0 +1,139 @@
+package fs
+
+import (
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// The control directory, /.aifs, is found by LOOKUP but appears in no listing of the root. It
+// holds the stats file. Its inode numbers start at ctlBase, far above any entry's (ids are
+// 32-bit), so the two never meet.
+const (
+	ctlName   = ".aifs"
+	statsName = "stats"
+	ctlBase   = 1 << 62
+	ctlDirIno = ctlBase
+)
+
+// Each LOOKUP of .aifs/stats takes a snapshot of the statistics and gives it a new inode number
+// whose size and bytes never change: a reader always sees one consistent JSON document, and the
+// kernel's page cache (kept in no-open mode) can never serve an old snapshot under a new size.
+// The entry is not cached, so every open looks it up again. The last snapshotRing snapshots are
+// kept; a reader that holds an older one open gets ESTALE.
+const snapshotRing = 64
+
+type control struct {
+	f *FS
+
+	mu   sync.Mutex // guards gen and ring
+	gen  uint64
+	ring [snapshotRing]snapshotFile
+}
+
+type snapshotFile struct {
+	ino  uint64
+	data []byte
+}
+
+func (c *control) init(f *FS) { c.f = f }
+
+// owns reports whether ino is a control inode.
+func (c *control) owns(ino uint64) bool { return ino >= ctlBase }
+
+func (c *control) lookup(parent uint64, name string, out *fuse.EntryOut) fuse.Status {
+	switch {
+	case parent == fuse.FUSE_ROOT_ID:
+		*out = fuse.EntryOut{NodeId: ctlDirIno, Generation: 1}
+		out.SetEntryTimeout(cacheTimeout)
+		out.SetAttrTimeout(cacheTimeout)
+		c.fillAttr(&out.Attr, ctlDirIno, 0)
+		return fuse.OK
+	case parent == ctlDirIno && name == statsName:
+		data := c.f.stats.JSON()
+		c.mu.Lock()
+		c.gen++
+		ino := ctlDirIno + c.gen
+		c.ring[c.gen%snapshotRing] = snapshotFile{ino: ino, data: data}
+		c.mu.Unlock()
+		*out = fuse.EntryOut{NodeId: ino, Generation: 1} // entry timeout 0: look up every time
+		out.SetAttrTimeout(cacheTimeout)
+		c.fillAttr(&out.Attr, ino, uint64(len(data)))
+		return fuse.OK
+	case parent == ctlDirIno:
+		return fuse.ENOENT
+	default:
+		return fuse.Status(syscall.ENOTDIR)
+	}
+}
+
+// snapshot returns the bytes of stats inode ino, or false if it is no longer kept.
+func (c *control) snapshot(ino uint64) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.ring[(ino-ctlDirIno)%snapshotRing]
+	return s.data, s.ino == ino && ino != ctlDirIno
+}
+
+func (c *control) fillAttr(a *fuse.Attr, ino, size uint64) {
+	now := uint64(c.f.stats.started.Unix())
+	*a = fuse.Attr{Ino: ino, Size: size, Blocks: (size + 511) / 512, Mtime: now, Atime: now, Ctime: now,
+		Mode: syscall.S_IFREG | 0o444, Nlink: 1, Blksize: blksize, Owner: fuse.Owner{Uid: c.f.uid, Gid: c.f.gid}}
+	if ino == ctlDirIno {
+		a.Mode, a.Nlink, a.Size, a.Blocks = syscall.S_IFDIR|0o555, 2, 4096, 8
+	}
+}
+
+func (c *control) getAttr(ino uint64, out *fuse.AttrOut) fuse.Status {
+	var size uint64
+	if ino != ctlDirIno {
+		data, ok := c.snapshot(ino)
+		if !ok {
+			return fuse.Status(syscall.ESTALE)
+		}
+		size = uint64(len(data))
+	}
+	out.SetTimeout(cacheTimeout)
+	c.fillAttr(&out.Attr, ino, size)
+	return fuse.OK
+}
+
+func (c *control) read(ino, off uint64, buf []byte) (int, fuse.Status) {
+	if ino == ctlDirIno {
+		return 0, fuse.Status(syscall.EISDIR)
+	}
+	data, ok := c.snapshot(ino)
+	if !ok {
+		return 0, fuse.Status(syscall.ESTALE)
+	}
+	if off >= uint64(len(data)) {
+		return 0, fuse.OK
+	}
+	return copy(buf, data[off:]), fuse.OK
+}
+
+// readDir lists the control directory: ".", "..", "stats". In READDIRPLUS no entry carries
+// attributes (node id 0), so listing takes no snapshot.
+func (c *control) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
+	if in.NodeId != ctlDirIno {
+		return fuse.Status(syscall.ENOTDIR)
+	}
+	names := [...]fuse.DirEntry{
+		{Name: ".", Mode: syscall.S_IFDIR, Ino: ctlDirIno},
+		{Name: "..", Mode: syscall.S_IFDIR, Ino: fuse.FUSE_ROOT_ID},
+		{Name: statsName, Mode: syscall.S_IFREG, Ino: ctlDirIno + 1},
+	}
+	for pos := in.Offset; pos < uint64(len(names)); pos++ {
+		de := names[pos]
+		de.Off = pos + 1
+		if plus {
+			if out.AddDirLookupEntry(de) == nil {
+				break
+			}
+		} else if !out.AddDirEntry(de) {
+			break
+		}
+	}
+	return fuse.OK
+}

@@ -1,0 +1,510 @@
+// Package fs serves a shard set as a read-only FUSE file system. It is the only aifs package that
+// imports go-fuse: a thin adapter over go-fuse's raw fuse.RawFileSystem that answers namespace
+// requests (LOOKUP, GETATTR, READDIR[PLUS], STATFS) from the in-memory layout.Index and READs
+// from the backend, with no Go object per file: the inode number of entry id is id+1 (the root
+// is 1, FUSE_ROOT_ID), FORGET is a no-op, and every attribute is decoded from the index on
+// demand. The data is immutable, so entry and attribute timeouts are long.
+//
+// The request count per sample is kept as low as the kernel allows (DESIGN.md): st_blksize is
+// 1 MiB so Python's buffered reader asks for a whole sample in one READ, OPEN and FLUSH are
+// answered with ENOSYS so the kernel stops sending them (and RELEASE), and ioctls get ENOTTY at
+// once. With that, one PIL.Image.open(f).convert() costs IOCTL(TCGETS) + READ.
+//
+// A hidden control directory, /.aifs, is reachable by name but never listed (ImageFolder would
+// take it for a class); it holds the stats file (control.go). Counters and latencies of every
+// request live in Stats (stats.go); errors become errnos in one place (errno.go).
+//
+// This package may import layout, backend and prefetch.
+package fs
+
+import (
+	"context"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"go.uber.org/zap"
+
+	"github.com/aifs/aifs/backend"
+	"github.com/aifs/aifs/layout"
+)
+
+// CacheMode is the kernel page-cache policy for sample files.
+type CacheMode int
+
+const (
+	// CacheOn lets the kernel keep sample pages in its page cache across opens ("no-open"
+	// mode): warm epochs are served by the kernel without reaching the daemon, and a sample
+	// costs two requests. It is the default for datasets that fit in memory.
+	CacheOn CacheMode = iota
+	// CacheOff answers OPEN with FOPEN_DIRECT_IO: every read reaches the daemon and no page
+	// cache is used, so a dataset far larger than memory does not churn the page cache. It
+	// costs OPEN and RELEASE on top of the two requests per sample.
+	CacheOff
+)
+
+func (m CacheMode) String() string {
+	if m == CacheOff {
+		return "off"
+	}
+	return "on"
+}
+
+// Options configure an FS. The zero value is ready to use.
+type Options struct {
+	// Logger receives errors (once, at the FUSE edge, with op, path and sample id) and, at
+	// Debug level, every request. Default: discard.
+	Logger *zap.Logger
+	// KernelCache is the page-cache policy for sample files. Default: CacheOn.
+	KernelCache CacheMode
+	// Source and Mountpoint are reported in the stats file. Default: empty.
+	Source, Mountpoint string
+}
+
+// Timeouts for the kernel's entry and attribute caches: the shard set never changes while it
+// is mounted, so an hour is as good as forever and still lets a pathological kernel cache age.
+const cacheTimeout = time.Hour
+
+// blksize is the st_blksize of every file: Python's io.open sizes its buffer from it, and a
+// buffer of 1 MiB reads a whole sample in one read(2) and so one READ (DESIGN.md).
+const blksize = 1 << 20
+
+// FS answers FUSE requests for one shard set. Create it with New, serve it with Mount, and
+// Close it after the server has stopped.
+type FS struct {
+	fuse.RawFileSystem // ENOSYS for every op not defined below
+
+	x      *layout.Index
+	shards []backend.Shard // by shard number; immutable after New
+	opt    Options
+	log    *zap.Logger
+	stats  *Stats
+	ctl    control
+	uid    uint32
+	gid    uint32
+	files  uint64 // sample files in the index
+	bytes  uint64 // sum of sample sizes, for STATFS
+
+	closeOnce sync.Once
+}
+
+// New opens every shard of x through b (a missing or mismatched shard is an error naming it,
+// so a bad shard set never gets mounted) and returns an FS serving x. The caller keeps b and
+// closes it after the FS.
+func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (*FS, error) {
+	f := &FS{
+		RawFileSystem: fuse.NewDefaultRawFileSystem(),
+		x:             x,
+		opt:           opt,
+		log:           opt.Logger,
+		uid:           uint32(os.Getuid()),
+		gid:           uint32(os.Getgid()),
+	}
+	if f.log == nil {
+		f.log = zap.NewNop()
+	}
+	for _, s := range x.Shards() {
+		sh, err := b.Open(ctx, s)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.shards = append(f.shards, sh)
+	}
+	for id := range x.Len() {
+		if e := x.Entry(layout.ID(id)); !e.IsDir() {
+			f.files++
+			f.bytes += e.Size
+		}
+	}
+	f.stats = newStats(f)
+	f.ctl.init(f)
+	if _, ok := x.Lookup(layout.Root, ctlName); ok {
+		f.log.Warn("the shard set has a top-level entry named " + ctlName + "; the control directory hides it")
+	}
+	return f, nil
+}
+
+// Stats returns the FS's request statistics.
+func (f *FS) Stats() *Stats { return f.stats }
+
+// Close closes the shards. It is idempotent; call it after the server has stopped.
+func (f *FS) Close() error {
+	f.closeOnce.Do(func() {
+		for _, s := range f.shards {
+			s.Close()
+		}
+	})
+	return nil
+}
+
+func (f *FS) String() string { return "aifs" }
+
+// entry returns the index entry for inode ino, or false if ino is not an index inode.
+func (f *FS) entry(ino uint64) (layout.ID, layout.Entry, bool) {
+	if ino == 0 || ino > uint64(f.x.Len()) {
+		return 0, layout.Entry{}, false
+	}
+	id := layout.ID(ino - 1)
+	return id, f.x.Entry(id), true
+}
+
+// fillAttr sets a from entry e with inode ino.
+func (f *FS) fillAttr(a *fuse.Attr, ino uint64, e layout.Entry) {
+	*a = fuse.Attr{Ino: ino, Mode: e.Mode, Blksize: blksize, Owner: fuse.Owner{Uid: f.uid, Gid: f.gid}}
+	a.Mtime, a.Mtimensec = uint64(e.MTime/1e9), uint32(e.MTime%1e9)
+	if e.MTime < 0 { // before 1970: floor division, so the nanoseconds stay in [0, 1e9)
+		a.Mtime, a.Mtimensec = uint64(e.MTime/1e9-1), uint32(e.MTime%1e9+1e9)
+	}
+	a.Atime, a.Atimensec, a.Ctime, a.Ctimensec = a.Mtime, a.Mtimensec, a.Mtime, a.Mtimensec
+	if e.IsDir() {
+		a.Nlink = 2
+		a.Size = 4096
+	} else {
+		a.Nlink = 1
+		a.Size = e.Size
+		a.Blocks = (e.Size + 511) / 512
+	}
+}
+
+func (f *FS) fillEntry(out *fuse.EntryOut, id layout.ID, e layout.Entry) {
+	out.NodeId = uint64(id) + 1
+	out.Generation = 1
+	out.SetEntryTimeout(cacheTimeout)
+	out.SetAttrTimeout(cacheTimeout)
+	f.fillAttr(&out.Attr, out.NodeId, e)
+}
+
+// Lookup answers from the index. A missing name is a negative entry cached as long as a
+// positive one, so repeated probes of absent names (Python's import machinery, globbing) cost
+// one request each.
+func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	t := f.stats.start()
+	st := f.lookup(h.NodeId, name, out)
+	f.stats.done(opLookup, t, st)
+	return st
+}
+
+func (f *FS) lookup(parent uint64, name string, out *fuse.EntryOut) fuse.Status {
+	if f.ctl.owns(parent) || (parent == fuse.FUSE_ROOT_ID && name == ctlName) {
+		return f.ctl.lookup(parent, name, out)
+	}
+	dir, d, ok := f.entry(parent)
+	if !ok {
+		return fuse.Status(syscall.ESTALE)
+	}
+	if !d.IsDir() {
+		return fuse.Status(syscall.ENOTDIR)
+	}
+	id, ok := f.x.Lookup(dir, name)
+	if !ok {
+		*out = fuse.EntryOut{}
+		out.SetEntryTimeout(cacheTimeout)
+		return fuse.OK // NodeId 0: a cacheable negative entry
+	}
+	f.fillEntry(out, id, f.x.Entry(id))
+	return fuse.OK
+}
+
+// Forget only counts: nothing is kept per inode.
+func (f *FS) Forget(nodeid, nlookup uint64) { f.stats.done(opForget, f.stats.start(), fuse.OK) }
+
+func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	t := f.stats.start()
+	st := fuse.OK
+	if f.ctl.owns(in.NodeId) {
+		st = f.ctl.getAttr(in.NodeId, out)
+	} else if _, e, ok := f.entry(in.NodeId); ok {
+		out.SetTimeout(cacheTimeout)
+		f.fillAttr(&out.Attr, in.NodeId, e)
+	} else {
+		st = fuse.Status(syscall.ESTALE)
+	}
+	f.stats.done(opGetAttr, t, st)
+	return st
+}
+
+// Open is answered with ENOSYS in CacheOn mode: the kernel then stops sending OPEN, FLUSH and
+// RELEASE for all files and keeps their pages cached. In CacheOff mode every open is answered
+// with FOPEN_DIRECT_IO. Control files are always direct.
+func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	t := f.stats.start()
+	st := fuse.OK
+	switch {
+	case in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY || in.Flags&syscall.O_TRUNC != 0:
+		st = fuse.EROFS
+	case f.opt.KernelCache == CacheOn && !f.ctl.owns(in.NodeId):
+		st = fuse.ENOSYS
+	default:
+		out.OpenFlags = fuse.FOPEN_DIRECT_IO
+	}
+	f.stats.done(opOpen, t, st)
+	return st
+}
+
+// Flush is never needed (nothing is written); ENOSYS stops the kernel sending it.
+func (f *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	f.stats.done(opFlush, f.stats.start(), fuse.ENOSYS)
+	return fuse.ENOSYS
+}
+
+func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	f.stats.done(opRelease, f.stats.start(), fuse.OK)
+}
+
+// Ioctl answers ENOTTY at once: aifs files are not terminals (Python asks, with TCGETS, on
+// every open) and support no other ioctl.
+func (f *FS) Ioctl(cancel <-chan struct{}, in *fuse.IoctlIn, inbuf []byte, out *fuse.IoctlOut, outbuf []byte) fuse.Status {
+	st := fuse.Status(syscall.ENOTTY)
+	f.stats.done(opIoctl, f.stats.start(), st)
+	return st
+}
+
+// Read copies [Offset, Offset+Size) of a sample, clipped to its end, straight from its shard
+// into the request's buffer.
+func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	t := f.stats.start()
+	var n int
+	st := fuse.OK
+	if f.ctl.owns(in.NodeId) {
+		n, st = f.ctl.read(in.NodeId, in.Offset, buf[:min(int(in.Size), len(buf))])
+	} else {
+		n, st = f.read(in, buf)
+	}
+	f.stats.doneRead(t, st, n)
+	if st != fuse.OK {
+		return nil, st
+	}
+	return newReadResult(buf[:n]), fuse.OK
+}
+
+func (f *FS) read(in *fuse.ReadIn, buf []byte) (int, fuse.Status) {
+	id, e, ok := f.entry(in.NodeId)
+	switch {
+	case !ok:
+		return 0, fuse.Status(syscall.ESTALE)
+	case e.IsDir():
+		return 0, fuse.Status(syscall.EISDIR)
+	case in.Offset >= e.Size:
+		return 0, fuse.OK
+	}
+	n := min(e.Size-in.Offset, uint64(in.Size), uint64(len(buf)))
+	// The read is not cancelled when the kernel interrupts the request: an O_DIRECT pread
+	// cannot be stopped, and building a context per READ would cost an allocation.
+	err := f.shards[e.Shard].ReadAt(context.Background(), buf[:n], int64(e.Offset+in.Offset))
+	if err != nil {
+		return 0, f.errno("read", id, err)
+	}
+	return int(n), fuse.OK
+}
+
+// readResult hands the bytes already in the request's buffer back to go-fuse. Instances are
+// pooled (go-fuse calls Done after sending), so a READ allocates nothing.
+type readResult struct{ data []byte }
+
+var readResults = sync.Pool{New: func() any { return new(readResult) }}
+
+func newReadResult(data []byte) *readResult {
+	r := readResults.Get().(*readResult)
+	r.data = data
+	return r
+}
+
+func (r *readResult) Bytes([]byte) ([]byte, fuse.Status) { return r.data, fuse.OK }
+func (r *readResult) Size() int                          { return len(r.data) }
+func (r *readResult) Done() {
+	r.data = nil
+	readResults.Put(r)
+}
+
+// OpenDir lets the kernel cache directory contents (FOPEN_CACHE_DIR): a second scan of the
+// tree is served without requests.
+func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	t := f.stats.start()
+	st := fuse.OK
+	if f.ctl.owns(in.NodeId) {
+		out.OpenFlags = fuse.FOPEN_DIRECT_IO // never cached: its listing is not the tree's
+	} else if _, e, ok := f.entry(in.NodeId); !ok {
+		st = fuse.Status(syscall.ESTALE)
+	} else if !e.IsDir() {
+		st = fuse.Status(syscall.ENOTDIR)
+	} else {
+		out.OpenFlags = fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_CACHE_DIR
+	}
+	f.stats.done(opOpenDir, t, st)
+	return st
+}
+
+func (f *FS) ReleaseDir(in *fuse.ReleaseIn) {}
+
+func (f *FS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	t := f.stats.start()
+	st := f.readDir(in, out, false)
+	f.stats.done(opReadDir, t, st)
+	return st
+}
+
+func (f *FS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	t := f.stats.start()
+	st := f.readDir(in, out, true)
+	f.stats.done(opReadDirPlus, t, st)
+	return st
+}
+
+// readDir lists directory in.NodeId from position in.Offset: 0 is ".", 1 is "..", 2+k the
+// k-th child. Each entry carries its type; with plus, also its attributes.
+func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
+	if f.ctl.owns(in.NodeId) {
+		return f.ctl.readDir(in, out, plus)
+	}
+	dir, d, ok := f.entry(in.NodeId)
+	if !ok {
+		return fuse.Status(syscall.ESTALE)
+	}
+	if !d.IsDir() {
+		return fuse.Status(syscall.ENOTDIR)
+	}
+	for pos := in.Offset; pos < 2+uint64(d.NumChildren); pos++ {
+		var id layout.ID
+		var name string
+		switch pos {
+		case 0:
+			id, name = dir, "."
+		case 1:
+			id, name = d.Parent, ".."
+		default:
+			id = d.FirstChild + layout.ID(pos-2)
+			b := f.x.Name(id)
+			name = unsafe.String(unsafe.SliceData(b), len(b)) // the index is immutable
+		}
+		e := f.x.Entry(id)
+		de := fuse.DirEntry{Name: name, Mode: e.Mode, Ino: uint64(id) + 1, Off: pos + 1}
+		if !plus {
+			if !out.AddDirEntry(de) {
+				break
+			}
+			continue
+		}
+		eo := out.AddDirLookupEntry(de)
+		if eo == nil {
+			break
+		}
+		if pos >= 2 { // the kernel takes no reference on "." and ".."
+			f.fillEntry(eo, id, e)
+		}
+	}
+	return fuse.OK
+}
+
+// StatFs reports the shard set's size as used blocks and its entries as used inodes.
+func (f *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	const frsize = 4096
+	*out = fuse.StatfsOut{
+		Blocks:  (f.bytes + frsize - 1) / frsize,
+		Files:   uint64(f.x.Len()),
+		Bsize:   blksize,
+		Frsize:  frsize,
+		NameLen: 255,
+	}
+	f.stats.done(opStatFs, f.stats.start(), fuse.OK)
+	return fuse.OK
+}
+
+// Everything that would change the tree is refused with EROFS. The mount is also read-only
+// (MS_RDONLY), so the kernel normally refuses these before they get here.
+
+func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	return 0, f.refuse()
+}
+func (f *FS) CopyFileRange(cancel <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
+	return 0, f.refuse()
+}
+func (f *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	return f.refuse()
+}
+
+// Requests aifs does not implement are counted, then answered with ENOSYS, which most of them
+// make the kernel remember (it stops sending them).
+
+func (f *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	return nil, f.other()
+}
+func (f *FS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status { return f.other() }
+func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	return 0, f.other()
+}
+func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	return 0, f.other()
+}
+func (f *FS) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
+	return f.other()
+}
+func (f *FS) SetLk(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status  { return f.other() }
+func (f *FS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status { return f.other() }
+func (f *FS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	return f.other()
+}
+func (f *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status    { return f.other() }
+func (f *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status { return f.other() }
+func (f *FS) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
+	return f.other()
+}
+
+func (f *FS) other() fuse.Status {
+	f.stats.done(opOther, f.stats.start(), fuse.ENOSYS)
+	return fuse.ENOSYS
+}
+
+func (f *FS) refuse() fuse.Status {
+	f.stats.done(opWrite, f.stats.start(), fuse.EROFS)
+	return fuse.EROFS
+}
+
+// errno logs err once, with the op, the sample's path and id, and returns its errno.
+func (f *FS) errno(op string, id layout.ID, err error) fuse.Status {
+	st := errnoOf(err)
+	f.log.Error("request failed", zap.String("op", op), zap.String("path", f.x.Path(id)),
+		zap.Uint32("id", uint32(id)), zap.String("errno", syscall.Errno(st).Error()), zap.Error(err))
+	return st
+}
+
+var _ fuse.RawFileSystem = (*FS)(nil)

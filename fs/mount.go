@@ -1,0 +1,80 @@
+package fs
+
+import (
+	"fmt"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"go.uber.org/zap"
+)
+
+// MountOptions are the kernel-facing settings of a mount. The zero value is ready to use.
+type MountOptions struct {
+	// AllowOther lets users other than the one who mounted read the tree (FUSE's allow_other;
+	// a non-root user needs user_allow_other in /etc/fuse.conf). Default: false.
+	AllowOther bool
+	// FsName is the source shown in /proc/mounts and df. Default: "aifs".
+	FsName string
+	// DirectMount calls mount(2) itself instead of running fusermount3, which needs root.
+	// Default: false.
+	DirectMount bool
+	// Debug logs every request and reply through the standard logger (go-fuse's debug mode).
+	Debug bool
+}
+
+// maxRead is the largest READ the kernel may send: 1 MiB carries a whole typical sample (the
+// kernel caps it at its own maximum, 1 MiB on Linux 4.20+).
+const maxRead = 1 << 20
+
+// maxBackground bounds the asynchronous requests (read-ahead) the kernel keeps in flight; it is
+// sized for 32+ parallel readers. go-fuse's default is 12.
+const maxBackground = 64
+
+// Server is a live mount of an FS.
+type Server struct{ srv *fuse.Server }
+
+// Wait returns when the file system has been unmounted (by Unmount, umount or fusermount3 -u)
+// and every request has been answered.
+func (s *Server) Wait() { s.srv.Wait() }
+
+// Unmount unmounts the file system and waits for the server to stop. It fails (EBUSY) while
+// files in the mount are open or it is some process's working directory.
+func (s *Server) Unmount() error { return s.srv.Unmount() }
+
+// Mount mounts f read-only at mountpoint and starts serving it in the background. It returns
+// when the mount is live (the kernel has sent INIT) or has failed. The caller waits for the
+// server to end with Server.Wait and closes f afterwards.
+func Mount(f *FS, mountpoint string, opt MountOptions) (*Server, error) {
+	name := opt.FsName
+	if name == "" {
+		name = "aifs"
+	}
+	mo := &fuse.MountOptions{
+		AllowOther: opt.AllowOther,
+		// ro makes the kernel refuse writes itself (EROFS); default_permissions makes it check
+		// modes itself, so no ACCESS requests come.
+		Options:                  []string{"ro", "default_permissions"},
+		MaxBackground:            maxBackground,
+		MaxWrite:                 maxRead,
+		MaxReadAhead:             maxRead,
+		FsName:                   name,
+		Name:                     "aifs",
+		DirectMount:              opt.DirectMount,
+		Debug:                    opt.Debug,
+		ExplicitDataCacheControl: true, // the data never changes: no invalidation on mtime
+		DisableSplice:            true, // READ data is already in the request buffer
+		DisableXAttrs:            true,
+	}
+	srv, err := fuse.NewServer(f, mountpoint, mo)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		srv.Unmount()
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	if err := setReadAhead(mountpoint, maxRead>>10); err != nil {
+		f.log.Info("could not raise the kernel read-ahead of the mount to 1 MiB (needs root); samples over 128 KiB take more than one READ", zap.Error(err))
+	}
+	return &Server{srv}, nil
+}

@@ -1,0 +1,233 @@
+package fs
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/bits"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// op names a kind of FUSE request in the statistics.
+type op int
+
+const (
+	opLookup op = iota
+	opForget
+	opGetAttr
+	opOpen
+	opRead
+	opIoctl
+	opFlush
+	opRelease
+	opOpenDir
+	opReadDir
+	opReadDirPlus
+	opStatFs
+	opWrite // every request that would modify the tree; all get EROFS
+	opOther // requests aifs does not implement (xattrs, locks, lseek, ...); all get ENOSYS
+	numOps
+)
+
+var opNames = [numOps]string{"lookup", "forget", "getattr", "open", "read", "ioctl", "flush",
+	"release", "opendir", "readdir", "readdirplus", "statfs", "write", "other"}
+
+// Stats counts the requests an FS answers: per op the number, the errors and a latency
+// histogram, plus the bytes READ returned. Recording is a few atomic adds with no lock and no
+// allocation; Snapshot and WritePrometheus read the counters while requests go on, so a
+// snapshot is consistent per counter, not across counters.
+type Stats struct {
+	f       *FS
+	started time.Time
+	ops     [numOps]opStats
+	bytes   atomic.Uint64 // returned by READ, control files included
+}
+
+type opStats struct {
+	count, errors atomic.Uint64
+	sumNs         atomic.Uint64
+	lat           histogram
+}
+
+func newStats(f *FS) *Stats { return &Stats{f: f, started: time.Now()} }
+
+func (s *Stats) start() time.Time { return time.Now() }
+
+// done records one request of kind o that started at t and answered st. ENOSYS and ENOTTY are
+// protocol answers (to OPEN, FLUSH, ioctls), not errors.
+func (s *Stats) done(o op, t time.Time, st fuse.Status) {
+	d := uint64(time.Since(t))
+	c := &s.ops[o]
+	c.count.Add(1)
+	c.sumNs.Add(d)
+	c.lat.add(d)
+	if st != fuse.OK && st != fuse.ENOSYS && st != fuse.Status(syscall.ENOTTY) {
+		c.errors.Add(1)
+	}
+}
+
+func (s *Stats) doneRead(t time.Time, st fuse.Status, n int) {
+	s.bytes.Add(uint64(n))
+	s.done(opRead, t, st)
+}
+
+// histogram counts durations in buckets of 1/8 of a power of two (12.5% wide): values below 8 ns
+// are exact, values from 2^40 ns (18 minutes) on share the last bucket.
+type histogram struct{ b [nBuckets]atomic.Uint64 }
+
+const (
+	subBits  = 3
+	maxBits  = 40
+	nBuckets = (maxBits-subBits+1)<<subBits + 1<<subBits
+)
+
+func bucketOf(v uint64) int {
+	v = min(v, 1<<maxBits-1)
+	if v < 1<<subBits {
+		return int(v)
+	}
+	l := bits.Len64(v) // ≥ subBits+1
+	return (l-subBits)<<subBits + int(v>>(l-subBits-1))&(1<<subBits-1)
+}
+
+// bucketMid is the middle of bucket i's range, in the histogram's unit.
+func bucketMid(i int) float64 {
+	if i < 1<<subBits {
+		return float64(i)
+	}
+	l, m := i>>subBits+subBits, uint64(i&(1<<subBits-1))
+	width := uint64(1) << (l - subBits - 1)
+	return float64((1<<subBits+m)*width) + float64(width)/2
+}
+
+func (h *histogram) add(v uint64) { h.b[bucketOf(v)].Add(1) }
+
+// quantiles returns the values below which fractions qs of the recorded values lie (bucket
+// midpoints), or zeros if nothing was recorded.
+func (h *histogram) quantiles(qs ...float64) []float64 {
+	var counts [nBuckets]uint64
+	var total uint64
+	for i := range counts {
+		counts[i] = h.b[i].Load()
+		total += counts[i]
+	}
+	out := make([]float64, len(qs))
+	if total == 0 {
+		return out
+	}
+	for j, q := range qs {
+		rank := uint64(q*float64(total-1)) + 1 // 1-based rank of the quantile
+		var seen uint64
+		for i, c := range counts {
+			if seen += c; seen >= rank {
+				out[j] = bucketMid(i)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// OpStats are the figures of one kind of request in a Snapshot.
+type OpStats struct {
+	Count  uint64  `json:"count"`
+	Errors uint64  `json:"errors"`
+	P50us  float64 `json:"p50_us"`
+	P99us  float64 `json:"p99_us"`
+	P999us float64 `json:"p999_us"`
+}
+
+// Snapshot is the content of the stats file (.aifs/stats), as JSON.
+type Snapshot struct {
+	Source        string             `json:"source"`
+	Mountpoint    string             `json:"mountpoint"`
+	KernelCache   string             `json:"kernel_cache"`
+	Started       time.Time          `json:"started"`
+	UptimeSeconds float64            `json:"uptime_seconds"`
+	Entries       int                `json:"entries"`
+	Files         uint64             `json:"files"`
+	DatasetBytes  uint64             `json:"dataset_bytes"`
+	Requests      uint64             `json:"requests"` // all kinds together
+	Errors        uint64             `json:"errors"`
+	ReadBytes     uint64             `json:"read_bytes"`
+	Ops           map[string]OpStats `json:"ops"` // by op name; every op is present
+}
+
+// Snapshot returns the current figures.
+func (s *Stats) Snapshot() Snapshot {
+	f := s.f
+	snap := Snapshot{
+		Source: f.opt.Source, Mountpoint: f.opt.Mountpoint, KernelCache: f.opt.KernelCache.String(),
+		Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
+		Entries: f.x.Len(), Files: f.files, DatasetBytes: f.bytes,
+		ReadBytes: s.bytes.Load(), Ops: make(map[string]OpStats, numOps),
+	}
+	for o := range numOps {
+		c := &s.ops[o]
+		q := c.lat.quantiles(0.5, 0.99, 0.999)
+		st := OpStats{Count: c.count.Load(), Errors: c.errors.Load(), P50us: q[0] / 1e3, P99us: q[1] / 1e3, P999us: q[2] / 1e3}
+		snap.Ops[opNames[o]] = st
+		snap.Requests += st.Count
+		snap.Errors += st.Errors
+	}
+	return snap
+}
+
+// JSON returns the snapshot as indented JSON ending in a newline: the bytes of the stats file.
+func (s *Stats) JSON() []byte {
+	b, err := json.MarshalIndent(s.Snapshot(), "", "  ")
+	if err != nil {
+		panic(err) // a Snapshot always encodes
+	}
+	return append(b, '\n')
+}
+
+// WritePrometheus writes the counters in the Prometheus text exposition format (version 0.0.4).
+func (s *Stats) WritePrometheus(w io.Writer) error {
+	p := &promWriter{w: w}
+	p.header("aifs_requests_total", "counter", "FUSE requests answered, by op.")
+	for o := range numOps {
+		p.printf("aifs_requests_total{op=%q} %d\n", opNames[o], s.ops[o].count.Load())
+	}
+	p.header("aifs_request_errors_total", "counter", "FUSE requests answered with an error, by op.")
+	for o := range numOps {
+		p.printf("aifs_request_errors_total{op=%q} %d\n", opNames[o], s.ops[o].errors.Load())
+	}
+	p.header("aifs_request_duration_seconds", "summary", "Time to answer a FUSE request, by op.")
+	for o := range numOps {
+		c := &s.ops[o]
+		qs := []float64{0.5, 0.99, 0.999}
+		for i, v := range c.lat.quantiles(qs...) {
+			p.printf("aifs_request_duration_seconds{op=%q,quantile=\"%g\"} %g\n", opNames[o], qs[i], v/1e9)
+		}
+		p.printf("aifs_request_duration_seconds_sum{op=%q} %g\n", opNames[o], float64(c.sumNs.Load())/1e9)
+		p.printf("aifs_request_duration_seconds_count{op=%q} %d\n", opNames[o], c.count.Load())
+	}
+	p.header("aifs_read_bytes_total", "counter", "Bytes returned by READ requests.")
+	p.printf("aifs_read_bytes_total %d\n", s.bytes.Load())
+	p.header("aifs_dataset_files", "gauge", "Sample files in the mounted shard set.")
+	p.printf("aifs_dataset_files %d\n", s.f.files)
+	p.header("aifs_dataset_bytes", "gauge", "Bytes of sample data in the mounted shard set.")
+	p.printf("aifs_dataset_bytes %d\n", s.f.bytes)
+	return p.err
+}
+
+// promWriter keeps the first write error.
+type promWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (p *promWriter) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+func (p *promWriter) header(name, kind, help string) {
+	p.printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+}
