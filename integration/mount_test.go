@@ -163,3 +163,163 @@ func TestMountTree(t *testing.T) {
 		}
 	}
 }
+
+// TestMountReadOnly checks that every kind of change is refused with EROFS and changes nothing.
+func TestMountReadOnly(t *testing.T) {
+	set := corruptionSet(t)
+	mnt := mountSet(t, set)
+	file := filepath.Join(mnt, "a", "sample-00.bin")
+	before, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := map[string]func() error{
+		"create":    func() error { return os.WriteFile(filepath.Join(mnt, "new"), nil, 0o644) },
+		"write":     func() error { return os.WriteFile(file, []byte("x"), 0o644) },
+		"append":    func() error { _, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0); return err },
+		"truncate":  func() error { return os.Truncate(file, 0) },
+		"mkdir":     func() error { return os.Mkdir(filepath.Join(mnt, "d"), 0o755) },
+		"remove":    func() error { return os.Remove(file) },
+		"rmdir":     func() error { return syscall.Rmdir(filepath.Join(mnt, "b")) },
+		"rename":    func() error { return os.Rename(file, filepath.Join(mnt, "a", "moved")) },
+		"link":      func() error { return os.Link(file, filepath.Join(mnt, "a", "hard")) },
+		"symlink":   func() error { return os.Symlink("x", filepath.Join(mnt, "a", "sym")) },
+		"chmod":     func() error { return os.Chmod(file, 0o600) },
+		"chown":     func() error { return os.Chown(file, 1, 1) },
+		"utimes":    func() error { return os.Chtimes(file, time.Now(), time.Now()) },
+		"setxattr":  func() error { return syscall.Setxattr(file, "user.x", []byte("1"), 0) },
+		"mknod":     func() error { return syscall.Mkfifo(filepath.Join(mnt, "fifo"), 0o644) },
+		"removexat": func() error { return syscall.Removexattr(file, "user.x") },
+	}
+	for name, change := range changes {
+		if err := change(); !errors.Is(err, syscall.EROFS) {
+			t.Errorf("%s: got %v, want EROFS", name, err)
+		}
+	}
+	after, err := os.ReadFile(file)
+	if err != nil || string(after) != string(before) {
+		t.Errorf("the file changed or became unreadable: %v", err)
+	}
+	if n := names(t, filepath.Join(mnt, "a")); len(n) != 10 {
+		t.Errorf("directory a has %d entries after the refused changes, want 10: %q", len(n), n)
+	}
+}
+
+// TestMountRefusals checks that bad sources and mountpoints get a one-line error, exit status
+// 1, and no mount.
+func TestMountRefusals(t *testing.T) {
+	set := corruptionSet(t)
+	dir := t.TempDir()
+	emptyDir := func() string {
+		d, err := os.MkdirTemp(dir, "mnt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	notEmpty := emptyDir()
+	writeFile(t, filepath.Join(notEmpty, "x"), []byte("x"))
+	aFile := filepath.Join(dir, "file")
+	writeFile(t, aFile, []byte("x"))
+	corrupt := copySet(t, set)
+	flipByte(t, filepath.Join(corrupt, "index.aifs"), 200)
+	missingShard := copySet(t, set)
+	if err := os.Remove(filepath.Join(missingShard, "shard-000001.dat")); err != nil {
+		t.Fatal(err)
+	}
+	shortShard := copySet(t, set)
+	if err := os.Truncate(filepath.Join(shortShard, "shard-000000.dat"), 100); err != nil {
+		t.Fatal(err)
+	}
+	mounted := mountSet(t, set)
+
+	for _, tc := range []struct {
+		name, src, mnt, want string
+	}{
+		{"missing source", filepath.Join(dir, "nope"), emptyDir(), "not a shard set"},
+		{"not a shard set", dir, emptyDir(), "not a shard set"},
+		{"corrupt index", corrupt, emptyDir(), "corrupt"},
+		{"missing shard", missingShard, emptyDir(), "shard-000001.dat"},
+		{"short shard", shortShard, emptyDir(), "shard-000000.dat"},
+		{"mountpoint not empty", set, notEmpty, "not empty"},
+		{"mountpoint missing", set, filepath.Join(dir, "nope"), "does not exist"},
+		{"mountpoint a file", set, aFile, "not a directory"},
+		{"already mounted", set, mounted, "already a mount point"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, fg := range []bool{false, true} {
+				args := []string{"mount", tc.src, tc.mnt}
+				if fg {
+					args = append(args, "-f")
+				}
+				r := aifs(t, args...)
+				if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 && !fg {
+					t.Errorf("aifs %q: want exit 1 and one line containing %q, got %s", args, tc.want, r)
+				}
+				if tc.mnt != mounted && isMounted(tc.mnt) {
+					t.Errorf("%s got mounted", tc.mnt)
+					unmount(t, tc.mnt, 0)
+				}
+			}
+		})
+	}
+	if r := aifs(t, "mount", set, emptyDir(), "-o", "kernel_cache=maybe"); r.code != 2 || !strings.Contains(r.stderr, "kernel_cache") {
+		t.Errorf("bad kernel_cache: want a usage error, got %s", r)
+	}
+	if r := aifs(t, "mount", set, emptyDir(), "-o", "frobnicate"); r.code != 2 || !strings.Contains(r.stderr, "frobnicate") {
+		t.Errorf("unknown option: want a usage error, got %s", r)
+	}
+}
+
+// TestMountLifecycle mounts and unmounts the same set repeatedly in each way a mount can end,
+// and checks that the daemon exits each time and the data is right each time.
+func TestMountLifecycle(t *testing.T) {
+	set := corruptionSet(t)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	mkdir(t, mnt)
+	check := func(how string) {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(mnt, "c", "sample-29.bin"))
+		if err != nil || string(b) != string(randomBytes(1029, 700+37*29)) {
+			t.Fatalf("%s: read through the mount: %v", how, err)
+		}
+	}
+	ends := map[string]func(pid int) error{
+		"fusermount3 -u": func(int) error { return exec.Command("fusermount3", "-u", mnt).Run() },
+		"umount":         func(int) error { return exec.Command("umount", mnt).Run() },
+		"SIGTERM":        func(pid int) error { return syscall.Kill(pid, syscall.SIGTERM) },
+		"SIGINT":         func(pid int) error { return syscall.Kill(pid, syscall.SIGINT) },
+	}
+	for round := range 2 {
+		for how, end := range ends {
+			mustAifs(t, "mount", set, mnt)
+			pid := daemonPID(t, mnt)
+			t.Cleanup(func() { unmount(t, mnt, pid) })
+			check(how)
+			if err := end(pid); err != nil {
+				t.Fatalf("round %d, %s: %v", round, how, err)
+			}
+			if !waitExit(pid, 10*time.Second) {
+				t.Fatalf("round %d, %s: the daemon did not exit", round, how)
+			}
+			if isMounted(mnt) {
+				t.Fatalf("round %d, %s: still mounted after the daemon exited", round, how)
+			}
+		}
+	}
+
+	// In the foreground, SIGTERM unmounts and the command exits 0.
+	p := start(t, "mount", "-f", set, mnt)
+	for end := time.Now().Add(10 * time.Second); !isMounted(mnt); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("aifs mount -f did not mount: %s", p.stderr.String())
+		}
+	}
+	t.Cleanup(func() { unmount(t, mnt, 0) })
+	check("foreground")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+	if p.err != nil || isMounted(mnt) {
+		t.Errorf("aifs mount -f after SIGTERM: %v, mounted %v\n%s", p.err, isMounted(mnt), p.stderr.String())
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -405,6 +406,9 @@ func checkMountpoint(mountpoint string) (string, error) {
 	abs, err := filepath.Abs(mountpoint)
 	if err == nil {
 		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if errors.Is(err, iofs.ErrNotExist) {
+		return "", fmt.Errorf("mountpoint %s does not exist", mountpoint)
 	}
 	if err != nil {
 		return "", fmt.Errorf("mountpoint: %w", err)
