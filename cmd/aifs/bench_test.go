@@ -1,0 +1,409 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aifs/aifs/layout"
+)
+
+// writeTree creates the files (relative path → content) under a new temporary directory.
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for rel, content := range files {
+		path := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// sampleTree returns n files in a few class directories with distinct contents of varied sizes:
+// an empty file, pairs of equal sizes, and one larger than a reader's first buffer.
+func sampleTree(n int) map[string]string {
+	files := make(map[string]string, n)
+	for i := range n {
+		size := (i / 2) * 37 // files 2k and 2k+1 have the same size
+		if i == 7 {
+			size = 700 << 10
+		}
+		content := strings.Repeat(fmt.Sprintf("%d,", i), size/2+1)[:size]
+		files[fmt.Sprintf("class-%d/img-%03d.JPEG", i%4, i)] = content
+	}
+	return files
+}
+
+// wantDigest computes the digest of reading every file of files once, independently of readPass.
+func wantDigest(files map[string]string) string {
+	var sum uint64
+	for rel, content := range files {
+		sum += sampleHash([]byte(rel+"\x00"), []byte(content))
+	}
+	return fmt.Sprintf("%016x", sum)
+}
+
+func TestBenchDigests(t *testing.T) {
+	files := sampleTree(40)
+	a, b := writeTree(t, files), writeTree(t, files)
+	var out bytes.Buffer
+	rep, err := benchRun(t.Context(), benchOptions{Dirs: []string{a, b}, Epochs: 2, Jobs: 3, Seed: 1}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Passes) != 4 {
+		t.Fatalf("%d passes, want 4 (2 epochs × 2 dirs):\n%s", len(rep.Passes), out.String())
+	}
+	want := wantDigest(files)
+	var size int64
+	for _, c := range files {
+		size += int64(len(c))
+	}
+	for i, p := range rep.Passes {
+		if p.Dir != []string{a, b}[i%2] || p.Epoch != i/2+1 {
+			t.Errorf("pass %d is %s epoch %d; want the dirs interleaved per epoch", i, p.Dir, p.Epoch)
+		}
+		if p.Digest != want || p.Files != len(files) || p.Bytes != size {
+			t.Errorf("pass %d: digest %s, %d files, %d bytes; want %s, %d, %d", i, p.Digest, p.Files, p.Bytes, want, len(files), size)
+		}
+	}
+	if len(rep.Mismatches) != 0 || !rep.Dirs[1].DigestsMatch {
+		t.Errorf("copies reported as different: %q", rep.Mismatches)
+	}
+	if !strings.Contains(out.String(), "digest "+want) {
+		t.Errorf("output does not show digest %s:\n%s", want, out.String())
+	}
+
+	// One byte changed: both epochs of b differ from a.
+	changed := maps.Clone(files)
+	changed["class-3/img-011.JPEG"] = "X" + files["class-3/img-011.JPEG"][1:]
+	c := writeTree(t, changed)
+	rep, err = benchRun(t.Context(), benchOptions{Dirs: []string{a, c}, Epochs: 2, Jobs: 3, Seed: 1}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Mismatches) != 2 || rep.Dirs[1].DigestsMatch {
+		t.Errorf("one byte changed: mismatches %q, digests match %v; want one per epoch", rep.Mismatches, rep.Dirs[1].DigestsMatch)
+	}
+	var summary bytes.Buffer
+	printBenchSummary(&summary, rep)
+	if !strings.Contains(summary.String(), "DIGEST MISMATCH") || !strings.Contains(summary.String(), "DIGESTS DIFFER") {
+		t.Errorf("summary does not report the mismatch loudly:\n%s", summary.String())
+	}
+	if code := benchMain(t.Context(), []string{a, c}, io.Discard); code != exitFailure {
+		t.Errorf("exit status %d with differing digests, want %d", code, exitFailure)
+	}
+
+	// Two files of the same size swap contents: an XOR of plain CRCs would not notice.
+	swapped := maps.Clone(files)
+	x, y := "class-0/img-004.JPEG", "class-1/img-005.JPEG"
+	if len(files[x]) != len(files[y]) || files[x] == files[y] {
+		t.Fatal("sampleTree no longer has two different files of the same size")
+	}
+	swapped[x], swapped[y] = files[y], files[x]
+	if wantDigest(swapped) == want {
+		t.Errorf("swapping the contents of %s and %s leaves the digest unchanged", x, y)
+	}
+}
+
+func TestBenchSeqOrder(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"z.txt": "z", "a.txt": "a", "a/x": "x", "a/b/y": "y", "a-b/c": "c", "A/q": "q", "sub/.aifs/f": "f",
+	})
+	for _, l := range []struct{ name, target string }{
+		{"link", "a/b"},         // a directory reached twice: listed under both names, as pack stores it
+		{"a/b/loop", "../.."},   // back to the root: skipped
+		{"dangling", "missing"}, // skipped
+	} {
+		if err := os.Symlink(l.target, filepath.Join(root, l.name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a.txt", "z.txt", "A/q", "a/x", "a/b/y", "a-b/c", "link/y", "sub/.aifs/f"}
+
+	// Pack the tree before adding the top-level .aifs that bench skips: the shard set's files in
+	// id order are pack order.
+	dst := filepath.Join(t.TempDir(), "set")
+	if _, err := layout.Pack(t.Context(), root, dst, layout.PackOptions{Jobs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	x, err := layout.Load(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var packed []string
+	for id := range x.Len() {
+		if !x.Entry(layout.ID(id)).IsDir() {
+			packed = append(packed, x.Path(layout.ID(id)))
+		}
+	}
+	if !slices.Equal(packed, want) {
+		t.Fatalf("aifs pack stores %q; the test expects %q", packed, want)
+	}
+	if err := os.MkdirAll(filepath.Join(root, ".aifs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, ".aifs", "stats"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	paths, err := listTree(t.Context(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(paths, want) {
+		t.Fatalf("listTree = %q, want pack order %q", paths, want)
+	}
+	order := make([]uint32, len(paths))
+	epochOrder(order, true, 1, 3)
+	for i, o := range order {
+		if o != uint32(i) {
+			t.Fatalf("--seq order %v is not the listing's order", order)
+		}
+	}
+	// packLess is the order listTree returns, so that diffPaths can tell which side lacks a path.
+	shuffled := slices.Clone(want)
+	slices.Reverse(shuffled)
+	slices.SortFunc(shuffled, func(p, q string) int {
+		if packLess(p, q) {
+			return -1
+		}
+		if packLess(q, p) {
+			return 1
+		}
+		return 0
+	})
+	if !slices.Equal(shuffled, want) {
+		t.Errorf("sorting with packLess gives %q, want %q", shuffled, want)
+	}
+}
+
+func TestEpochOrder(t *testing.T) {
+	const n = 1000
+	order := func(seed uint64, epoch int) []uint32 {
+		o := make([]uint32, n)
+		epochOrder(o, false, seed, epoch)
+		return o
+	}
+	e1 := order(1, 1)
+	sorted := slices.Clone(e1)
+	slices.Sort(sorted)
+	for i, v := range sorted {
+		if v != uint32(i) {
+			t.Fatalf("epoch order is not a permutation of 0..%d", n-1)
+		}
+	}
+	if slices.Equal(e1, sorted) {
+		t.Error("epoch order is not shuffled")
+	}
+	if !slices.Equal(e1, order(1, 1)) {
+		t.Error("the same seed and epoch give different orders")
+	}
+	if slices.Equal(e1, order(1, 2)) {
+		t.Error("epochs 1 and 2 read in the same order")
+	}
+	if slices.Equal(e1, order(2, 1)) {
+		t.Error("seeds 1 and 2 give the same order")
+	}
+	// A buffer left in another epoch's order is refilled, not reshuffled.
+	o := order(1, 2)
+	epochOrder(o, false, 1, 1)
+	if !slices.Equal(o, e1) {
+		t.Error("an epoch's order depends on the previous contents of the buffer")
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+	var thousand []time.Duration
+	for i := 1000; i >= 1; i-- {
+		thousand = append(thousand, us(i))
+	}
+	slices.Sort(thousand)
+	for _, tc := range []struct {
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{thousand, 0.50, us(500)},
+		{thousand, 0.99, us(990)},
+		{thousand, 0.999, us(999)},
+		{thousand, 1, us(1000)},
+		{thousand[:10], 0.50, us(5)},
+		{thousand[:10], 0.99, us(10)},
+		{thousand[:10], 0.999, us(10)},
+		{thousand[:1], 0.5, us(1)},
+		{nil, 0.5, 0},
+	} {
+		if got := percentile(tc.sorted, tc.p); got != tc.want {
+			t.Errorf("percentile of %d values, %v = %v, want %v", len(tc.sorted), tc.p, got, tc.want)
+		}
+	}
+	if m := median([]float64{4, 1, 3}); m != 3 {
+		t.Errorf("median(4, 1, 3) = %v", m)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median(4, 1, 3, 2) = %v", m)
+	}
+}
+
+func TestBenchJSON(t *testing.T) {
+	files := sampleTree(20)
+	a, b := writeTree(t, files), writeTree(t, files)
+	var out bytes.Buffer
+	if code := benchMain(t.Context(), []string{"--json", "--epochs", "3", "-j", "2", "--limit", "5", a, b}, &out); code != exitOK {
+		t.Fatalf("exit status %d:\n%s", code, out.String())
+	}
+	if n := strings.Count(out.String(), "\n"); n != 1 {
+		t.Errorf("--json printed %d lines, want one object on one line", n)
+	}
+	var rep struct {
+		Jobs   int `json:"jobs"`
+		Limit  int `json:"limit"`
+		Passes []map[string]any
+		Dirs   []map[string]any
+		Errors []string `json:"digest_mismatches"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v in %s", err, out.String())
+	}
+	if rep.Jobs != 2 || rep.Limit != 5 || len(rep.Passes) != 6 || len(rep.Dirs) != 2 || len(rep.Errors) != 0 {
+		t.Fatalf("unexpected report %s", out.String())
+	}
+	for _, p := range rep.Passes {
+		for _, k := range []string{"dir", "epoch", "files", "bytes", "seconds", "files_per_s", "mb_per_s", "p50_us", "p99_us", "p999_us", "digest"} {
+			if _, ok := p[k]; !ok {
+				t.Errorf("pass has no %q: %v", k, p)
+			}
+		}
+		if p["files"] != 5.0 {
+			t.Errorf("pass read %v files, want --limit 5", p["files"])
+		}
+		if d, _ := p["digest"].(string); !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(d) {
+			t.Errorf("digest %q is not 16 hex digits", d)
+		}
+	}
+	for _, d := range rep.Dirs {
+		if _, ok := d["list_seconds"]; !ok || d["files"] != 20.0 {
+			t.Errorf("dir report %v lacks list_seconds or has the wrong file count", d)
+		}
+	}
+	// With --limit each epoch reads another 5 files, so epochs differ but dirs agree.
+	if rep.Passes[0]["digest"] != rep.Passes[1]["digest"] || rep.Passes[0]["digest"] == rep.Passes[2]["digest"] {
+		t.Errorf("digests of epochs 1 and 2: %v %v | %v %v", rep.Passes[0]["digest"], rep.Passes[1]["digest"], rep.Passes[2]["digest"], rep.Passes[3]["digest"])
+	}
+}
+
+func TestBenchPathSetsDiffer(t *testing.T) {
+	files := map[string]string{"c/1": "1", "c/2": "2", "d/3": "3"}
+	a := writeTree(t, files)
+	for _, tc := range []struct {
+		name  string
+		edit  func(map[string]string)
+		wantA bool   // the path is only in a (else only in b)
+		path  string // the first difference
+	}{
+		{"missing", func(m map[string]string) { delete(m, "c/2") }, true, "c/2"},
+		{"extra", func(m map[string]string) { m["c/10"] = "10" }, false, "c/10"},
+		{"extra at the end", func(m map[string]string) { m["e/4"] = "4" }, false, "e/4"},
+		{"renamed", func(m map[string]string) { m["c/0"] = m["c/1"]; delete(m, "c/1") }, false, "c/0"},
+		{"file before dirs", func(m map[string]string) { m["top"] = "t" }, false, "top"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			other := maps.Clone(files)
+			tc.edit(other)
+			b := writeTree(t, other)
+			var out bytes.Buffer
+			_, err := benchRun(t.Context(), benchOptions{Dirs: []string{a, b}, Epochs: 1, Jobs: 2}, &out)
+			only := b
+			if tc.wantA {
+				only = a
+			}
+			want := fmt.Sprintf("%s is only in %s", tc.path, only)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %v, want one saying %q", err, want)
+			}
+			if strings.Contains(out.String(), "epoch") {
+				t.Errorf("files were read before the listings were compared:\n%s", out.String())
+			}
+		})
+	}
+}
+
+func TestBenchDropCaches(t *testing.T) {
+	files := sampleTree(8)
+	a, b := writeTree(t, files), writeTree(t, files)
+	calls := 0
+	opt := benchOptions{Dirs: []string{a, b}, Epochs: 3, Jobs: 2, DropCaches: func() error { calls++; return nil }}
+	if _, err := benchRun(t.Context(), opt, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2+3*2 {
+		t.Errorf("caches dropped %d times, want before each of 2 listings and 6 passes", calls)
+	}
+	denied := errors.New("--drop-caches needs root")
+	opt.DropCaches = func() error { return denied }
+	var out bytes.Buffer
+	rep, err := benchRun(t.Context(), opt, &out)
+	if !errors.Is(err, denied) || out.Len() != 0 || len(rep.Dirs) != 0 {
+		t.Errorf("failing to drop caches gave %v after %q; want the error before anything is listed", err, out.String())
+	}
+}
+
+func TestBenchReadError(t *testing.T) {
+	root := writeTree(t, sampleTree(8))
+	paths, err := listTree(t.Context(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths = append(paths, "class-9/vanished")
+	order := make([]uint32, len(paths))
+	epochOrder(order, true, 1, 1)
+	_, err = readPass(t.Context(), root, paths, order, make([]time.Duration, len(order)), make([]fileReader, 2))
+	want := filepath.Join(root, "class-9/vanished") + ": open: no such file or directory"
+	if err == nil || err.Error() != want || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("error %v, want %q wrapping ErrNotExist", err, want)
+	}
+}
+
+func TestBenchInterrupted(t *testing.T) {
+	root := writeTree(t, sampleTree(8))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := benchRun(ctx, benchOptions{Dirs: []string{root}, Epochs: 1, Jobs: 2}, io.Discard); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled run returned %v", err)
+	}
+	if code := benchMain(ctx, []string{root}, io.Discard); code != exitInterrupt {
+		t.Errorf("exit status %d after Ctrl-C, want %d", code, exitInterrupt)
+	}
+	// Cancelled between listing and reading: readPass itself stops.
+	paths, err := listTree(t.Context(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make([]uint32, len(paths))
+	epochOrder(order, false, 1, 1)
+	if _, err := readPass(ctx, root, paths, order, make([]time.Duration, len(order)), make([]fileReader, 2)); !errors.Is(err, context.Canceled) {
+		t.Errorf("readPass with a cancelled context returned %v", err)
+	}
+}
