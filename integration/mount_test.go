@@ -323,3 +323,62 @@ func TestMountLifecycle(t *testing.T) {
 		t.Errorf("aifs mount -f after SIGTERM: %v, mounted %v\n%s", p.err, isMounted(mnt), p.stderr.String())
 	}
 }
+
+// TestMountHelper mounts the way mount(8) does: through /sbin/mount.fuse.aifs (what
+// scripts/install.sh installs), by running the binary under that name with mount(8)'s
+// arguments, and in the form "aifs SRC MOUNTPOINT -o opts" that mount.fuse3 uses.
+func TestMountHelper(t *testing.T) {
+	set := corruptionSet(t)
+	want := string(randomBytes(1000, 700))
+	check := func(how, mnt string) {
+		t.Helper()
+		pid := daemonPID(t, mnt)
+		b, err := os.ReadFile(filepath.Join(mnt, "a", "sample-00.bin"))
+		if err != nil || string(b) != want {
+			t.Errorf("%s: read through the mount: %v", how, err)
+		}
+		unmount(t, mnt, pid)
+	}
+	newMnt := func() string {
+		mnt := filepath.Join(t.TempDir(), "mnt")
+		mkdir(t, mnt)
+		t.Cleanup(func() { unmount(t, mnt, 0) })
+		return mnt
+	}
+
+	helper := filepath.Join(t.TempDir(), "mount.fuse.aifs")
+	if err := os.Symlink(aifsBin, helper); err != nil {
+		t.Fatal(err)
+	}
+	mnt := newMnt()
+	if out, err := exec.Command(helper, set, mnt, "-o", "rw,nosuid,nodev,kernel_cache=on,_netdev,x-systemd.automount").CombinedOutput(); err != nil {
+		t.Fatalf("mount.fuse.aifs: %v: %s", err, out)
+	}
+	check("mount.fuse.aifs", mnt)
+	if out, err := exec.Command(helper, set, mnt, "-f", "-o", "rw").CombinedOutput(); err != nil || isMounted(mnt) {
+		t.Errorf("mount.fuse.aifs -f (fake): %v, mounted %v: %s", err, isMounted(mnt), out)
+	}
+
+	mnt = newMnt()
+	mustAifs(t, set, mnt, "-o", "ro,kernel_cache=off")
+	check("aifs SRC MOUNTPOINT", mnt)
+
+	// mount(8) itself, through /sbin/mount.fuse.aifs pointing at the binary under test (an
+	// installed helper is moved aside meanwhile).
+	const sbin = "/sbin/mount.fuse.aifs"
+	if _, err := os.Lstat(sbin); err == nil {
+		if err := os.Rename(sbin, sbin+".aifs-test"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Rename(sbin+".aifs-test", sbin) })
+	}
+	if err := os.Symlink(aifsBin, sbin); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(sbin) })
+	mnt = newMnt()
+	if out, err := exec.Command("mount", "-t", "fuse.aifs", set, mnt, "-o", "nofail,kernel_cache=auto").CombinedOutput(); err != nil {
+		t.Fatalf("mount -t fuse.aifs: %v: %s", err, out)
+	}
+	check("mount -t fuse.aifs", mnt)
+}

@@ -8,6 +8,13 @@ cd "$(dirname "$0")/.."
 . scripts/setup.sh
 need_packages ca-certificates git coreutils tar xfsprogs e2fsprogs util-linux fuse3 python3-pil python3-torch python3-torchvision
 
+# Lazily unmount what an interrupted earlier run left under the tests' temporary folders (aifs
+# mounts under aifs-integration-* and Test*/, loop-mounted ext4/XFS/ramfs of the backend tests):
+# a leftover mount breaks the next run.
+tmp=${TMPDIR:-/tmp}
+awk -v tmp="$tmp" '$2 ~ "^" tmp "/(aifs-integration-|Test)" { print $2 }' /proc/mounts | sort -r |
+	while read -r m; do umount -l "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || true; done
+
 unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then
 	echo "gofmt would change: $unformatted" >&2

@@ -9,6 +9,7 @@ import (
 	iofs "io/fs"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,7 +76,7 @@ func runMount(ctx context.Context, args []string) int {
 	flags.Var(&opts, "o", "mount options, comma-separated (see above); repeatable")
 	flags.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	flags.StringVar(&c.logFile, "log-file", "", "append logs to this file (default: stderr with -f, none for a daemon)")
-	flags.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9400 (default: off)")
+	flags.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics and Go profiles at http://ADDR/debug/pprof/, e.g. 127.0.0.1:9400 (default: off)")
 	flags.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request and reply (very verbose)")
 	pos, code, ok := parseArgs(flags, args, 2, 2)
 	if !ok {
@@ -314,6 +315,9 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			f.Stats().WritePrometheus(w)
 		})
+		// Profiles of the live daemon (go tool pprof http://ADDR/debug/pprof/profile).
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		go http.Serve(metrics, mux)
 	}
 	s, err := fs.Mount(f, mnt, fs.MountOptions{AllowOther: c.allowOther, FsName: src, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
