@@ -42,7 +42,7 @@ const (
 	CacheOn CacheMode = iota
 	// CacheOff answers OPEN with FOPEN_DIRECT_IO: every read reaches the daemon and no page
 	// cache is used, so a dataset far larger than memory does not churn the page cache. It
-	// costs OPEN and RELEASE on top of the two requests per sample.
+	// costs OPEN, RELEASE and a READ that finds the end on top of the two requests per sample.
 	CacheOff
 )
 
@@ -263,60 +263,75 @@ func (f *FS) Ioctl(cancel <-chan struct{}, in *fuse.IoctlIn, inbuf []byte, out *
 	return st
 }
 
-// Read copies [Offset, Offset+Size) of a sample, clipped to its end, straight from its shard
-// into the request's buffer.
+// Read returns [Offset, Offset+Size) of a sample, clipped to its end. A shard that lends its
+// bytes (backend.Viewer: the local backend's aligned read buffer) has them sent to the kernel
+// without a copy; otherwise they are read into the request's buffer.
 func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
 	t := f.stats.start()
-	var n int
-	st := fuse.OK
+	r := readResults.Get().(*readResult)
+	var st fuse.Status
 	if f.ctl.owns(in.NodeId) {
+		var n int
 		n, st = f.ctl.read(in.NodeId, in.Offset, buf[:min(int(in.Size), len(buf))])
+		r.data = buf[:n]
 	} else {
-		n, st = f.read(in, buf)
+		st = f.read(in, buf, r)
 	}
-	f.stats.doneRead(t, st, n)
+	f.stats.doneRead(t, st, len(r.data))
 	if st != fuse.OK {
+		r.Done()
 		return nil, st
 	}
-	return newReadResult(buf[:n]), fuse.OK
+	return r, fuse.OK
 }
 
-func (f *FS) read(in *fuse.ReadIn, buf []byte) (int, fuse.Status) {
+func (f *FS) read(in *fuse.ReadIn, buf []byte, r *readResult) fuse.Status {
 	id, e, ok := f.entry(in.NodeId)
 	switch {
 	case !ok:
-		return 0, fuse.Status(syscall.ESTALE)
+		return fuse.Status(syscall.ESTALE)
 	case e.IsDir():
-		return 0, fuse.Status(syscall.EISDIR)
+		return fuse.Status(syscall.EISDIR)
 	case in.Offset >= e.Size:
-		return 0, fuse.OK
+		return fuse.OK
 	}
 	n := min(e.Size-in.Offset, uint64(in.Size), uint64(len(buf)))
+	off := int64(e.Offset + in.Offset)
 	// The read is not cancelled when the kernel interrupts the request: an O_DIRECT pread
 	// cannot be stopped, and building a context per READ would cost an allocation.
-	err := f.shards[e.Shard].ReadAt(context.Background(), buf[:n], int64(e.Offset+in.Offset))
-	if err != nil {
-		return 0, f.errno("read", id, err)
+	ctx := context.Background()
+	sh := f.shards[e.Shard]
+	var err error
+	if v, ok := sh.(backend.Viewer); ok {
+		if r.view, err = v.View(ctx, off, int(n)); err == nil {
+			r.data = r.view.Bytes()
+		}
+	} else if err = sh.ReadAt(ctx, buf[:n], off); err == nil {
+		r.data = buf[:n]
 	}
-	return int(n), fuse.OK
+	if err != nil {
+		return f.errno("read", id, err)
+	}
+	return fuse.OK
 }
 
-// readResult hands the bytes already in the request's buffer back to go-fuse. Instances are
-// pooled (go-fuse calls Done after sending), so a READ allocates nothing.
-type readResult struct{ data []byte }
+// readResult hands READ data to go-fuse: bytes in the request's buffer, or a View lent by the
+// backend, released when go-fuse calls Done after sending. Instances are pooled, so a READ
+// allocates nothing.
+type readResult struct {
+	data []byte
+	view backend.View // nil unless data is lent
+}
 
 var readResults = sync.Pool{New: func() any { return new(readResult) }}
-
-func newReadResult(data []byte) *readResult {
-	r := readResults.Get().(*readResult)
-	r.data = data
-	return r
-}
 
 func (r *readResult) Bytes([]byte) ([]byte, fuse.Status) { return r.data, fuse.OK }
 func (r *readResult) Size() int                          { return len(r.data) }
 func (r *readResult) Done() {
-	r.data = nil
+	if r.view != nil {
+		r.view.Release()
+	}
+	*r = readResult{}
 	readResults.Put(r)
 }
 

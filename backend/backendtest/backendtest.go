@@ -57,6 +57,31 @@ func Run(t *testing.T, open func(t *testing.T, files map[string][]byte) backend.
 			}
 		}
 	})
+	// Views, where the Shard lends them, hold the same bytes as reads.
+	t.Run("Views", func(t *testing.T) {
+		for _, name := range names {
+			v, ok := shards[name].(backend.Viewer)
+			if !ok {
+				continue
+			}
+			data := files[name]
+			for _, c := range readCases(rng, int64(len(data))) {
+				off, n := c[0], c[1]
+				view, err := v.View(t.Context(), off, int(n))
+				if err != nil {
+					t.Errorf("%s: View [%d,+%d): %v", name, off, n, err)
+					continue
+				}
+				if !bytes.Equal(view.Bytes(), data[off:off+n]) {
+					t.Errorf("%s: View [%d,+%d): wrong bytes", name, off, n)
+				}
+				view.Release()
+			}
+			if _, err := v.View(t.Context(), int64(len(data)), 1); !errors.Is(err, backend.ErrOutOfRange) {
+				t.Errorf("%s: View past the end: got %v, want ErrOutOfRange", name, err)
+			}
+		}
+	})
 	// Any byte outside [0, Size) is out of range, with no overflow on huge offsets.
 	t.Run("OutOfRange", func(t *testing.T) {
 		for _, name := range names {

@@ -9,15 +9,12 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"sync"
 	"syscall"
 	"unsafe"
 )
 
 const (
-	bufAlign    = 4096    // address alignment of pooled buffers; a file needing more is read buffered
 	maxOffAlign = 1 << 20 // largest offset alignment read directly (a divisor of maxChunk)
-	maxChunk    = 4 << 20 // bytes per pread, which bounds pooled buffers
 )
 
 // directFile reads a file opened with O_DIRECT. Reads share the descriptor (pread is safe
@@ -85,33 +82,29 @@ func (d *directFile) readAt(ctx context.Context, p []byte, off int64) error {
 	return nil
 }
 
-// Pooled buffers come in size classes, so that a 112 KiB sample does not pin a 4 MiB buffer.
-// Each starts at a bufAlign-aligned address and is returned to the pool of its class.
-var (
-	classes = [...]int{128 << 10, 1 << 20, maxChunk}
-	pools   [len(classes)]sync.Pool // of *buffer
-)
-
-type buffer struct {
-	b     []byte // len = cap = classes[class]
-	class int
-}
-
-// getBuffer returns a buffer of at least n ≤ maxChunk bytes.
-func getBuffer(n int) *buffer {
-	c := 0
-	for classes[c] < n {
-		c++
+// view reads [off, off+n), n > 0, widened to the alignment, into one pooled buffer and lends
+// the window: no copy. A window whose widened range exceeds maxChunk is read by readAt into a
+// buffer of its own.
+func (d *directFile) view(off int64, n int) (*buffer, error) {
+	pos := off &^ (d.align - 1)
+	end := off + int64(n)
+	span := (end+d.align-1)&^(d.align-1) - pos
+	if span > maxChunk {
+		b := &buffer{b: make([]byte, n), class: -1, hi: n}
+		return b, d.readAt(context.Background(), b.b, off)
 	}
-	if b, ok := pools[c].Get().(*buffer); ok {
-		return b
+	b := getBuffer(int(span))
+	got, err := d.ReadAt(b.b[:span], pos)
+	if int64(got) >= end-pos { // an error past the window (EOF) is moot
+		b.lo, b.hi = int(off-pos), int(end-pos)
+		return b, nil
 	}
-	raw := make([]byte, classes[c]+bufAlign)
-	skip := int(-uintptr(unsafe.Pointer(&raw[0])) & (bufAlign - 1))
-	return &buffer{b: raw[skip : skip+classes[c] : skip+classes[c]], class: c}
+	b.Release()
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF // the file shrank after Open
+	}
+	return nil, err
 }
-
-func putBuffer(b *buffer) { pools[b.class].Put(b) }
 
 // statx is struct statx of linux/stat.h, as far as the direct-I/O alignment fields, padded to
 // the 256 bytes the kernel may write.

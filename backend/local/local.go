@@ -128,23 +128,50 @@ type shard struct {
 func (s *shard) Size() int64 { return s.size }
 
 func (s *shard) ReadAt(ctx context.Context, p []byte, off int64) error {
-	var err error
-	switch {
-	case s.closed.Load():
-		err = fs.ErrClosed
-	case off < 0 || off > s.size || int64(len(p)) > s.size-off:
-		err = backend.ErrOutOfRange
-	case len(p) == 0:
-		return nil
-	default:
-		if err = ctx.Err(); err == nil {
-			err = s.r.readAt(ctx, p, off)
-		}
+	err := s.check(ctx, off, len(p))
+	if err == nil && len(p) > 0 {
+		err = s.r.readAt(ctx, p, off)
 	}
 	if err != nil {
 		return fmt.Errorf("local: read %s [%d,+%d): %w", s.path, off, len(p), err)
 	}
 	return nil
+}
+
+// check applies the range, closed and context rules of ReadAt to a read of n bytes at off.
+func (s *shard) check(ctx context.Context, off int64, n int) error {
+	switch {
+	case s.closed.Load():
+		return fs.ErrClosed
+	case off < 0 || off > s.size || int64(n) > s.size-off:
+		return backend.ErrOutOfRange
+	}
+	return ctx.Err()
+}
+
+// View implements backend.Viewer. Direct reads of up to maxChunk aligned bytes land in a pooled
+// aligned buffer that is lent as is; other reads are copied into a pooled (or, beyond maxChunk,
+// new) buffer.
+func (s *shard) View(ctx context.Context, off int64, n int) (backend.View, error) {
+	err := s.check(ctx, off, n)
+	var v *buffer
+	if err == nil {
+		if d, ok := s.r.(interface {
+			view(off int64, n int) (*buffer, error)
+		}); ok && n > 0 {
+			v, err = d.view(off, n)
+		} else {
+			v = getBuffer(n)
+			v.lo, v.hi = 0, n
+			if err = s.r.readAt(ctx, v.b[:n], off); err != nil {
+				v.Release()
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local: read %s [%d,+%d): %w", s.path, off, n, err)
+	}
+	return v, nil
 }
 
 func (s *shard) Close() error {

@@ -39,7 +39,7 @@ Mount options (-o, comma-separated, repeatable):
   kernel_cache=auto|on|off  keep sample pages in the kernel page cache (on: warm epochs are
                             served by the kernel, 2 FUSE requests per sample); off: every read
                             reaches aifs and nothing is cached (for datasets far larger than
-                            memory, 4 requests per sample); auto (default): on when the dataset
+                            memory, 5 requests per sample); auto (default): on when the dataset
                             is at most half of the memory available (RAM or cgroup limit)
   allow_other               let all users read the mount (non-root mounters need
                             user_allow_other in /etc/fuse.conf)

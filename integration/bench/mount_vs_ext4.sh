@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# mount_vs_ext4.sh — the figures of the mount issue, side by side in one run on one disk:
+#   1. shuffled whole-file reads of FILES ImageNet-like files (log-normal, mean 110 KiB) with
+#      caches dropped, at each reader count in JOBS: the files on native ext4, the same files
+#      packed into a shard set on the same ext4 and read through `aifs mount`, and fio O_DIRECT
+#      random reads of the mean sample size from the shard file (the device ceiling);
+#   2. daemon CPU time per sample (utime+stime of the aifs daemon from /proc over one cold
+#      shuffled epoch at 8 readers);
+#   3. ImageFolder construction over NAMES tiny files in 1,000 classes (warm, after one untimed
+#      scan), native ext4 against the mount, and the daemon's RSS after the scan.
+# ext4 lives on a loop-mounted image file in WORKDIR, so both systems share the same disk.
+# Prints a markdown table; commits nothing. Needs root (loop devices, mounts, drop_caches).
+#
+# Environment (defaults in brackets):
+#   FILES [10000]   JOBS ["1 8 32"]   EPOCHS [3] (median of the cold epochs)
+#   NAMES [1280000] (0 skips part 3)  WORKDIR [/var/tmp]
+set -euo pipefail
+
+FILES=${FILES:-10000}
+JOBS=${JOBS:-1 8 32}
+EPOCHS=${EPOCHS:-3}
+NAMES=${NAMES:-1280000}
+WORKDIR=${WORKDIR:-/var/tmp}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PY=/usr/bin/python3
+
+die() { echo "mount_vs_ext4: $*" >&2; exit 1; }
+[[ $(id -u) -eq 0 ]] || die "needs root (loop devices, mounts, drop_caches)"
+cd "$REPO"
+. scripts/setup.sh
+need_packages fuse3 fio e2fsprogs python3-torch python3-torchvision python3-pil
+build_aifs
+AIFS=$REPO/bin/aifs
+
+RUN=$(mktemp -d "$WORKDIR/aifs-mountbench.XXXXXX")
+cleanup() {
+	for m in "$RUN"/mnt "$RUN"/names-mnt; do mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" || umount -l "$m"; }; done
+	for m in "$RUN"/ext4 "$RUN"/names; do mountpoint -q "$m" 2>/dev/null && umount "$m"; done
+	rm -rf -- "$RUN"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+daemon_pid() { pgrep -f -- "aifs mount $1 " | head -1; }
+cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r), disk $(df --output=source "$WORKDIR" | tail -1)" >&2
+
+# --- 1. shuffled reads -----------------------------------------------------------------------
+img_mb=$((FILES * 112640 * 5 / 2 / 1048576 + 512))
+truncate -s "${img_mb}M" "$RUN/ext4.img"
+mkfs.ext4 -q -F "$RUN/ext4.img"
+mkdir "$RUN/ext4" "$RUN/mnt"
+mount -o loop "$RUN/ext4.img" "$RUN/ext4"
+go run ./integration/gendata --files "$FILES" --classes $((FILES / 100 > 0 ? FILES / 100 : 1)) "$RUN/ext4/tree" >&2
+"$AIFS" pack --quiet "$RUN/ext4/tree" "$RUN/ext4/set"
+"$AIFS" mount "$RUN/ext4/set" "$RUN/mnt"
+pid=$(daemon_pid "$RUN/ext4/set")
+mean=$(( ($(du -sb "$RUN/ext4/set" | cut -f1) / FILES + 4095) / 4096 * 4096 )) # O_DIRECT needs whole blocks
+
+echo "| readers | native ext4 files/s | aifs files/s | aifs/ext4 | fio O_DIRECT random ${mean}-byte reads/s | aifs/fio |"
+echo "|---|---|---|---|---|---|"
+for j in $JOBS; do
+	"$AIFS" bench --json --drop-caches --epochs "$EPOCHS" -j "$j" "$RUN/ext4/tree" "$RUN/mnt" >"$RUN/bench.json"
+	read -r ext aifs < <($PY -c 'import json,sys; d=json.load(open(sys.argv[1]))["dirs"]; print(round(d[0]["median_files_per_s"]), round(d[1]["median_files_per_s"]))' "$RUN/bench.json")
+	sync; echo 3 >/proc/sys/vm/drop_caches
+	fio_iops=$(fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --rw=randread --bs="$mean" \
+		--direct=1 --ioengine=psync --numjobs="$j" --time_based --runtime=10 --group_reporting \
+		--output-format=json | $PY -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["iops"]))')
+	echo "| $j | $ext | $aifs | $(awk -v a="$aifs" -v b="$ext" 'BEGIN{printf "%.2f", a/b}') | $fio_iops | $(awk -v a="$aifs" -v b="$fio_iops" 'BEGIN{printf "%.2f", a/b}') |"
+done
+
+# --- 2. daemon CPU per sample -----------------------------------------------------------------
+t0=$(cpu_ticks "$pid")
+"$AIFS" bench --drop-caches -j 8 "$RUN/mnt" >/dev/null
+t1=$(cpu_ticks "$pid")
+hz=$(getconf CLK_TCK)
+echo
+echo "daemon CPU per sample, cold shuffled epoch, 8 readers, mean $mean bytes: $(awk -v t=$((t1 - t0)) -v hz="$hz" -v n="$FILES" 'BEGIN{printf "%.0f", t/hz*1e6/n}') µs"
+fusermount3 -u "$RUN/mnt"
+
+# --- 3. ImageFolder construction and RSS --------------------------------------------------------
+[[ $NAMES -gt 0 ]] || exit 0
+truncate -s $((NAMES / 1000 + 2048))M "$RUN/names.img"
+mkfs.ext4 -q -F -O inline_data -N $((NAMES + 10000)) "$RUN/names.img"
+mkdir "$RUN/names" "$RUN/names-mnt"
+mount -o loop "$RUN/names.img" "$RUN/names"
+go run ./integration/gendata --files "$NAMES" --classes 1000 --mean-size 40 --sigma 0.3 "$RUN/names/tree" >&2
+"$AIFS" pack --quiet "$RUN/names/tree" "$RUN/names/set"
+"$AIFS" mount "$RUN/names/set" "$RUN/names-mnt"
+npid=$(daemon_pid "$RUN/names/set")
+scan() { $PY -c 'import sys,time
+from torchvision import datasets
+t=time.time(); ds=datasets.ImageFolder(sys.argv[1], loader=lambda p: p); print("%.2f %d" % (time.time()-t, len(ds)))' "$1"; }
+for d in "$RUN/names/tree" "$RUN/names-mnt"; do scan "$d" >/dev/null; done # warm both
+ext_s=(); aifs_s=()
+for r in 1 2 3; do
+	ext_s+=("$(scan "$RUN/names/tree" | cut -d' ' -f1)")
+	aifs_s+=("$(scan "$RUN/names-mnt" | cut -d' ' -f1)")
+done
+e=$(printf '%s\n' "${ext_s[@]}" | median)
+a=$(printf '%s\n' "${aifs_s[@]}" | median)
+rss=$(awk '/VmRSS/ {print $2}' "/proc/$npid/status")
+idx=$(stat -c %s "$RUN/names/set/index.aifs")
+echo
+echo "ImageFolder over $NAMES names, warm, median of 3: native ext4 $e s, aifs $a s ($(awk -v a="$a" -v e="$e" 'BEGIN{printf "%.2f", a/e}')x); daemon RSS after the scans $((rss / 1024)) MiB, index $((idx / 1048576)) MiB"
