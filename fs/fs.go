@@ -321,11 +321,21 @@ func (f *FS) read(in *fuse.ReadIn, buf []byte, r *readResult) fuse.Status {
 type readResult struct {
 	data []byte
 	view backend.View // nil unless data is lent
+	vec  [1][]byte    // for Slices
 }
 
 var readResults = sync.Pool{New: func() any { return new(readResult) }}
 
 func (r *readResult) Bytes([]byte) ([]byte, fuse.Status) { return r.data, fuse.OK }
+
+// Slices makes go-fuse write the data with writev and call Done only after that write. With
+// splice disabled, go-fuse calls Bytes and then Done at once for a result without Slices,
+// before the bytes are written: a lent buffer would go back to the pool while the kernel
+// still had to copy it, and another READ's data could be sent in its place.
+func (r *readResult) Slices() ([][]byte, fuse.Status) {
+	r.vec[0] = r.data
+	return r.vec[:], fuse.OK
+}
 func (r *readResult) Size() int                          { return len(r.data) }
 func (r *readResult) Done() {
 	if r.view != nil {
