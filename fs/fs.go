@@ -336,7 +336,7 @@ func (r *readResult) Slices() ([][]byte, fuse.Status) {
 	r.vec[0] = r.data
 	return r.vec[:], fuse.OK
 }
-func (r *readResult) Size() int                          { return len(r.data) }
+func (r *readResult) Size() int { return len(r.data) }
 func (r *readResult) Done() {
 	if r.view != nil {
 		r.view.Release()
