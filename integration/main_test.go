@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,12 +179,4 @@ func worldDir(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) }) // as root, even directories chmod 000 are removed
 	return dir
-}
-
-func itoa(n int) string { return strconv.Itoa(n) }
-
-func fmtSscan(s string, n *int) (int, error) {
-	v, err := strconv.Atoi(s)
-	*n = v
-	return 1, err
 }

@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -72,8 +73,7 @@ func daemonPID(t testing.TB, mnt string) int {
 		}
 		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 		if len(args) > 1 && args[0] == aifsBin && slices.Contains(args, mnt) {
-			var pid int
-			if _, err := fmtSscan(filepath.Base(filepath.Dir(p)), &pid); err == nil {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
 				return pid
 			}
 		}
@@ -85,7 +85,7 @@ func daemonPID(t testing.TB, mnt string) int {
 // waitExit waits up to d for process pid to exit (or become a zombie).
 func waitExit(pid int, d time.Duration) bool {
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		b, err := os.ReadFile(filepath.Join("/proc", itoa(pid), "stat"))
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 		if err != nil {
 			return true
 		}

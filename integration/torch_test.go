@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +45,7 @@ func jpegSet(t testing.TB) (src, set string) {
 			return
 		}
 		src, set := filepath.Join(workDir, "jpeg-source"), filepath.Join(workDir, "jpeg-set")
-		gen := exec.Command(gendata, "--jpeg", "--files", itoa(jpegFiles), "--classes", itoa(jpegClasses),
+		gen := exec.Command(gendata, "--jpeg", "--files", strconv.Itoa(jpegFiles), "--classes", strconv.Itoa(jpegClasses),
 			"--mean-size", "40000", "--seed", "7", src)
 		if out, err := gen.CombinedOutput(); err != nil {
 			jpegData.err = fmt.Errorf("gendata: %w\n%s", err, out)
@@ -126,7 +127,7 @@ const statsAllowance = 10
 func countRequests(t *testing.T, set string, n int, args ...string) requestCount {
 	t.Helper()
 	mnt := mountSet(t, set, args...)
-	out := torchCheck(t, "requests", mnt, "--limit", itoa(n))
+	out := torchCheck(t, "requests", mnt, "--limit", strconv.Itoa(n))
 	var rc requestCount
 	if err := json.Unmarshal([]byte(out), &rc); err != nil {
 		t.Fatalf("check.py requests: %v\n%s", err, out)

@@ -276,6 +276,17 @@ func lazyUnmount(mountpoint string) error {
 // Everything that can fail is checked before the kernel sees the mount. cleanup closes what
 // mount opened; call it after the server has stopped.
 func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Server, cleanup func(), err error) {
+	var closers []func() error // closed in reverse order by closeAll: by the caller, or here on an error
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
 	mnt, err := checkMountpoint(c.mountpoint)
 	if err != nil {
 		return nil, nil, err
@@ -293,23 +304,20 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	if err != nil {
 		return nil, nil, err
 	}
-	cache, err := c.cacheMode(x)
-	if err != nil {
-		return nil, nil, err
-	}
+	closers = append(closers, be.Close)
+	cache := c.cacheMode(x)
 	log.Info("kernel page cache", zap.String("kernel_cache", c.kernelCache), zap.Stringer("mode", cache))
 	f, err := fs.New(ctx, x, be, fs.Options{Logger: log.Named("fs"), KernelCache: cache, Source: src, Mountpoint: mnt})
 	if err != nil {
-		be.Close()
 		return nil, nil, err
 	}
-	var metrics net.Listener
+	closers = append(closers, f.Close)
 	if c.metricsAddr != "" {
-		if metrics, err = net.Listen("tcp", c.metricsAddr); err != nil {
-			f.Close()
-			be.Close()
+		metrics, err := net.Listen("tcp", c.metricsAddr)
+		if err != nil {
 			return nil, nil, fmt.Errorf("--metrics-addr: %w", err)
 		}
+		closers = append(closers, metrics.Close)
 		mux := http.NewServeMux()
 		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
@@ -322,39 +330,28 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	}
 	s, err := fs.Mount(f, mnt, fs.MountOptions{AllowOther: c.allowOther, FsName: src, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
 	if err != nil {
-		if metrics != nil {
-			metrics.Close()
-		}
-		f.Close()
-		be.Close()
 		return nil, nil, err
 	}
-	return s, func() {
-		if metrics != nil {
-			metrics.Close()
-		}
-		f.Close()
-		be.Close()
-	}, nil
+	return s, closeAll, nil
 }
 
 // cacheMode resolves kernel_cache: auto is on when the dataset takes at most half of the memory
 // this process may use (physical memory, or its cgroup's limit if lower), off otherwise.
-func (c *mountConfig) cacheMode(x *layout.Index) (fs.CacheMode, error) {
+func (c *mountConfig) cacheMode(x *layout.Index) fs.CacheMode {
 	switch c.kernelCache {
 	case "on":
-		return fs.CacheOn, nil
+		return fs.CacheOn
 	case "off":
-		return fs.CacheOff, nil
+		return fs.CacheOff
 	}
 	var data uint64
 	for _, s := range x.Shards() {
 		data += s.Size
 	}
 	if mem := availableMemory(); mem > 0 && data > mem/2 {
-		return fs.CacheOff, nil
+		return fs.CacheOff
 	}
-	return fs.CacheOn, nil
+	return fs.CacheOn
 }
 
 // availableMemory returns MemTotal, or the memory limit of this process's cgroup (v2 or v1) if
