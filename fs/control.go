@@ -5,17 +5,24 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"go.uber.org/zap"
 )
 
 // The control directory, /.aifs, is found by LOOKUP but appears in no listing of the root. It
-// holds the stats file. Its inode numbers start at ctlBase, far above any entry's (ids are
-// 32-bit), so the two never meet.
+// holds the stats file and the plan file. Its inode numbers start at ctlBase, far above any
+// entry's (ids are 32-bit), so the two never meet.
 const (
-	ctlName   = ".aifs"
-	statsName = "stats"
-	ctlBase   = 1 << 62
-	ctlDirIno = ctlBase
+	ctlName    = ".aifs"
+	statsName  = "stats"
+	planName   = "plan"
+	ctlBase    = 1 << 62
+	ctlDirIno  = ctlBase
+	ctlPlanIno = ctlBase | 1<<61 // above every stats snapshot's
 )
+
+// The plan file takes the coming order of samples from trainers (format in prefetch/plan.go;
+// python/aifs_plan.py writes it). Anyone who may read the tree may write a plan: a plan only
+// steers read-ahead, and its size is bounded. It always reads as empty.
 
 // Each LOOKUP of .aifs/stats takes a snapshot of the statistics and gives it a new inode number
 // whose size and bytes never change: a reader always sees one consistent JSON document, and the
@@ -61,6 +68,12 @@ func (c *control) lookup(parent uint64, name string, out *fuse.EntryOut) fuse.St
 		out.SetAttrTimeout(cacheTimeout)
 		c.fillAttr(&out.Attr, ino, uint64(len(data)))
 		return fuse.OK
+	case parent == ctlDirIno && name == planName:
+		*out = fuse.EntryOut{NodeId: ctlPlanIno, Generation: 1}
+		out.SetEntryTimeout(cacheTimeout)
+		out.SetAttrTimeout(cacheTimeout)
+		c.fillAttr(&out.Attr, ctlPlanIno, 0)
+		return fuse.OK
 	case parent == ctlDirIno:
 		return fuse.ENOENT
 	default:
@@ -80,14 +93,17 @@ func (c *control) fillAttr(a *fuse.Attr, ino, size uint64) {
 	now := uint64(c.f.stats.started.Unix())
 	*a = fuse.Attr{Ino: ino, Size: size, Blocks: (size + 511) / 512, Mtime: now, Atime: now, Ctime: now,
 		Mode: syscall.S_IFREG | 0o444, Nlink: 1, Blksize: blksize, Owner: fuse.Owner{Uid: c.f.uid, Gid: c.f.gid}}
-	if ino == ctlDirIno {
+	switch ino {
+	case ctlDirIno:
 		a.Mode, a.Nlink, a.Size, a.Blocks = syscall.S_IFDIR|0o555, 2, 4096, 8
+	case ctlPlanIno:
+		a.Mode = syscall.S_IFREG | 0o666
 	}
 }
 
 func (c *control) getAttr(ino uint64, out *fuse.AttrOut) fuse.Status {
 	var size uint64
-	if ino != ctlDirIno {
+	if ino != ctlDirIno && ino != ctlPlanIno {
 		data, ok := c.snapshot(ino)
 		if !ok {
 			return fuse.Status(syscall.ESTALE)
@@ -100,8 +116,11 @@ func (c *control) getAttr(ino uint64, out *fuse.AttrOut) fuse.Status {
 }
 
 func (c *control) read(ino, off uint64, buf []byte) (int, fuse.Status) {
-	if ino == ctlDirIno {
+	switch ino {
+	case ctlDirIno:
 		return 0, fuse.Status(syscall.EISDIR)
+	case ctlPlanIno:
+		return 0, fuse.OK
 	}
 	data, ok := c.snapshot(ino)
 	if !ok {
@@ -113,7 +132,7 @@ func (c *control) read(ino, off uint64, buf []byte) (int, fuse.Status) {
 	return copy(buf, data[off:]), fuse.OK
 }
 
-// readDir lists the control directory: ".", "..", "stats". In READDIRPLUS no entry carries
+// readDir lists the control directory: ".", "..", "plan", "stats". In READDIRPLUS no entry carries
 // attributes (node id 0), so listing takes no snapshot.
 func (c *control) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
 	if in.NodeId != ctlDirIno {
@@ -122,6 +141,7 @@ func (c *control) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fu
 	names := [...]fuse.DirEntry{
 		{Name: ".", Mode: syscall.S_IFDIR, Ino: ctlDirIno},
 		{Name: "..", Mode: syscall.S_IFDIR, Ino: fuse.FUSE_ROOT_ID},
+		{Name: planName, Mode: syscall.S_IFREG, Ino: ctlPlanIno},
 		{Name: statsName, Mode: syscall.S_IFREG, Ino: ctlDirIno + 1},
 	}
 	for pos := in.Offset; pos < uint64(len(names)); pos++ {
@@ -136,4 +156,13 @@ func (c *control) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fu
 		}
 	}
 	return fuse.OK
+}
+
+// writePlan hands bytes written to the plan file to the loader; writer is the writing thread.
+func (c *control) writePlan(writer uint32, off uint64, data []byte) (uint32, fuse.Status) {
+	if err := c.f.loader.WritePlan(writer, int64(off), data); err != nil {
+		c.f.log.Warn("plan refused", zap.Uint32("pid", writer), zap.Error(err))
+		return 0, fuse.EINVAL
+	}
+	return uint32(len(data)), fuse.OK
 }

@@ -17,6 +17,10 @@ type MountOptions struct {
 	// DirectMount calls mount(2) itself instead of running fusermount3, which needs root.
 	// Default: false.
 	DirectMount bool
+	// ReadOnly mounts with MS_RDONLY: the kernel refuses every write itself, including to the
+	// plan file. Default: false, a read-write kernel mount in which aifs refuses every change
+	// to the tree with EROFS and accepts only plans.
+	ReadOnly bool
 	// Debug logs every request and reply through the standard logger (go-fuse's debug mode).
 	Debug bool
 }
@@ -48,11 +52,14 @@ func Mount(f *FS, mountpoint string, opt MountOptions) (*Server, error) {
 	if name == "" {
 		name = "aifs"
 	}
+	options := []string{"default_permissions"}
+	if opt.ReadOnly {
+		options = append(options, "ro")
+	}
 	mo := &fuse.MountOptions{
 		AllowOther: opt.AllowOther,
-		// ro makes the kernel refuse writes itself (EROFS); default_permissions makes it check
-		// modes itself, so no ACCESS requests come.
-		Options:                  []string{"ro", "default_permissions"},
+		// default_permissions makes the kernel check modes itself, so no ACCESS requests come.
+		Options:                  options,
 		MaxBackground:            maxBackground,
 		MaxWrite:                 maxRead,
 		MaxReadAhead:             maxRead,
@@ -62,7 +69,6 @@ func Mount(f *FS, mountpoint string, opt MountOptions) (*Server, error) {
 		Debug:                    opt.Debug,
 		ExplicitDataCacheControl: true, // the data never changes: no invalidation on mtime
 		DisableSplice:            true, // READ data is already in the request buffer
-		DisableXAttrs:            true,
 	}
 	srv, err := fuse.NewServer(f, mountpoint, mo)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/aifs/aifs/prefetch"
 )
 
 // op names a kind of FUSE request in the statistics.
@@ -29,12 +31,13 @@ const (
 	opReadDirPlus
 	opStatFs
 	opWrite // every request that would modify the tree; all get EROFS
+	opPlan  // WRITEs of the plan file
 	opOther // requests aifs does not implement (xattrs, locks, lseek, ...); all get ENOSYS
 	numOps
 )
 
 var opNames = [numOps]string{"lookup", "forget", "getattr", "open", "read", "ioctl", "flush",
-	"release", "opendir", "readdir", "readdirplus", "statfs", "write", "other"}
+	"release", "opendir", "readdir", "readdirplus", "statfs", "write", "plan", "other"}
 
 // Stats counts the requests an FS answers: per op the number, the errors and a latency
 // histogram, plus the bytes READ returned. Recording is a few atomic adds with no lock and no
@@ -143,18 +146,19 @@ type OpStats struct {
 
 // Snapshot is the content of the stats file (.aifs/stats), as JSON.
 type Snapshot struct {
-	Source        string             `json:"source"`
-	Mountpoint    string             `json:"mountpoint"`
-	KernelCache   string             `json:"kernel_cache"`
-	Started       time.Time          `json:"started"`
-	UptimeSeconds float64            `json:"uptime_seconds"`
-	Entries       int                `json:"entries"`
-	Files         uint64             `json:"files"`
-	DatasetBytes  uint64             `json:"dataset_bytes"`
-	Requests      uint64             `json:"requests"` // all kinds together
-	Errors        uint64             `json:"errors"`
-	ReadBytes     uint64             `json:"read_bytes"`
-	Ops           map[string]OpStats `json:"ops"` // by op name; every op is present
+	Source         string             `json:"source"`
+	Mountpoint     string             `json:"mountpoint"`
+	KernelCache    string             `json:"kernel_cache"`
+	Started        time.Time          `json:"started"`
+	UptimeSeconds  float64            `json:"uptime_seconds"`
+	Entries        int                `json:"entries"`
+	Files          uint64             `json:"files"`
+	DatasetBytes   uint64             `json:"dataset_bytes"`
+	Requests       uint64             `json:"requests"` // all kinds together
+	Errors         uint64             `json:"errors"`
+	ReadBytes      uint64             `json:"read_bytes"`
+	Ops            map[string]OpStats `json:"ops"` // by op name; every op is present
+	prefetch.Stats                    // cache, backend, prefetch, epoch, plans
 }
 
 // Snapshot returns the current figures.
@@ -164,7 +168,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Source: f.opt.Source, Mountpoint: f.opt.Mountpoint, KernelCache: f.opt.KernelCache.String(),
 		Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
 		Entries: f.x.Len(), Files: f.files, DatasetBytes: f.bytes,
-		ReadBytes: s.bytes.Load(), Ops: make(map[string]OpStats, numOps),
+		ReadBytes: s.bytes.Load(), Ops: make(map[string]OpStats, numOps), Stats: f.loader.Stats(),
 	}
 	for o := range numOps {
 		c := &s.ops[o]
@@ -207,12 +211,25 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 		p.printf("aifs_request_duration_seconds_sum{op=%q} %g\n", opNames[o], float64(c.sumNs.Load())/1e9)
 		p.printf("aifs_request_duration_seconds_count{op=%q} %d\n", opNames[o], c.count.Load())
 	}
-	p.header("aifs_read_bytes_total", "counter", "Bytes returned by READ requests.")
-	p.printf("aifs_read_bytes_total %d\n", s.bytes.Load())
-	p.header("aifs_dataset_files", "gauge", "Sample files in the mounted shard set.")
-	p.printf("aifs_dataset_files %d\n", s.f.files)
-	p.header("aifs_dataset_bytes", "gauge", "Bytes of sample data in the mounted shard set.")
-	p.printf("aifs_dataset_bytes %d\n", s.f.bytes)
+	l := s.f.loader.Stats()
+	for _, m := range []struct {
+		name, kind, help string
+		value            uint64
+	}{
+		{"aifs_read_bytes_total", "counter", "Bytes returned by READ requests.", s.bytes.Load()},
+		{"aifs_cache_hits_total", "counter", "Sample reads served from aifs's memory (cached or read ahead).", l.Cache.Hits},
+		{"aifs_cache_misses_total", "counter", "Sample reads that had to wait for the backend.", l.Cache.Misses},
+		{"aifs_backend_read_bytes_total", "counter", "Bytes read from the shards.", l.Backend.Bytes},
+		{"aifs_prefetch_used_bytes_total", "counter", "Bytes read ahead and then read.", l.Prefetch.UsedBytes},
+		{"aifs_prefetch_wasted_bytes_total", "counter", "Bytes read ahead and let go unread.", l.Prefetch.WastedBytes},
+		{"aifs_memory_bytes", "gauge", "Sample bytes held: kept subset and read-ahead.", uint64(l.Cache.KeptBytes + l.Prefetch.HeldBytes)},
+		{"aifs_epoch", "gauge", "The current epoch, as detected from the reads.", uint64(l.Epoch.Number)},
+		{"aifs_dataset_files", "gauge", "Sample files in the mounted shard set.", s.f.files},
+		{"aifs_dataset_bytes", "gauge", "Bytes of sample data in the mounted shard set.", s.f.bytes},
+	} {
+		p.header(m.name, m.kind, m.help)
+		p.printf("%s %d\n", m.name, m.value)
+	}
 	return p.err
 }
 

@@ -177,9 +177,19 @@ func TestMountReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	changes := map[string]func() error{
-		"create":    func() error { return os.WriteFile(filepath.Join(mnt, "new"), nil, 0o644) },
-		"write":     func() error { return os.WriteFile(file, []byte("x"), 0o644) },
-		"append":    func() error { _, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0); return err },
+		"create": func() error { return os.WriteFile(filepath.Join(mnt, "new"), nil, 0o644) },
+		"write":  func() error { return os.WriteFile(file, []byte("x"), 0o644) },
+		"append": func() error {
+			// The kernel mount is read-write (for the plan file), and in no-open mode the open
+			// itself reaches no one: the write is what gets EROFS.
+			f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = f.Write([]byte("x"))
+			return err
+		},
 		"truncate":  func() error { return os.Truncate(file, 0) },
 		"mkdir":     func() error { return os.Mkdir(filepath.Join(mnt, "d"), 0o755) },
 		"remove":    func() error { return os.Remove(file) },
@@ -380,7 +390,7 @@ func TestMountHelper(t *testing.T) {
 	}
 	t.Cleanup(func() { os.Remove(sbin) })
 	mnt = newMnt()
-	if out, err := exec.Command("mount", "-t", "fuse.aifs", set, mnt, "-o", "nofail,kernel_cache=auto").CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "fuse.aifs", set, mnt, "-o", "nofail,kernel_cache=on").CombinedOutput(); err != nil {
 		t.Fatalf("mount -t fuse.aifs: %v: %s", err, out)
 	}
 	check("mount -t fuse.aifs", mnt)

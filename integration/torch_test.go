@@ -103,6 +103,32 @@ func TestTorchDataLoader(t *testing.T) {
 	t.Log(torchCheck(t, "loader", src, mnt, "--workers", "2"))
 }
 
+// TestTorchPlanLoader runs the shuffled DataLoader of TestTorchDataLoader through the mount with
+// python/aifs_plan.plan() wrapped around it: the decoded samples are the same as the source's,
+// the daemon received the epoch's order as a plan, and read ahead from it, so that most samples
+// were already in memory when their READ came.
+func TestTorchPlanLoader(t *testing.T) {
+	src, set := jpegSet(t)
+	mnt := mountSet(t, set)
+	out := torchCheck(t, "loader", src, mnt, "--workers", "2", "--plan")
+	t.Log(out)
+	var res struct {
+		Samples int
+		Cache   struct{ Hits, Misses int }
+		Plans   []struct{ Writer, Samples, Read int }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("check.py output: %v", err)
+	}
+	if len(res.Plans) != 1 || res.Plans[0].Samples != jpegFiles || res.Plans[0].Read != jpegFiles {
+		t.Errorf("plans %+v, want one plan of %d samples, all read", res.Plans, jpegFiles)
+	}
+	if res.Cache.Hits < jpegFiles*8/10 {
+		t.Errorf("%d of %d samples were in memory when read (%d misses), want at least 80%%: the plan was not read ahead",
+			res.Cache.Hits, jpegFiles, res.Cache.Misses)
+	}
+}
+
 // requestCount is the output of check.py requests.
 type requestCount struct {
 	Samples     int            `json:"samples"`

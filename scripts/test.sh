@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole aifs test suite on a fresh Debian 12 machine with Go, installing what it needs:
-# formatting and vet, every package's tests with the race detector (integration tests build and
+# formatting and vet, the Python plan module's tests, every package's tests with the race detector (integration tests build and
 # drive the aifs binary; fuzz seed corpora run as ordinary tests), then the same tests once with
 # GOMAXPROCS=1. CI runs exactly this (.ci/run).
 set -euo pipefail
@@ -21,6 +21,7 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 go vet ./...
+PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s python
 go test -race -count=1 -timeout 20m ./...
 GOMAXPROCS=1 go test -count=1 -timeout 20m ./...
 echo "all tests passed"

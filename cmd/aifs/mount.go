@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"github.com/aifs/aifs/backend/local"
 	"github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/prefetch"
 )
 
 const mountHelp = `
@@ -32,29 +32,38 @@ live (or exits non-zero with the reason); -f keeps it in the foreground. The mou
 'umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT', or SIGINT/SIGTERM to the daemon.
 
 The same mount from mount(8) or /etc/fstab (after scripts/install.sh):
-  mount -t fuse.aifs SRC MOUNTPOINT -o kernel_cache=auto
-  SRC  MOUNTPOINT  fuse.aifs  ro,nofail,kernel_cache=auto  0 0
+  mount -t fuse.aifs SRC MOUNTPOINT -o allow_other
+  SRC  MOUNTPOINT  fuse.aifs  ro,nofail,allow_other  0 0
 
 Mount options (-o, comma-separated, repeatable):
-  kernel_cache=auto|on|off  keep sample pages in the kernel page cache (on: warm epochs are
-                            served by the kernel, 2 FUSE requests per sample); off: every read
-                            reaches aifs and nothing is cached (for datasets far larger than
-                            memory, 5 requests per sample); auto (default): on when the dataset
-                            is at most half of the memory available (RAM or cgroup limit)
+  kernel_cache=on|off       on (default): sample pages stay in the kernel page cache, so warm
+                            epochs are served by the kernel, at 2 FUSE requests per sample;
+                            off: every read reaches aifs and nothing is cached in the kernel,
+                            at 5 requests per sample (on was faster in every case measured,
+                            even with a memory limit of 1/8 of the dataset: docs/bench)
+  cache_size=SIZE           memory for samples read ahead and, with kernel_cache=off, a stable
+                            subset of the samples read (K, M, G, T suffixes; default 1G)
+  ro                        mount read-only in the kernel too: then no plans can be written
+                            (default: the kernel mount is read-write so that trainers can
+                            write MOUNTPOINT/.aifs/plan; aifs refuses every change to the tree
+                            with EROFS either way)
   allow_other               let all users read the mount (non-root mounters need
                             user_allow_other in /etc/fuse.conf)
   log_level=L, log_file=F, metrics_addr=A   the same as the flags below
-  Generic options (ro, rw, defaults, nofail, _netdev, noatime, x-..., ...) are accepted and
-  ignored: aifs is always read-only.
+  Generic options (rw, defaults, nofail, _netdev, noatime, x-..., ...) are accepted and
+  ignored.
 
 The statistics of a live mount are in MOUNTPOINT/.aifs/stats (JSON; the directory is never
-listed) and 'aifs stats MOUNTPOINT' prints them.`
+listed) and 'aifs stats MOUNTPOINT' prints them. MOUNTPOINT/.aifs/plan takes the coming order
+of samples (python/aifs_plan.py writes it from any torch Sampler; docs/prefetch.md).`
 
 // mountConfig is everything a mount needs, from flags and -o options.
 type mountConfig struct {
 	src, mountpoint string
 	foreground      bool
-	kernelCache     string // auto, on, off
+	kernelCache     fs.CacheMode
+	cacheSize       int64 // bytes; 0: prefetch's default
+	readOnly        bool  // kernel mount MS_RDONLY (no plan file writes)
 	allowOther      bool
 	logLevel        string
 	logFile         string
@@ -70,7 +79,7 @@ func (o *optList) Set(v string) error { *o = append(*o, v); return nil }
 
 func runMount(ctx context.Context, args []string) int {
 	flags := newFlags("mount", "[flags] SRC MOUNTPOINT [-o opt,opt=value...]", mountHelp)
-	c := mountConfig{kernelCache: "auto"}
+	c := mountConfig{kernelCache: fs.CacheOn}
 	var opts optList
 	flags.BoolVar(&c.foreground, "f", false, "stay in the foreground (logs go to stderr unless --log-file)")
 	flags.Var(&opts, "o", "mount options, comma-separated (see above); repeatable")
@@ -124,12 +133,26 @@ func (c *mountConfig) applyOptions(opts []string) error {
 			key, val, hasVal := strings.Cut(o, "=")
 			switch {
 			case key == "kernel_cache" && hasVal:
-				if val != "auto" && val != "on" && val != "off" {
-					return fmt.Errorf("invalid kernel_cache=%q (want auto, on or off)", val)
+				switch val {
+				case "on":
+					c.kernelCache = fs.CacheOn
+				case "off":
+					c.kernelCache = fs.CacheOff
+				default:
+					return fmt.Errorf("invalid kernel_cache=%q (want on or off)", val)
 				}
-				c.kernelCache = val
 			case key == "allow_other" && !hasVal:
 				c.allowOther = true
+			case key == "ro" && !hasVal:
+				c.readOnly = true
+			case key == "rw" && !hasVal:
+				c.readOnly = false
+			case key == "cache_size" && hasVal:
+				n, err := parseSize(val)
+				if err != nil || n < 0 {
+					return fmt.Errorf("invalid cache_size=%q (want bytes with an optional K, M, G or T suffix)", val)
+				}
+				c.cacheSize = n
 			case key == "log_level" && hasVal:
 				c.logLevel = val
 			case key == "log_file" && hasVal:
@@ -149,7 +172,7 @@ func (c *mountConfig) applyOptions(opts []string) error {
 // to aifs.
 func genericMountOption(key string) bool {
 	switch key {
-	case "", "ro", "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group",
+	case "", "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group",
 		"nofail", "_netdev", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime",
 		"relatime", "norelatime", "strictatime", "nodiratime", "diratime", "async", "sync",
 		"default_permissions", "subtype", "fsname", "comment":
@@ -305,9 +328,8 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		return nil, nil, err
 	}
 	closers = append(closers, be.Close)
-	cache := c.cacheMode(x)
-	log.Info("kernel page cache", zap.String("kernel_cache", c.kernelCache), zap.Stringer("mode", cache))
-	f, err := fs.New(ctx, x, be, fs.Options{Logger: log.Named("fs"), KernelCache: cache, Source: src, Mountpoint: mnt})
+	f, err := fs.New(ctx, x, be, fs.Options{Logger: log.Named("fs"), KernelCache: c.kernelCache, Source: src, Mountpoint: mnt,
+		Prefetch: prefetch.Options{CacheBytes: c.cacheSize}})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -328,77 +350,11 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		go http.Serve(metrics, mux)
 	}
-	s, err := fs.Mount(f, mnt, fs.MountOptions{AllowOther: c.allowOther, FsName: src, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
+	s, err := fs.Mount(f, mnt, fs.MountOptions{AllowOther: c.allowOther, ReadOnly: c.readOnly, FsName: src, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
 	if err != nil {
 		return nil, nil, err
 	}
 	return s, closeAll, nil
-}
-
-// cacheMode resolves kernel_cache: auto is on when the dataset takes at most half of the memory
-// this process may use (physical memory, or its cgroup's limit if lower), off otherwise.
-func (c *mountConfig) cacheMode(x *layout.Index) fs.CacheMode {
-	switch c.kernelCache {
-	case "on":
-		return fs.CacheOn
-	case "off":
-		return fs.CacheOff
-	}
-	var data uint64
-	for _, s := range x.Shards() {
-		data += s.Size
-	}
-	if mem := availableMemory(); mem > 0 && data > mem/2 {
-		return fs.CacheOff
-	}
-	return fs.CacheOn
-}
-
-// availableMemory returns MemTotal, or the memory limit of this process's cgroup (v2 or v1) if
-// lower; 0 if neither can be read.
-func availableMemory() uint64 {
-	var mem uint64
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		sc := bufio.NewScanner(strings.NewReader(string(b)))
-		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "MemTotal:" {
-				kb, _ := strconv.ParseUint(f[1], 10, 64)
-				mem = kb << 10
-			}
-		}
-	}
-	for _, limit := range cgroupLimitFiles() {
-		b, err := os.ReadFile(limit)
-		if err != nil {
-			continue
-		}
-		if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && v > 0 && (mem == 0 || v < mem) {
-			mem = v
-		}
-	}
-	return mem
-}
-
-// cgroupLimitFiles lists the memory limit files of this process's cgroups.
-func cgroupLimitFiles() []string {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return nil
-	}
-	var files []string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		switch {
-		case parts[0] == "0" && parts[1] == "": // v2
-			files = append(files, filepath.Join("/sys/fs/cgroup", parts[2], "memory.max"))
-		case strings.Contains(","+parts[1]+",", ",memory,"): // v1
-			files = append(files, filepath.Join("/sys/fs/cgroup/memory", parts[2], "memory.limit_in_bytes"))
-		}
-	}
-	return files
 }
 
 // checkMountpoint returns the absolute, symlink-free path of mountpoint after checking that it

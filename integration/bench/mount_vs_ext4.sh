@@ -6,9 +6,12 @@
 #      random reads of the mean sample size from the shard file (the device ceiling);
 #   2. daemon CPU time per sample (utime+stime of the aifs daemon from /proc over one cold
 #      shuffled epoch at 8 readers);
-#   3. ImageFolder construction over NAMES tiny files in 1,000 classes (warm, after one untimed
+#   3. kernel_cache=on against kernel_cache=off at 8 readers: cold, warm, and with the readers in
+#      a memory cgroup limited to half the dataset (the page cache cannot hold it);
+#   4. ImageFolder construction over NAMES tiny files in 1,000 classes (warm, after one untimed
 #      scan), native ext4 against the mount, and the daemon's RSS after the scan.
-# ext4 lives on a loop-mounted image file in WORKDIR, so both systems share the same disk.
+# ext4 lives on a loop-mounted image file in WORKDIR, so both systems share the same disk; the
+# loop device reads its backing file with O_DIRECT, so the image is not cached a second time.
 # Prints a markdown table; commits nothing. Needs root (loop devices, mounts, drop_caches).
 #
 # Environment (defaults in brackets):
@@ -34,8 +37,10 @@ AIFS=$REPO/bin/aifs
 
 RUN=$(mktemp -d "$WORKDIR/aifs-mountbench.XXXXXX")
 cleanup() {
-	for m in "$RUN"/mnt "$RUN"/names-mnt; do mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" || umount -l "$m"; }; done
+	for m in "$RUN"/mnt "$RUN"/mnt-off "$RUN"/names-mnt; do mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" || umount -l "$m"; }; done
 	for m in "$RUN"/ext4 "$RUN"/names; do mountpoint -q "$m" 2>/dev/null && umount "$m"; done
+	[[ -n ${LOOPS:-} ]] && losetup -d $LOOPS 2>/dev/null
+	[[ -n ${CGROUP:-} && -d $CGROUP ]] && rmdir "$CGROUP"
 	rm -rf -- "$RUN"
 }
 trap cleanup EXIT
@@ -43,6 +48,14 @@ trap 'exit 130' INT TERM
 
 daemon_pid() { pgrep -f -- "aifs mount $1 " | head -1; }
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+# loopmount IMAGE DIR mounts IMAGE at DIR through a loop device that uses direct I/O.
+LOOPS=""
+loopmount() {
+	local dev
+	dev=$(losetup --direct-io=on -f --show "$1")
+	LOOPS="$LOOPS $dev"
+	mount "$dev" "$2"
+}
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r), disk $(df --output=source "$WORKDIR" | tail -1)" >&2
@@ -52,7 +65,7 @@ img_mb=$((FILES * 112640 * 5 / 2 / 1048576 + 512))
 truncate -s "${img_mb}M" "$RUN/ext4.img"
 mkfs.ext4 -q -F "$RUN/ext4.img"
 mkdir "$RUN/ext4" "$RUN/mnt"
-mount -o loop "$RUN/ext4.img" "$RUN/ext4"
+loopmount "$RUN/ext4.img" "$RUN/ext4"
 go run ./integration/gendata --files "$FILES" --classes $((FILES / 100 > 0 ? FILES / 100 : 1)) "$RUN/ext4/tree" >&2
 "$AIFS" pack --quiet "$RUN/ext4/tree" "$RUN/ext4/set"
 "$AIFS" mount "$RUN/ext4/set" "$RUN/mnt"
@@ -78,14 +91,50 @@ t1=$(cpu_ticks "$pid")
 hz=$(getconf CLK_TCK)
 echo
 echo "daemon CPU per sample, cold shuffled epoch, 8 readers, mean $mean bytes: $(awk -v t=$((t1 - t0)) -v hz="$hz" -v n="$FILES" 'BEGIN{printf "%.0f", t/hz*1e6/n}') µs"
+
+# --- 3. kernel_cache=on against off ----------------------------------------------------------------
+mkdir "$RUN/mnt-off"
+"$AIFS" mount -o kernel_cache=off "$RUN/ext4/set" "$RUN/mnt-off"
+# in_cgroup BYTES CMD... runs CMD in a fresh memory cgroup (v2 or v1) limited to BYTES.
+in_cgroup() {
+	local limit=$1
+	shift
+	if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+		CGROUP=/sys/fs/cgroup/aifs-mountbench.$$
+		mkdir "$CGROUP"
+		echo "$limit" >"$CGROUP/memory.max"
+	else
+		CGROUP=/sys/fs/cgroup/memory/aifs-mountbench.$$
+		mkdir "$CGROUP"
+		echo "$limit" >"$CGROUP/memory.limit_in_bytes"
+	fi
+	bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CGROUP" "$@"
+	rmdir "$CGROUP"
+}
+kc() { $PY -c 'import json,sys; d=json.load(open(sys.argv[1]))["dirs"]; print(round(d[0]["median_files_per_s"]), round(d[1]["median_files_per_s"]))' "$1"; }
+echo
+echo "| 8 readers | kernel_cache=on files/s | kernel_cache=off files/s | on/off |"
+echo "|---|---|---|---|"
+"$AIFS" bench --json --drop-caches --epochs "$EPOCHS" "$RUN/mnt" "$RUN/mnt-off" >"$RUN/bench.json"
+read -r on off < <(kc "$RUN/bench.json")
+echo "| cold | $on | $off | $(awk -v a="$on" -v b="$off" 'BEGIN{printf "%.2f", a/b}') |"
+"$AIFS" bench --json --epochs $((EPOCHS + 1)) "$RUN/mnt" "$RUN/mnt-off" >"$RUN/bench.json" # epoch 1 warms; the median of 4 is the mean of 2 warm epochs
+read -r on off < <(kc "$RUN/bench.json")
+echo "| warm | $on | $off | $(awk -v a="$on" -v b="$off" 'BEGIN{printf "%.2f", a/b}') |"
+half=$(($(du -sb "$RUN/ext4/set" | cut -f1) / 2))
+sync; echo 3 >/proc/sys/vm/drop_caches
+in_cgroup "$half" "$AIFS" bench --json --epochs "$EPOCHS" "$RUN/mnt" "$RUN/mnt-off" >"$RUN/bench.json"
+read -r on off < <(kc "$RUN/bench.json")
+echo "| memory limited to half the dataset, from cold | $on | $off | $(awk -v a="$on" -v b="$off" 'BEGIN{printf "%.2f", a/b}') |"
+fusermount3 -u "$RUN/mnt-off"
 fusermount3 -u "$RUN/mnt"
 
-# --- 3. ImageFolder construction and RSS --------------------------------------------------------
+# --- 4. ImageFolder construction and RSS --------------------------------------------------------
 [[ $NAMES -gt 0 ]] || exit 0
 truncate -s $((NAMES / 1000 + 2048))M "$RUN/names.img"
 mkfs.ext4 -q -F -O inline_data -N $((NAMES + 10000)) "$RUN/names.img"
 mkdir "$RUN/names" "$RUN/names-mnt"
-mount -o loop "$RUN/names.img" "$RUN/names"
+loopmount "$RUN/names.img" "$RUN/names"
 go run ./integration/gendata --files "$NAMES" --classes 1000 --mean-size 40 --sigma 0.3 "$RUN/names/tree" >&2
 "$AIFS" pack --quiet "$RUN/names/tree" "$RUN/names/set"
 "$AIFS" mount "$RUN/names/set" "$RUN/names-mnt"

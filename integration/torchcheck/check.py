@@ -7,10 +7,12 @@ line of JSON on success and exits 1 with a one-line reason on stderr on any diff
 
   imagefolder SRC MNT          ImageFolder on both roots: same classes, class_to_idx and samples
                                (path relative to the root, class index).
-  loader SRC MNT [--workers W] [--limit N]
+  loader SRC MNT [--workers W] [--limit N] [--plan]
                                a shuffled DataLoader (batch 16, W workers, default 2) over both
                                roots, decoding each image to a tensor: every index seen once, and
-                               the same tensor digest and label per sample.
+                               the same tensor digest and label per sample. With --plan the
+                               mount's DataLoader is wrapped by python/aifs_plan.plan(), and the
+                               output adds the mount's cache and plan statistics.
   requests MNT [--limit N]     decodes the first N files (sorted) with PIL and reports how many
                                FUSE requests that took, from MNT/.aifs/stats before and after.
 """
@@ -59,10 +61,15 @@ def cmd_imagefolder(args):
 
 
 class Digests(Dataset):
-    """Yields (index, sha256 of the decoded tensor's bytes, label) for each sample of ds."""
+    """Yields (index, sha256 of the decoded tensor's bytes, label) for each sample of ds.
+
+    It shows ds's samples and root, as ImageFolder does, so that aifs_plan can name the files."""
 
     def __init__(self, ds):
         self.ds = ds
+        base = ds.dataset if isinstance(ds, Subset) else ds
+        self.root = base.root
+        self.samples = [base.samples[i] for i in ds.indices] if isinstance(ds, Subset) else base.samples
 
     def __len__(self):
         return len(self.ds)
@@ -72,13 +79,17 @@ class Digests(Dataset):
         return i, hashlib.sha256(x.numpy().tobytes()).hexdigest(), label
 
 
-def load_all(root, workers, limit):
+def load_all(root, workers, limit, plan=False):
     # The default loader opens the file and converts it to RGB; ToTensor is deterministic.
     ds = datasets.ImageFolder(root, transform=transforms.ToTensor())
     if limit is not None:
         ds = Subset(ds, range(min(limit, len(ds))))
     n = len(ds)
     loader = DataLoader(Digests(ds), batch_size=16, shuffle=True, num_workers=workers)
+    if plan:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+        import aifs_plan
+        aifs_plan.plan(loader)
     seen = {}
     start = time.monotonic()
     for idx, digests, labels in loader:
@@ -101,7 +112,7 @@ def sample_path(ds, i, root):
 def cmd_loader(args):
     torch.manual_seed(0)
     dsa, a, secs_a = load_all(args.src, args.workers, args.limit)
-    dsb, b, secs_b = load_all(args.mnt, args.workers, args.limit)
+    dsb, b, secs_b = load_all(args.mnt, args.workers, args.limit, plan=args.plan)
     if len(a) != len(b):
         fail("source has %d samples, mount %d" % (len(a), len(b)))
     for i in range(len(a)):
@@ -109,11 +120,15 @@ def cmd_loader(args):
             fail("sample %d (%s): source (digest %s, label %d), mount %s (digest %s, label %d)" % (
                 i, sample_path(dsa, i, args.src), a[i][0][:16], a[i][1],
                 sample_path(dsb, i, args.mnt), b[i][0][:16], b[i][1]))
-    print(json.dumps({
+    out = {
         "samples": len(a), "workers": args.workers,
         "source_seconds": round(secs_a, 3), "mount_seconds": round(secs_b, 3),
         "source_samples_per_s": round(len(a) / secs_a, 1), "mount_samples_per_s": round(len(b) / secs_b, 1),
-    }))
+    }
+    if args.plan:
+        st = read_stats(args.mnt)
+        out.update(cache=st["cache"], plans=st["plans"], prefetch=st["prefetch"])
+    print(json.dumps(out))
 
 
 def read_stats(mnt):
@@ -153,6 +168,7 @@ def main():
     s.add_argument("mnt")
     s.add_argument("--workers", type=int, default=2)
     s.add_argument("--limit", type=int)
+    s.add_argument("--plan", action="store_true")
     s = sub.add_parser("requests")
     s.add_argument("mnt")
     s.add_argument("--limit", type=int)

@@ -1,0 +1,665 @@
+package prefetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/aifs/aifs/backend"
+	"github.com/aifs/aifs/layout"
+)
+
+// Options configure a Loader. The zero value means the defaults named.
+type Options struct {
+	// CacheBytes bounds the sample bytes the Loader holds: fetched ahead and not yet read, plus
+	// (with KeepRead) the stable subset kept after reading. Default 1 GiB.
+	CacheBytes int64
+	// KeepRead keeps a stable subset of the samples read, for the next epochs (the memory
+	// cache proper). Without it only samples fetched ahead and not yet read are held: that is
+	// right when the kernel page cache keeps what was read (kernel_cache=on).
+	KeepRead bool
+	// Workers bounds the prefetch reads in flight (default 4); foreground reads are not
+	// counted and never wait for them.
+	Workers int
+	// MaxWhole is the largest sample fetched whole on its first READ (default 16 MiB); a
+	// larger one is read READ by READ and never cached.
+	MaxWhole int64
+	// Planner bounds the read-ahead decisions.
+	Planner PlannerConfig
+}
+
+func (o *Options) defaults() {
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 1 << 30
+	}
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.MaxWhole <= 0 {
+		o.MaxWhole = 16 << 20
+	}
+	if o.Planner.MaxFetch <= 0 {
+		o.Planner.MaxFetch = 4 << 20 // the local backend's largest pooled buffer
+	}
+}
+
+// Loader serves whole samples to the FUSE layer: from its memory cache, from a fetch already
+// in flight for the same sample (one fetch however many readers wait), or by fetching the
+// sample's whole extent from its shard. A Planner, told of every sample read and every plan
+// written, decides what to fetch ahead; prefetch runs on Workers goroutines, in a bounded
+// queue, and a prefetch that does not fit in the queue or the budget is dropped, never waited
+// for.
+//
+// Memory: every sample held (cached or fetched ahead) is counted against CacheBytes before it
+// is fetched or kept; samples being written to the kernel are held a moment longer by their
+// reader. Samples read ahead together share one buffer, freed when the last of them goes.
+//
+// Cache policy (DESIGN.md, "Cache behaviour across epochs"): a shuffled epoch reads each
+// sample once, so a sample just read is the one least likely to be needed soon, and LRU keeps
+// exactly the wrong ones. With KeepRead the Loader keeps a stable subset instead: a sample is
+// kept iff its hash ranks below (CacheBytes less the read-ahead share, at most 1/16) ÷
+// dataset bytes, the same samples every epoch, so the next shuffled epoch hits about that
+// fraction of its reads. A sample fetched
+// ahead is dropped as soon as it is read unless it belongs to the subset: its next use is in
+// the next epoch, the furthest possible, which is eviction by next use once the order is known.
+//
+// All methods are safe for concurrent use. The hot path (a cache hit) takes no lock but the
+// planner's, once per sample.
+type Loader struct {
+	x      *layout.Index
+	shards []backend.Shard
+	opt    Options
+
+	cache *ristretto.Cache[uint32, *Sample]
+	// keepBudget and aheadBudget bound the subset and read-ahead; together they never hold
+	// more than CacheBytes.
+	keepBudget, aheadBudget int64
+	keepFraction            uint64 // a sample is in the subset iff its rank < keepFraction (of 2^64)
+	keptBytes, aheadBytes   atomic.Int64
+
+	flights [flightShards]flightShard
+
+	mu      sync.Mutex // guards planner, parsers
+	planner *Planner
+	parsers map[uint32]*planParser
+	files   []layout.ID // regular files in pack order, for index plans; built on first use
+	filesMu sync.Once
+
+	queue  chan Fetch
+	inline bool // tests: run prefetch in plan's caller, so that replays are deterministic
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	stats loaderStats
+}
+
+type loaderStats struct {
+	hits, misses, waits        atomic.Uint64
+	backendBytes, backendReads atomic.Uint64
+	aheadUsed, aheadWasted     atomic.Uint64 // bytes
+	aheadDropped, aheadIssued  atomic.Uint64 // samples
+	planWriteError             atomic.Uint64
+}
+
+const flightShards = 64
+
+type flightShard struct {
+	mu sync.Mutex
+	m  map[layout.ID]*flight
+}
+
+// flight is one fetch of a sample in progress. Readers that find it wait for done; the
+// fetcher takes a reference for each of them before closing done.
+type flight struct {
+	done    chan struct{}
+	waiters int
+	s       *Sample
+	err     error
+}
+
+// Sample is one sample's bytes, held by reference: Release it exactly once when done.
+type Sample struct {
+	data []byte
+	blk  *block
+	id   layout.ID
+	// ahead: fetched ahead (or whole for a READ that did not reach its end) and not yet read
+	// to the end; counted in aheadBytes. kept: in the subset, counted in keptBytes.
+	ahead, kept atomic.Bool
+	shared      bool // blk holds other samples too (read ahead together)
+}
+
+// Bytes returns the whole sample.
+func (s *Sample) Bytes() []byte { return s.data }
+
+// Release drops the reader's reference.
+func (s *Sample) Release() { s.blk.release() }
+
+// block is one buffer read from a shard, shared by the samples in it and freed when the last
+// reference goes.
+type block struct {
+	refs atomic.Int32
+	view backend.View // nil when the buffer is plain Go memory
+}
+
+func (b *block) acquire() bool {
+	for {
+		n := b.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if b.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (b *block) release() {
+	if b.refs.Add(-1) == 0 && b.view != nil {
+		b.view.Release()
+	}
+}
+
+// NewLoader returns a Loader reading the samples of x from shards (indexed as x.Shards()).
+// Close it when done; it does not close the shards.
+func NewLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, error) {
+	opt.defaults()
+	l := &Loader{x: x, shards: shards, opt: opt, parsers: map[uint32]*planParser{}}
+	l.aheadBudget = opt.CacheBytes
+	if opt.KeepRead {
+		var data int64
+		for _, s := range x.Shards() {
+			data += int64(s.Size)
+		}
+		l.keepFraction = ^uint64(0)
+		l.keepBudget = data
+		if data > opt.CacheBytes {
+			// Read-ahead needs little (a plan's depth, a sequential window); the subset, which
+			// sets the next epoch's hit rate, gets the rest: at least 15/16 of the budget.
+			l.aheadBudget = min(max(opt.CacheBytes/16, 4<<20), 256<<20, opt.CacheBytes/2)
+			l.keepBudget = opt.CacheBytes - l.aheadBudget
+			l.keepFraction = uint64(float64(l.keepBudget) / float64(data) * (1 << 64))
+		}
+		// When the dataset fits, read-ahead uses what the subset has not filled yet.
+	}
+	items := opt.CacheBytes / (32 << 10) // counters for samples of 32 KiB and up
+	cache, err := ristretto.NewCache(&ristretto.Config[uint32, *Sample]{
+		NumCounters:        max(10*items, 1<<12),
+		MaxCost:            opt.CacheBytes + opt.Planner.MaxFetch, // our own accounting stays below CacheBytes
+		BufferItems:        64,
+		IgnoreInternalCost: true,
+		OnExit:             l.onExit,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("prefetch: %w", err)
+	}
+	l.cache = cache
+	for i := range l.flights {
+		l.flights[i].m = map[layout.ID]*flight{}
+	}
+	l.planner = NewPlanner(x, opt.Planner)
+	// Room for every plan's depth: a fetch that does not fit is dropped for good (the
+	// planner does not ask twice), and the bytes queued are bounded by the budget anyway.
+	l.queue = make(chan Fetch, 1024)
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	for range opt.Workers {
+		l.wg.Add(1)
+		go l.worker()
+	}
+	return l, nil
+}
+
+// Close stops prefetching and drops the cache. Reads after Close may fail.
+func (l *Loader) Close() {
+	l.cancel()
+	l.wg.Wait()
+	l.cache.Close()
+}
+
+// rank places a sample in [0, 2^64) by a hash of its id (splitmix64), so the subset is the
+// same every epoch and every run.
+func rank(id layout.ID) uint64 {
+	z := uint64(id) + 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// onExit runs when the cache lets go of a sample (deleted, evicted, rejected or replaced).
+func (l *Loader) onExit(s *Sample) {
+	if s == nil {
+		return
+	}
+	size := int64(len(s.data))
+	if s.ahead.Swap(false) {
+		l.aheadBytes.Add(-size)
+		l.stats.aheadWasted.Add(uint64(size))
+	}
+	if s.kept.Swap(false) {
+		l.keptBytes.Add(-size)
+	}
+	s.blk.release()
+}
+
+// Read returns sample id (entry e), whole, for a READ of [off, end) of it; the caller Releases
+// it after use. cancel (FUSE's interrupt) stops the wait, not a fetch other readers share: the
+// error is then context.Canceled. Samples larger than MaxWhole return errTooLarge.
+func (l *Loader) Read(cancel <-chan struct{}, id layout.ID, e layout.Entry, off, end int64) (*Sample, error) {
+	if int64(e.Size) > l.opt.MaxWhole {
+		return nil, errTooLarge
+	}
+	if off == 0 {
+		l.observe(id)
+	}
+	if s, ok := l.cache.Get(uint32(id)); ok && s.blk.acquire() {
+		l.stats.hits.Add(1)
+		l.consumed(s, end)
+		return s, nil
+	}
+	l.stats.misses.Add(1)
+	fs := &l.flights[id%flightShards]
+	fs.mu.Lock()
+	if f := fs.m[id]; f != nil {
+		f.waiters++
+		fs.mu.Unlock()
+		l.stats.waits.Add(1)
+		return l.wait(fs, id, f, cancel, end)
+	}
+	f := &flight{done: make(chan struct{})}
+	fs.m[id] = f
+	fs.mu.Unlock()
+
+	s, err := l.fetchOne(id, e)
+	if err == nil {
+		s.blk.refs.Store(1) // ours
+		if end < int64(e.Size) && l.reserveAhead(int64(e.Size)) {
+			// A READ that stops short of the end (a sample over the kernel's READ size): keep
+			// the rest for the READs that follow, which come at once, so wait until the cache
+			// shows it (ristretto applies a Set asynchronously) before the flight goes.
+			l.admit(s, true)
+			l.cache.Wait()
+		} else {
+			l.admit(s, false)
+		}
+	}
+	l.resolve(fs, id, f, s, err)
+	return s, err
+}
+
+// errTooLarge says a sample is read READ by READ (fs falls back to the shard).
+var errTooLarge = errors.New("prefetch: sample larger than MaxWhole")
+
+// IsTooLarge reports whether err means the sample must be read from the shard directly.
+func IsTooLarge(err error) bool { return errors.Is(err, errTooLarge) }
+
+// wait waits for flight f of sample id, which counted this reader among its waiters.
+func (l *Loader) wait(fs *flightShard, id layout.ID, f *flight, cancel <-chan struct{}, end int64) (*Sample, error) {
+	select {
+	case <-f.done:
+	case <-cancel:
+		fs.mu.Lock()
+		if fs.m[id] == f { // not resolved: withdraw
+			f.waiters--
+			fs.mu.Unlock()
+			return nil, context.Canceled
+		}
+		fs.mu.Unlock()
+		<-f.done // resolved already: a reference was taken for us
+		if f.s != nil {
+			f.s.Release()
+		}
+		return nil, context.Canceled
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	l.consumed(f.s, end)
+	return f.s, nil
+}
+
+// resolve ends flight f: it takes a reference to s for each waiter, then wakes them.
+func (l *Loader) resolve(fs *flightShard, id layout.ID, f *flight, s *Sample, err error) {
+	fs.mu.Lock()
+	delete(fs.m, id)
+	if s != nil && f.waiters > 0 {
+		s.blk.refs.Add(int32(f.waiters))
+	}
+	fs.mu.Unlock()
+	f.s, f.err = s, err
+	close(f.done)
+}
+
+// consumed notes that a reader read s up to end: a sample fetched ahead that is now read to
+// its end leaves the read-ahead budget, and the cache unless it is in the subset.
+func (l *Loader) consumed(s *Sample, end int64) {
+	if end < int64(len(s.data)) || !s.ahead.Load() {
+		return
+	}
+	if !s.ahead.Swap(false) {
+		return
+	}
+	size := int64(len(s.data))
+	l.aheadBytes.Add(-size)
+	l.stats.aheadUsed.Add(uint64(size))
+	if !l.reserveKeep(s.id, size) {
+		l.cache.Del(uint32(s.id))
+		return
+	}
+	if !s.shared {
+		s.kept.Store(true)
+		return
+	}
+	// Into the subset, with a buffer of its own so that it does not pin the neighbours it was
+	// read ahead with (the cache lets go of s, and s's buffer goes with its last reader).
+	own := &Sample{data: append([]byte(nil), s.data...), blk: &block{}, id: s.id}
+	own.blk.refs.Store(1) // the cache's
+	own.kept.Store(true)
+	if !l.cache.Set(uint32(s.id), own, size) {
+		l.onExit(own)
+	}
+}
+
+// admit offers s, fetched for a reader who holds a reference, to the cache: as read-ahead
+// (already reserved; it may join the subset once read, see consumed) or, with KeepRead, to
+// the subset if it belongs there and fits.
+func (l *Loader) admit(s *Sample, ahead bool) {
+	size := int64(len(s.data))
+	keep := !ahead && l.reserveKeep(s.id, size)
+	if !ahead && !keep {
+		return
+	}
+	s.ahead.Store(ahead)
+	s.kept.Store(keep)
+	s.blk.refs.Add(1) // the cache's
+	if !l.cache.Set(uint32(s.id), s, size) {
+		l.onExit(s)
+	}
+}
+
+// reserveAhead counts n bytes of read-ahead against the budget, or reports that they do not fit.
+func (l *Loader) reserveAhead(n int64) bool {
+	if a := l.aheadBytes.Add(n); a > l.aheadBudget || a+l.keptBytes.Load() > l.opt.CacheBytes {
+		l.aheadBytes.Add(-n)
+		return false
+	}
+	return true
+}
+
+// reserveKeep counts sample id of n bytes into the subset if it belongs there and fits.
+func (l *Loader) reserveKeep(id layout.ID, n int64) bool {
+	if !l.opt.KeepRead || rank(id) >= l.keepFraction {
+		return false
+	}
+	if k := l.keptBytes.Add(n); k > l.keepBudget || k+l.aheadBytes.Load() > l.opt.CacheBytes {
+		l.keptBytes.Add(-n)
+		return false
+	}
+	return true
+}
+
+// fetchOne reads sample id whole.
+func (l *Loader) fetchOne(id layout.ID, e layout.Entry) (*Sample, error) {
+	blk, data, err := l.readBlock(e.Shard, int64(e.Offset), int64(e.Size))
+	if err != nil {
+		return nil, err
+	}
+	return &Sample{data: data, blk: blk, id: id}, nil
+}
+
+// readBlock reads [off, off+n) of a shard into a new block (no references yet).
+func (l *Loader) readBlock(shard uint32, off, n int64) (*block, []byte, error) {
+	if int(shard) >= len(l.shards) {
+		return nil, nil, fmt.Errorf("prefetch: shard %d of %d", shard, len(l.shards))
+	}
+	sh := l.shards[shard]
+	l.stats.backendReads.Add(1)
+	l.stats.backendBytes.Add(uint64(n))
+	if v, ok := sh.(backend.Viewer); ok {
+		view, err := v.View(l.ctx, off, int(n))
+		if err != nil {
+			return nil, nil, err
+		}
+		return &block{view: view}, view.Bytes(), nil
+	}
+	buf := make([]byte, n)
+	if err := sh.ReadAt(l.ctx, buf, off); err != nil {
+		return nil, nil, err
+	}
+	return &block{}, buf, nil
+}
+
+// observe tells the planner of a sample's first READ and queues what it asks for.
+func (l *Loader) observe(id layout.ID) {
+	l.mu.Lock()
+	l.planner.Read(id)
+	l.mu.Unlock()
+	l.plan()
+}
+
+// plan asks the planner for fetches that fit the read-ahead budget and queues them; what does
+// not fit in the queue is dropped (and its reservation returned).
+func (l *Loader) plan() {
+	l.mu.Lock()
+	room := min(l.aheadBudget-l.aheadBytes.Load(), l.opt.CacheBytes-l.aheadBytes.Load()-l.keptBytes.Load())
+	var fetches []Fetch
+	if room > 0 {
+		fetches = l.planner.Next(room, l.have)
+	}
+	l.mu.Unlock()
+	for _, f := range fetches {
+		var n int64
+		for _, id := range f.IDs {
+			n += int64(l.x.Entry(id).Size)
+		}
+		if !l.reserveAhead(n) {
+			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
+			continue
+		}
+		if l.inline {
+			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
+			l.prefetch(f)
+			continue
+		}
+		select {
+		case l.queue <- f:
+			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
+		default:
+			l.aheadBytes.Add(-n)
+			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
+		}
+	}
+}
+
+// have reports whether sample id is cached or being fetched.
+func (l *Loader) have(id layout.ID) bool {
+	if _, ok := l.cache.Get(uint32(id)); ok {
+		return true
+	}
+	fs := &l.flights[id%flightShards]
+	fs.mu.Lock()
+	_, ok := fs.m[id]
+	fs.mu.Unlock()
+	return ok
+}
+
+func (l *Loader) worker() {
+	defer l.wg.Done()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case f := <-l.queue:
+			l.prefetch(f)
+		}
+	}
+}
+
+// prefetch runs one read the planner asked for, whose bytes were reserved in aheadBytes:
+// samples that another fetch took meanwhile are skipped, the rest become cached read-ahead.
+func (l *Loader) prefetch(f Fetch) {
+	type claim struct {
+		id layout.ID
+		fs *flightShard
+		f  *flight
+	}
+	claims := make([]claim, 0, len(f.IDs))
+	var unclaimed int64
+	for _, id := range f.IDs {
+		fs := &l.flights[id%flightShards]
+		fs.mu.Lock()
+		if _, busy := fs.m[id]; busy {
+			fs.mu.Unlock()
+			unclaimed += int64(l.x.Entry(id).Size)
+			continue
+		}
+		fl := &flight{done: make(chan struct{})}
+		fs.m[id] = fl
+		fs.mu.Unlock()
+		claims = append(claims, claim{id, fs, fl})
+	}
+	l.aheadBytes.Add(-unclaimed)
+	if len(claims) == 0 {
+		return
+	}
+	blk, data, err := l.readBlock(f.Shard, f.Off, f.Len)
+	if err != nil {
+		for _, c := range claims {
+			l.aheadBytes.Add(-int64(l.x.Entry(c.id).Size))
+			l.resolve(c.fs, c.id, c.f, nil, fmt.Errorf("read ahead: %w", err))
+		}
+		return
+	}
+	blk.refs.Store(1) // ours, while we hand out samples
+	samples := make([]*Sample, len(claims))
+	for i, c := range claims {
+		e := l.x.Entry(c.id)
+		lo := int64(e.Offset) - f.Off
+		s := &Sample{data: data[lo : lo+int64(e.Size) : lo+int64(e.Size)], blk: blk, id: c.id, shared: len(claims) > 1}
+		s.ahead.Store(true)
+		s.blk.refs.Add(1) // the cache's
+		if !l.cache.Set(uint32(c.id), s, int64(e.Size)) {
+			l.onExit(s)
+		}
+		samples[i] = s
+	}
+	// ristretto applies Sets asynchronously: the flights stay until the cache shows the
+	// samples, so that a reader never finds neither and fetches again.
+	l.cache.Wait()
+	for i, c := range claims {
+		l.resolve(c.fs, c.id, c.f, samples[i], nil)
+	}
+	blk.release()
+}
+
+// Stats is a snapshot of the Loader's counters, as they appear in the stats file.
+type Stats struct {
+	Cache    CacheStats     `json:"cache"`
+	Backend  BackendStats   `json:"backend"`
+	Prefetch PrefetchStats  `json:"prefetch"`
+	Epoch    EpochStats     `json:"epoch"`
+	Plans    []PlanPosition `json:"plans"` // one per writer
+}
+
+// CacheStats count samples found in memory (hits: cached or fetched ahead), not found
+// (misses), and found being fetched by another reader (shared, among the misses).
+type CacheStats struct {
+	Hits        uint64 `json:"hits"`
+	Misses      uint64 `json:"misses"`
+	Shared      uint64 `json:"shared"`
+	KeptBytes   int64  `json:"kept_bytes"` // the stable subset (kernel_cache=off)
+	BudgetBytes int64  `json:"budget_bytes"`
+}
+
+// BackendStats count the reads sent to the shards.
+type BackendStats struct {
+	Reads uint64 `json:"reads"`
+	Bytes uint64 `json:"bytes"`
+}
+
+// PrefetchStats count read-ahead: samples queued and dropped (queue or budget full), bytes
+// held now, and bytes later read (used) or let go unread (wasted).
+type PrefetchStats struct {
+	Issued      uint64 `json:"issued"`
+	Dropped     uint64 `json:"dropped"`
+	HeldBytes   int64  `json:"held_bytes"`
+	UsedBytes   uint64 `json:"used_bytes"`
+	WastedBytes uint64 `json:"wasted_bytes"`
+	QueueDepth  int    `json:"queue_depth"`
+	PlanErrors  uint64 `json:"plan_errors"` // plan writes refused (EINVAL)
+}
+
+// EpochStats say which epoch the reads are in and what fraction of the files it has read.
+type EpochStats struct {
+	Number   int     `json:"number"`
+	Coverage float64 `json:"coverage"`
+}
+
+// Stats returns the current counters.
+func (l *Loader) Stats() Stats {
+	l.mu.Lock()
+	epoch, covered, files := l.planner.Epoch()
+	plans := l.planner.Plans()
+	l.mu.Unlock()
+	st := &l.stats
+	s := Stats{
+		Cache: CacheStats{Hits: st.hits.Load(), Misses: st.misses.Load(), Shared: st.waits.Load(),
+			KeptBytes: l.keptBytes.Load(), BudgetBytes: l.opt.CacheBytes},
+		Backend: BackendStats{Reads: st.backendReads.Load(), Bytes: st.backendBytes.Load()},
+		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Dropped: st.aheadDropped.Load(),
+			HeldBytes: l.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
+			QueueDepth: len(l.queue), PlanErrors: st.planWriteError.Load()},
+		Epoch: EpochStats{Number: epoch},
+		Plans: plans,
+	}
+	if files > 0 {
+		s.Epoch.Coverage = float64(covered) / float64(files)
+	}
+	return s
+}
+
+// WritePlan takes bytes written at offset off of the plan file by writer (see the plan format
+// in plan.go): off 0 starts the writer's new plan. The samples are planned as they arrive.
+// An error wraps ErrBadPlan; the samples before the bad line stay planned.
+func (l *Loader) WritePlan(writer uint32, off int64, data []byte) error {
+	l.mu.Lock()
+	pp := l.parsers[writer]
+	if pp == nil || off == 0 {
+		if pp == nil && len(l.parsers) >= maxWriters {
+			clear(l.parsers) // writers come and go with training runs; a writer mid-plan restarts
+		}
+		pp = &planParser{}
+		l.parsers[writer] = pp
+	}
+	fresh := off == 0
+	ids, err := pp.parse(l.x, l.fileIDs, data, nil)
+	if fresh {
+		l.planner.SetPlan(writer, ids)
+	} else {
+		l.planner.AppendPlan(writer, ids)
+	}
+	if err != nil {
+		delete(l.parsers, writer)
+	}
+	l.mu.Unlock()
+	if err != nil {
+		l.stats.planWriteError.Add(1)
+	}
+	l.plan()
+	return err
+}
+
+// fileIDs returns the regular files in pack order (built once).
+func (l *Loader) fileIDs() []layout.ID {
+	l.filesMu.Do(func() {
+		for id := range l.x.Len() {
+			if !l.x.Entry(layout.ID(id)).IsDir() {
+				l.files = append(l.files, layout.ID(id))
+			}
+		}
+	})
+	return l.files
+}

@@ -1,0 +1,406 @@
+package prefetch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aifs/aifs/backend"
+	"github.com/aifs/aifs/layout"
+)
+
+// shard is a backend.Shard over bytes in memory that counts its reads and can be held up.
+type shard struct {
+	b     []byte
+	reads atomic.Int64
+	gate  chan struct{} // if not nil, each read waits for a receive... close to release all
+	fail  error
+}
+
+func (s *shard) ReadAt(ctx context.Context, p []byte, off int64) error {
+	s.reads.Add(1)
+	if s.gate != nil {
+		<-s.gate
+	}
+	if s.fail != nil {
+		return s.fail
+	}
+	if off < 0 || off+int64(len(p)) > int64(len(s.b)) {
+		return backend.ErrOutOfRange
+	}
+	copy(p, s.b[off:])
+	return nil
+}
+func (s *shard) Size() int64  { return int64(len(s.b)) }
+func (s *shard) Close() error { return nil }
+
+// dataset packs n files of about size bytes (sizes vary ±50%) in 10 class directories and
+// returns the index, its shards in memory and each file's content by id.
+func dataset(t testing.TB, n, size int) (*layout.Index, []*shard, map[layout.ID][]byte) {
+	t.Helper()
+	src := t.TempDir()
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(size)))
+	want := map[string][]byte{}
+	for i := range n {
+		b := make([]byte, size/2+rng.IntN(size+1))
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		rel := fmt.Sprintf("class-%d/img-%05d.jpg", i%10, i)
+		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, rel), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want[rel] = b
+	}
+	dst := filepath.Join(t.TempDir(), "set")
+	if _, err := layout.Pack(context.Background(), src, dst, layout.PackOptions{ShardSize: int64(n*size) / 3}); err != nil {
+		t.Fatal(err)
+	}
+	x, err := layout.Load(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shards []*shard
+	for _, s := range x.Shards() {
+		b, err := os.ReadFile(filepath.Join(dst, s.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards = append(shards, &shard{b: b})
+	}
+	content := map[layout.ID][]byte{}
+	for rel, b := range want {
+		id, ok := x.LookupPath(rel)
+		if !ok {
+			t.Fatalf("%s not in the index", rel)
+		}
+		content[id] = b
+	}
+	return x, shards, content
+}
+
+func newTestLoader(t testing.TB, x *layout.Index, shards []*shard, opt Options) *Loader {
+	t.Helper()
+	bs := make([]backend.Shard, len(shards))
+	for i, s := range shards {
+		bs[i] = s
+	}
+	l, err := NewLoader(x, bs, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+// newInlineLoader is newTestLoader with prefetch run by the reader that triggers it, so that
+// what is read ahead does not depend on goroutine scheduling.
+func newInlineLoader(t testing.TB, x *layout.Index, shards []*shard, opt Options) *Loader {
+	l := newTestLoader(t, x, shards, opt)
+	l.inline = true
+	return l
+}
+
+func (l *Loader) readAll(t testing.TB, id layout.ID) []byte {
+	t.Helper()
+	e := l.x.Entry(id)
+	s, err := l.Read(nil, id, e, 0, int64(e.Size))
+	if err != nil {
+		t.Fatalf("read %d: %v", id, err)
+	}
+	defer s.Release()
+	return bytes.Clone(s.Bytes())
+}
+
+func sortedIDs(content map[layout.ID][]byte) []layout.ID {
+	ids := make([]layout.ID, 0, len(content))
+	for id := range content {
+		ids = append(ids, id)
+	}
+	return slicesSorted(ids)
+}
+
+func slicesSorted(ids []layout.ID) []layout.ID {
+	for i := 1; i < len(ids); i++ {
+		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
+			ids[j], ids[j-1] = ids[j-1], ids[j]
+		}
+	}
+	return ids
+}
+
+// TestLoaderSharedFetch: readers of one sample wait on one fetch; one interrupted reader stops
+// waiting and the fetch still serves the others.
+func TestLoaderSharedFetch(t *testing.T) {
+	x, shards, content := dataset(t, 20, 10<<10)
+	l := newTestLoader(t, x, shards, Options{})
+	id := sortedIDs(content)[5]
+	e := x.Entry(id)
+	sh := shards[e.Shard]
+	sh.gate = make(chan struct{})
+
+	const readers = 8
+	var wg sync.WaitGroup
+	got := make([][]byte, readers)
+	errs := make([]error, readers)
+	cancel := make(chan struct{})
+	for i := range readers {
+		wg.Add(1)
+		if i == 1 {
+			for sh.reads.Load() == 0 { // reader 0 fetches; the others, and the one we interrupt, wait
+				time.Sleep(time.Millisecond)
+			}
+		}
+		go func() {
+			defer wg.Done()
+			var c <-chan struct{}
+			if i == readers-1 {
+				c = cancel
+			}
+			s, err := l.Read(c, id, e, 0, int64(e.Size))
+			errs[i] = err
+			if err == nil {
+				got[i] = bytes.Clone(s.Bytes())
+				s.Release()
+			}
+		}()
+	}
+	for sh.reads.Load() == 0 || l.stats.waits.Load() < readers-1 {
+		time.Sleep(time.Millisecond)
+	}
+	close(cancel)
+	time.Sleep(10 * time.Millisecond) // the interrupted reader returns while the fetch waits
+	close(sh.gate)
+	wg.Wait()
+	if n := sh.reads.Load(); n != 1 {
+		t.Errorf("%d shard reads for %d concurrent readers, want 1", n, readers)
+	}
+	for i := range readers - 1 {
+		if errs[i] != nil || !bytes.Equal(got[i], content[id]) {
+			t.Errorf("reader %d: err %v, %d bytes (want %d, equal %v)", i, errs[i], len(got[i]), len(content[id]), bytes.Equal(got[i], content[id]))
+		}
+	}
+	if !errors.Is(errs[readers-1], context.Canceled) {
+		t.Errorf("interrupted reader: %v, want context.Canceled", errs[readers-1])
+	}
+}
+
+// TestLoaderErrors: a failed fetch fails its readers and is not cached; the next read tries
+// again.
+func TestLoaderErrors(t *testing.T) {
+	x, shards, content := dataset(t, 10, 4<<10)
+	l := newTestLoader(t, x, shards, Options{})
+	id := sortedIDs(content)[0]
+	e := x.Entry(id)
+	boom := errors.New("device gone")
+	shards[e.Shard].fail = boom
+	if _, err := l.Read(nil, id, e, 0, int64(e.Size)); !errors.Is(err, boom) {
+		t.Fatalf("read from a failing shard: %v, want %v", err, boom)
+	}
+	shards[e.Shard].fail = nil
+	if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
+		t.Error("read after the shard recovered: wrong bytes")
+	}
+	if _, err := l.Read(nil, id, e, 0, int64(e.Size)); err != nil {
+		t.Fatal(err)
+	}
+	big := Options{MaxWhole: 1}
+	l2 := newTestLoader(t, x, shards, big)
+	if _, err := l2.Read(nil, id, e, 0, 1); !IsTooLarge(err) {
+		t.Errorf("sample over MaxWhole: %v, want the too-large error", err)
+	}
+}
+
+// TestLoaderNextEpochHitRate: with KeepRead and a cache of a fraction c of the dataset, the
+// second shuffled epoch hits at least 0.9·c of its reads (LRU would get about c²/2), and the
+// bytes held never exceed the budget.
+func TestLoaderNextEpochHitRate(t *testing.T) {
+	x, shards, content := dataset(t, 2000, 8<<10)
+	ids := sortedIDs(content)
+	var total int64
+	for _, b := range content {
+		total += int64(len(b))
+	}
+	for _, c := range []float64{0.25, 0.5, 1.0} {
+		t.Run(fmt.Sprint(c), func(t *testing.T) {
+			budget := int64(c * float64(total))
+			l := newTestLoader(t, x, shards, Options{KeepRead: true, CacheBytes: budget})
+			rng := rand.New(rand.NewPCG(1, 2))
+			var hits0, misses0 uint64
+			for epoch := 1; epoch <= 3; epoch++ {
+				order := append([]layout.ID(nil), ids...)
+				rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+				for _, id := range order {
+					if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
+						t.Fatalf("epoch %d: sample %d: wrong bytes", epoch, id)
+					}
+					if held := l.keptBytes.Load() + l.aheadBytes.Load(); held > budget {
+						t.Fatalf("%d bytes held, budget %d", held, budget)
+					}
+				}
+				l.cache.Wait()
+				st := l.Stats()
+				if epoch >= 2 {
+					hits, misses := st.Cache.Hits-hits0, st.Cache.Misses-misses0
+					rate := float64(hits) / float64(hits+misses)
+					t.Logf("c=%.2f epoch %d: hit rate %.3f (LRU expectation %.3f), kept %d of %d bytes", c, epoch, rate, c*c/2, st.Cache.KeptBytes, total)
+					if rate < 0.9*c {
+						t.Errorf("c=%.2f epoch %d: hit rate %.3f, want at least %.3f", c, epoch, rate, 0.9*c)
+					}
+				}
+				hits0, misses0 = st.Cache.Hits, st.Cache.Misses
+			}
+			if st := l.Stats(); st.Epoch.Number != 3 {
+				t.Errorf("epoch %d after three epochs", st.Epoch.Number)
+			}
+		})
+	}
+}
+
+// TestLoaderSequential: a sorted scan is served from read-ahead after its first samples, with
+// few, large shard reads.
+func TestLoaderSequential(t *testing.T) {
+	x, shards, content := dataset(t, 3000, 8<<10)
+	l := newInlineLoader(t, x, shards, Options{})
+	for _, id := range sortedIDs(content) {
+		if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
+			t.Fatalf("sample %d: wrong bytes", id)
+		}
+	}
+	st := l.Stats()
+	if st.Cache.Hits < 2900 {
+		t.Errorf("sorted scan: %d hits of 3000", st.Cache.Hits)
+	}
+	var reads int64
+	for _, s := range shards {
+		reads += s.reads.Load()
+	}
+	if reads > 200 {
+		t.Errorf("sorted scan of 3000 samples took %d shard reads, want them coalesced", reads)
+	}
+	if st.Prefetch.WastedBytes > st.Prefetch.UsedBytes/10 {
+		t.Errorf("read-ahead used %d bytes and wasted %d", st.Prefetch.UsedBytes, st.Prefetch.WastedBytes)
+	}
+}
+
+// TestLoaderPlan: a plan written in the plan format (paths and indices, split across writes
+// anywhere) makes a shuffled epoch hit; bad plans are refused with ErrBadPlan and counted.
+func TestLoaderPlan(t *testing.T) {
+	x, shards, content := dataset(t, 500, 8<<10)
+	ids := sortedIDs(content)
+	order := append([]layout.ID(nil), ids...)
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	index := map[layout.ID]int{}
+	for i, id := range ids {
+		index[id] = i
+	}
+	var paths, indices strings.Builder
+	paths.WriteString(planHeaderPaths + "\n")
+	indices.WriteString(planHeaderIndices + "\n")
+	for _, id := range order {
+		paths.WriteString(x.Path(id) + "\n")
+		fmt.Fprintf(&indices, "%d\n", index[id])
+	}
+	for name, plan := range map[string]string{"paths": paths.String(), "indices": indices.String()} {
+		t.Run(name, func(t *testing.T) {
+			l := newInlineLoader(t, x, shards, Options{Planner: PlannerConfig{PlanDepth: 32}})
+			// written in odd-sized pieces, lines split across writes
+			for off := 0; off < len(plan); off += 777 {
+				if err := l.WritePlan(42, int64(off), []byte(plan[off:min(off+777, len(plan))])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range order {
+				if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
+					t.Fatalf("sample %d: wrong bytes", id)
+				}
+			}
+			st := l.Stats()
+			if st.Cache.Hits < 495 {
+				t.Errorf("shuffled epoch with a plan: %d hits of 500", st.Cache.Hits)
+			}
+			if len(st.Plans) != 1 || st.Plans[0].Writer != 42 || st.Plans[0].Samples != 500 || st.Plans[0].Read != 500 {
+				t.Errorf("plans %+v, want writer 42 with 500 of 500 read", st.Plans)
+			}
+		})
+	}
+
+	l := newTestLoader(t, x, shards, Options{})
+	bad := map[string]string{
+		"no header":     "class-0/img-00000.jpg\n",
+		"wrong header":  "aifs-plan 2 paths\n",
+		"missing path":  planHeaderPaths + "\nclass-0/nope.jpg\n",
+		"directory":     planHeaderPaths + "\nclass-0\n",
+		"escape":        planHeaderPaths + "\n../etc/passwd\n",
+		"index too big": planHeaderIndices + "\n500\n",
+		"not a number":  planHeaderIndices + "\n-1\n",
+		"long line":     planHeaderPaths + "\n" + strings.Repeat("a", maxPlanLine+1),
+	}
+	for name, plan := range bad {
+		if err := l.WritePlan(7, 0, []byte(plan)); !errors.Is(err, ErrBadPlan) {
+			t.Errorf("%s: %v, want ErrBadPlan", name, err)
+		}
+	}
+	if st := l.Stats(); st.Prefetch.PlanErrors != uint64(len(bad)) {
+		t.Errorf("%d plan errors counted, want %d", st.Prefetch.PlanErrors, len(bad))
+	}
+	// a continuation without a start (the parser was dropped after an error) is refused too
+	if err := l.WritePlan(7, 100, []byte("class-0/img-00000.jpg\n")); !errors.Is(err, ErrBadPlan) {
+		t.Errorf("continuation of a refused plan: %v, want ErrBadPlan", err)
+	}
+}
+
+// TestLoaderBudget: 64 readers with a plan and a small budget never hold more than the budget,
+// and every read returns the right bytes.
+func TestLoaderBudget(t *testing.T) {
+	x, shards, content := dataset(t, 1000, 16<<10)
+	ids := sortedIDs(content)
+	const budget = 1 << 20
+	l := newTestLoader(t, x, shards, Options{CacheBytes: budget, KeepRead: true, Planner: PlannerConfig{PlanDepth: 256}})
+	var plan strings.Builder
+	plan.WriteString(planHeaderPaths + "\n")
+	for _, id := range ids {
+		plan.WriteString(x.Path(id) + "\n")
+	}
+	if err := l.WritePlan(1, 0, []byte(plan.String())); err != nil {
+		t.Fatal(err)
+	}
+	var next atomic.Int64
+	var over atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(ids)) {
+					return
+				}
+				id := ids[i]
+				if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
+					t.Errorf("sample %d: wrong bytes", id)
+				}
+				if held := l.keptBytes.Load() + l.aheadBytes.Load(); held > budget {
+					over.Store(held)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if o := over.Load(); o > 0 {
+		t.Errorf("%d bytes held, budget %d", o, budget)
+	}
+}

@@ -1,0 +1,394 @@
+package prefetch
+
+import (
+	"slices"
+
+	"github.com/aifs/aifs/layout"
+)
+
+// Catalog is what the planner needs to know about the samples: the index entries, by id.
+// *layout.Index implements it.
+type Catalog interface {
+	Len() int
+	Entry(id layout.ID) layout.Entry
+}
+
+// PlannerConfig bounds the planner's decisions. The zero value means the defaults named.
+type PlannerConfig struct {
+	// SeqStart is the first read-ahead window of a sequential run, in bytes (default 1 MiB); it
+	// doubles each time the run consumes half of it, up to SeqMax (default 32 MiB).
+	SeqStart, SeqMax int64
+	// PlanDepth is how many samples past the last one read the planner fetches ahead in a plan
+	// (default 64).
+	PlanDepth int
+	// MaxFetch bounds one coalesced read, in bytes (default 8 MiB).
+	MaxFetch int64
+	// Gap is the largest hole between two samples that a coalesced read spans rather than
+	// issuing two reads (default 64 KiB: reading it costs less than a second request).
+	Gap int64
+}
+
+func (c *PlannerConfig) defaults() {
+	if c.SeqStart <= 0 {
+		c.SeqStart = 1 << 20
+	}
+	if c.SeqMax < c.SeqStart {
+		c.SeqMax = max(32<<20, c.SeqStart)
+	}
+	if c.PlanDepth <= 0 {
+		c.PlanDepth = 64
+	}
+	if c.MaxFetch <= 0 {
+		c.MaxFetch = 8 << 20
+	}
+	if c.Gap < 0 || c.Gap == 0 {
+		c.Gap = 64 << 10
+	}
+}
+
+// Fetch is one read the planner asks for: [Off, Off+Len) of shard Shard, holding the samples
+// IDs (ascending offsets) and nothing else but holes of at most PlannerConfig.Gap bytes.
+type Fetch struct {
+	Shard uint32
+	Off   int64
+	Len   int64
+	IDs   []layout.ID
+}
+
+// maxWriters bounds the plans kept at once; a new writer replaces the one idle longest.
+const maxWriters = 64
+
+// streamSlots is how many sequential runs are followed at once (one per reader of a sorted
+// scan is enough; DataLoader workers of a shard-ordered loader each make one).
+const streamSlots = 16
+
+// recentReads is how far back a second read of a sample counts as a repeat (a retry, or a page
+// evicted mid-read) rather than the start of a new epoch.
+const recentReads = 256
+
+// Planner watches the samples read and the plans written and decides what to fetch ahead. It
+// is a pure state machine: no I/O, no clock, no goroutines, and not safe for concurrent use
+// (the Loader calls it under one mutex, once per sample read, never once per READ).
+//
+// It knows three things:
+//   - epochs: which samples were read in the current epoch; a sample read a second time (not a
+//     repeat of one of the last recentReads) starts the next epoch;
+//   - sequential runs: reads of consecutive samples in pack order (a sorted scan) open a run
+//     whose read-ahead window grows from SeqStart to SeqMax;
+//   - plans: each writer's coming order; the planner keeps PlanDepth samples past the last one
+//     read from each plan fetched or in flight.
+type Planner struct {
+	cat Catalog
+	cfg PlannerConfig
+
+	// epoch tracking
+	seen    []uint64 // bit per id: read in this epoch
+	covered int      // samples read in this epoch
+	epoch   int
+	recent  [recentReads]layout.ID
+	nrecent int
+	files   int // regular files in the catalog
+
+	streams [streamSlots]stream
+	tick    uint64 // logical clock for LRU replacement of streams and writers
+
+	writers []*planState
+	// where maps a sample to its position in a plan: slot[id] is the writer index + 1 (0: in
+	// no plan) and pos[id] its index in that writer's plan. Allocated with the first plan.
+	slot []uint8
+	pos  []uint32
+}
+
+// stream is one sequential run.
+type stream struct {
+	next   layout.ID // the sample a continuing read would read
+	hits   int       // consecutive reads so far
+	window int64     // current read-ahead window, bytes
+	ahead  layout.ID // samples up to (excluding) ahead have been asked for
+	// aheadShard and aheadEnd locate the end of the last sample asked for (the bytes ahead of
+	// the reader are aheadEnd less the next sample's offset while both are in one shard).
+	aheadShard uint32
+	aheadEnd   int64
+	lastUse    uint64
+}
+
+// planState is one writer's plan.
+type planState struct {
+	writer  uint32
+	ids     []layout.ID
+	cursor  int // samples before cursor have been read (or passed)
+	issued  int // samples before issued have been asked for
+	lastUse uint64
+}
+
+// NewPlanner returns a planner for the samples of cat.
+func NewPlanner(cat Catalog, cfg PlannerConfig) *Planner {
+	cfg.defaults()
+	p := &Planner{cat: cat, cfg: cfg, seen: make([]uint64, (cat.Len()+63)/64), epoch: 1}
+	for id := 0; id < cat.Len(); id++ {
+		if !cat.Entry(layout.ID(id)).IsDir() {
+			p.files++
+		}
+	}
+	return p
+}
+
+// Epoch returns the current epoch (from 1) and how many distinct samples it has read.
+func (p *Planner) Epoch() (epoch, covered, files int) { return p.epoch, p.covered, p.files }
+
+// Read records that a reader started reading sample id (its first READ).
+func (p *Planner) Read(id layout.ID) {
+	p.tick++
+	p.trackEpoch(id)
+	if int(id) < len(p.slot) {
+		if s := p.slot[id]; s > 0 {
+			w := p.writers[s-1]
+			if at := int(p.pos[id]); at < len(w.ids) && w.ids[at] == id && at >= w.cursor {
+				w.cursor = at + 1
+				w.lastUse = p.tick
+			}
+		}
+	}
+	p.trackStream(id)
+}
+
+func (p *Planner) trackEpoch(id layout.ID) {
+	word, bit := id/64, uint64(1)<<(id%64)
+	if p.seen[word]&bit != 0 && !p.isRecent(id) {
+		clear(p.seen)
+		p.covered = 0
+		p.epoch++
+	}
+	if p.seen[word]&bit == 0 {
+		p.seen[word] |= bit
+		p.covered++
+	}
+	p.recent[p.nrecent%recentReads] = id
+	p.nrecent++
+}
+
+func (p *Planner) isRecent(id layout.ID) bool {
+	n := min(p.nrecent, recentReads)
+	for i := range n {
+		if p.recent[i] == id {
+			return true
+		}
+	}
+	return false
+}
+
+// trackStream continues the run that expected id, or starts a new one in the slot idle longest.
+func (p *Planner) trackStream(id layout.ID) {
+	for i := range p.streams {
+		s := &p.streams[i]
+		if s.hits > 0 && s.next == id {
+			s.hits++
+			s.next = p.nextFile(id)
+			if s.ahead < s.next {
+				s.ahead, s.aheadShard, s.aheadEnd = s.next, 0, 0
+			}
+			s.lastUse = p.tick
+			return
+		}
+	}
+	victim := &p.streams[0]
+	for i := range p.streams {
+		if p.streams[i].lastUse < victim.lastUse {
+			victim = &p.streams[i]
+		}
+	}
+	next := p.nextFile(id)
+	*victim = stream{next: next, hits: 1, window: p.cfg.SeqStart, ahead: next, lastUse: p.tick}
+}
+
+// nextFile returns the first regular file after id in pack order, or Len() if none.
+func (p *Planner) nextFile(id layout.ID) layout.ID {
+	n := layout.ID(p.cat.Len())
+	for id++; id < n && p.cat.Entry(id).IsDir(); id++ {
+	}
+	return id
+}
+
+// SetPlan replaces writer's plan with ids (which must be regular files) and returns nothing:
+// the fetches come from Next. AppendPlan adds to the plan being written.
+func (p *Planner) SetPlan(writer uint32, ids []layout.ID) {
+	p.tick++
+	w := p.writerState(writer)
+	for _, id := range w.ids {
+		if p.slot[id] == uint8(p.writerIndex(w)+1) {
+			p.slot[id] = 0
+		}
+	}
+	w.ids, w.cursor, w.issued, w.lastUse = w.ids[:0], 0, 0, p.tick
+	p.AppendPlan(writer, ids)
+}
+
+// AppendPlan adds ids to the end of writer's plan.
+func (p *Planner) AppendPlan(writer uint32, ids []layout.ID) {
+	p.tick++
+	w := p.writerState(writer)
+	if p.slot == nil {
+		p.slot = make([]uint8, p.cat.Len())
+		p.pos = make([]uint32, p.cat.Len())
+	}
+	s := uint8(p.writerIndex(w) + 1)
+	for _, id := range ids {
+		p.slot[id], p.pos[id] = s, uint32(len(w.ids))
+		w.ids = append(w.ids, id)
+	}
+	w.lastUse = p.tick
+}
+
+// writerState returns writer's plan, making one (in place of the one idle longest if there
+// are maxWriters already).
+func (p *Planner) writerState(writer uint32) *planState {
+	for _, w := range p.writers {
+		if w.writer == writer {
+			return w
+		}
+	}
+	if len(p.writers) < maxWriters {
+		w := &planState{writer: writer}
+		p.writers = append(p.writers, w)
+		return w
+	}
+	victim := p.writers[0]
+	for _, w := range p.writers {
+		if w.lastUse < victim.lastUse {
+			victim = w
+		}
+	}
+	s := uint8(p.writerIndex(victim) + 1)
+	for _, id := range victim.ids {
+		if p.slot[id] == s {
+			p.slot[id] = 0
+		}
+	}
+	*victim = planState{writer: writer, ids: victim.ids[:0]}
+	return victim
+}
+
+func (p *Planner) writerIndex(w *planState) int { return slices.Index(p.writers, w) }
+
+// PlanPosition is one writer's progress through its plan.
+type PlanPosition struct {
+	Writer  uint32 `json:"writer"`
+	Samples int    `json:"samples"`
+	Read    int    `json:"read"`
+	Fetched int    `json:"fetched"`
+}
+
+// Plans returns each writer's progress.
+func (p *Planner) Plans() []PlanPosition {
+	out := make([]PlanPosition, 0, len(p.writers))
+	for _, w := range p.writers {
+		out = append(out, PlanPosition{Writer: w.writer, Samples: len(w.ids), Read: w.cursor, Fetched: w.issued})
+	}
+	return out
+}
+
+// Next returns the reads to start now, at most room bytes of samples in all. have reports
+// whether a sample is already cached or being fetched; those are skipped. Plans come before
+// sequential runs; each plan is topped up to PlanDepth samples past its cursor, in plan order,
+// and each confirmed run (two consecutive reads or more) to its window.
+func (p *Planner) Next(room int64, have func(layout.ID) bool) []Fetch {
+	var want []layout.ID
+	for _, w := range p.writers {
+		w.issued = max(w.issued, w.cursor)
+		for w.issued < len(w.ids) && w.issued < w.cursor+p.cfg.PlanDepth {
+			id := w.ids[w.issued]
+			if !have(id) {
+				size := int64(p.cat.Entry(id).Size)
+				if size > room {
+					break
+				}
+				room -= size
+				want = append(want, id)
+			}
+			w.issued++
+		}
+	}
+	fetches := p.coalesce(want)
+	for i := range p.streams {
+		s := &p.streams[i]
+		if s.hits < 2 {
+			continue
+		}
+		ahead := p.bytesAhead(s)
+		if ahead > s.window/2 || int(s.ahead) >= p.cat.Len() {
+			continue
+		}
+		var run []layout.ID
+		for want := s.window - ahead; want > 0 && int(s.ahead) < p.cat.Len() && len(run) < maxRun; s.ahead = p.nextFile(s.ahead) {
+			e := p.cat.Entry(s.ahead)
+			size := int64(e.Size)
+			if size > room {
+				break
+			}
+			if !have(s.ahead) {
+				run = append(run, s.ahead)
+				room -= size
+			}
+			want -= size
+			s.aheadShard, s.aheadEnd = e.Shard, int64(e.Offset+e.Size)
+		}
+		if s.window < p.cfg.SeqMax {
+			s.window = min(2*s.window, p.cfg.SeqMax)
+		}
+		fetches = append(fetches, p.coalesce(run)...)
+	}
+	return fetches
+}
+
+// maxRun bounds the samples one run asks for at a time, so that a window of tiny samples
+// does not become a list of millions.
+const maxRun = 1024
+
+// bytesAhead returns how many bytes of s's run have been asked for past the reader: exact
+// within one shard, a lower bound once the run has crossed into the next.
+func (p *Planner) bytesAhead(s *stream) int64 {
+	if s.ahead <= s.next || int(s.next) >= p.cat.Len() {
+		return 0
+	}
+	e := p.cat.Entry(s.next)
+	if e.Shard != s.aheadShard {
+		return s.aheadEnd
+	}
+	return s.aheadEnd - int64(e.Offset)
+}
+
+// coalesce groups samples into reads: sorted by shard and offset, neighbours closer than Gap
+// share one read of at most MaxFetch bytes.
+func (p *Planner) coalesce(ids []layout.ID) []Fetch {
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.SortFunc(ids, func(a, b layout.ID) int {
+		ea, eb := p.cat.Entry(a), p.cat.Entry(b)
+		if ea.Shard != eb.Shard {
+			return int(ea.Shard) - int(eb.Shard)
+		}
+		if ea.Offset < eb.Offset {
+			return -1
+		}
+		if ea.Offset > eb.Offset {
+			return 1
+		}
+		return 0
+	})
+	var out []Fetch
+	for _, id := range ids {
+		e := p.cat.Entry(id)
+		off, end := int64(e.Offset), int64(e.Offset+e.Size)
+		if n := len(out); n > 0 {
+			f := &out[n-1]
+			if f.Shard == e.Shard && off >= f.Off+f.Len && off-(f.Off+f.Len) <= p.cfg.Gap && end-f.Off <= p.cfg.MaxFetch {
+				f.Len = end - f.Off
+				f.IDs = append(f.IDs, id)
+				continue
+			}
+		}
+		out = append(out, Fetch{Shard: e.Shard, Off: off, Len: end - off, IDs: []layout.ID{id}})
+	}
+	return out
+}

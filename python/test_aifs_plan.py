@@ -1,0 +1,230 @@
+"""Tests for aifs_plan against a fake mount: a temporary tree with an empty `.aifs/plan` file.
+
+Run: /usr/bin/python3 -m unittest discover -s python -v
+"""
+
+import os
+import tempfile
+import unittest
+import warnings
+from unittest import mock
+
+import torch
+from torch.utils.data import (
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    RandomSampler,
+    SequentialSampler,
+    Subset,
+)
+from torchvision.datasets import ImageFolder
+
+import aifs_plan
+
+CLASSES = ("n01", "n02", "n03")
+IMAGES_PER_CLASS = 4
+
+
+def make_tree(train_dir, extra_names=()):
+    """Creates CLASSES x IMAGES_PER_CLASS small files, plus `extra_names` in the first class."""
+    for cls in CLASSES:
+        os.makedirs(os.path.join(train_dir, cls))
+        names = [f"{cls}_{i}.JPEG" for i in range(IMAGES_PER_CLASS)]
+        if cls == CLASSES[0]:
+            names += extra_names
+        for name in names:
+            with open(os.path.join(train_dir, cls, name), "wb") as f:
+                f.write(name.encode())
+
+
+def make_mount(base, extra_names=()):
+    """Creates `base/mnt` with a `.aifs/plan` file and a `train/` tree; returns (mount, train)."""
+    mount = os.path.join(base, "mnt")
+    os.makedirs(os.path.join(mount, ".aifs"))
+    open(os.path.join(mount, ".aifs", "plan"), "wb").close()
+    train = os.path.join(mount, "train")
+    make_tree(train, extra_names)
+    return mount, train
+
+
+def image_folder(train):
+    # loader=str: a sample is its own path, so the loader yields the paths it read.
+    return ImageFolder(train, loader=str)
+
+
+def read_plan(mount):
+    with open(os.path.join(mount, ".aifs", "plan"), "rb") as f:
+        return f.read()
+
+
+def paths_plan(mount, paths):
+    lines = [os.fsencode(os.path.relpath(p, mount)) + b"\n" for p in paths]
+    return b"aifs-plan 1 paths\n" + b"".join(lines)
+
+
+def loaded_paths(loader):
+    """Iterates `loader` once and returns the sample paths in the order it yielded them."""
+    paths = []
+    for sample_paths, _ in loader:
+        paths += [sample_paths] if isinstance(sample_paths, str) else sample_paths
+    return paths
+
+
+class Numbers(Dataset):
+    """A dataset without `.samples` or `.root`."""
+
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return i
+
+
+class PlanSamplerTest(unittest.TestCase):
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = os.path.realpath(tmp.name)
+        self.mount, self.train = make_mount(self.tmp)
+        self.dataset = image_folder(self.train)
+        self.all_paths = [path for path, _ in self.dataset.samples]
+
+    def test_plan_loader_writes_each_epoch_order(self):
+        for batch_size in (1, 4, None):
+            for num_workers in (0, 2):
+                with self.subTest(batch_size=batch_size, num_workers=num_workers):
+                    loader = aifs_plan.plan(
+                        DataLoader(
+                            self.dataset,
+                            shuffle=True,
+                            batch_size=batch_size,
+                            num_workers=num_workers,
+                            generator=torch.Generator().manual_seed(batch_size or 0),
+                        )
+                    )
+                    self.assertIs(aifs_plan.plan(loader), loader)
+                    epochs = []
+                    for _ in range(2):
+                        epochs.append(loaded_paths(loader))
+                        self.assertEqual(read_plan(self.mount), paths_plan(self.mount, epochs[-1]))
+                    self.assertEqual(sorted(epochs[0]), sorted(self.all_paths))
+                    self.assertNotEqual(epochs[0], epochs[1])
+
+    def test_distributed_sampler_per_rank(self):
+        for rank in (0, 1):
+            with self.subTest(rank=rank):
+                sampler = aifs_plan.PlanSampler(
+                    DistributedSampler(self.dataset, num_replicas=2, rank=rank, seed=3),
+                    self.dataset,
+                )
+                reference = DistributedSampler(self.dataset, num_replicas=2, rank=rank, seed=3)
+                orders = []
+                for epoch in (0, 1):
+                    sampler.set_epoch(epoch)
+                    reference.set_epoch(epoch)
+                    orders.append(list(sampler))
+                    self.assertEqual(orders[-1], list(reference))
+                    self.assertEqual(len(sampler), len(orders[-1]))
+                    expected = [self.all_paths[i] for i in orders[-1]]
+                    self.assertEqual(read_plan(self.mount), paths_plan(self.mount, expected))
+                self.assertNotEqual(orders[0], orders[1])
+
+    def test_distributed_sampler_set_epoch_through_loader(self):
+        distributed = DistributedSampler(self.dataset, num_replicas=2, rank=1, seed=5)
+        loader = aifs_plan.plan(DataLoader(self.dataset, sampler=distributed, batch_size=2))
+        reference = DistributedSampler(self.dataset, num_replicas=2, rank=1, seed=5)
+        for epoch in (0, 1):
+            loader.sampler.set_epoch(epoch)
+            reference.set_epoch(epoch)
+            expected = [self.all_paths[i] for i in reference]
+            self.assertEqual(loaded_paths(loader), expected)
+            self.assertEqual(read_plan(self.mount), paths_plan(self.mount, expected))
+
+    def test_subset_resolves_to_underlying_samples(self):
+        nested = Subset(Subset(self.dataset, [9, 5, 2, 7, 0]), [3, 1, 4])
+        order = list(aifs_plan.PlanSampler(SequentialSampler(nested), nested))
+        self.assertEqual(order, [0, 1, 2])
+        expected = [self.all_paths[i] for i in (7, 5, 0)]
+        self.assertEqual(read_plan(self.mount), paths_plan(self.mount, expected))
+
+    def test_indices_mode_with_explicit_root(self):
+        numbers = Numbers()
+        sampler = RandomSampler(numbers, generator=torch.Generator().manual_seed(1))
+        order = list(aifs_plan.PlanSampler(sampler, numbers, root=self.train))
+        self.assertEqual(sorted(order), list(range(10)))
+        expected = b"aifs-plan 1 indices\n" + b"".join(b"%d\n" % i for i in order)
+        self.assertEqual(read_plan(self.mount), expected)
+
+        subset = Subset(numbers, [8, 3, 6])
+        list(aifs_plan.PlanSampler(SequentialSampler(subset), subset, root=self.mount))
+        self.assertEqual(read_plan(self.mount), b"aifs-plan 1 indices\n8\n3\n6\n")
+
+    def test_dataset_without_samples_or_root_writes_nothing(self):
+        numbers = Numbers()
+        order = list(aifs_plan.PlanSampler(SequentialSampler(numbers), numbers))
+        self.assertEqual(order, list(range(10)))
+        self.assertEqual(read_plan(self.mount), b"")
+
+    def test_no_plan_file_is_pass_through(self):
+        plain = os.path.join(self.tmp, "plain", "train")
+        make_tree(plain)
+        dataset = image_folder(plain)
+        def shuffled_loader():
+            generator = torch.Generator().manual_seed(2)
+            return DataLoader(dataset, shuffle=True, batch_size=4, generator=generator)
+
+        planned, unplanned = aifs_plan.plan(shuffled_loader()), shuffled_loader()
+        for _ in range(2):
+            self.assertEqual(loaded_paths(planned), loaded_paths(unplanned))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "plain", ".aifs")))
+        self.assertEqual(read_plan(self.mount), b"")
+
+    def test_search_stops_at_mount_point(self):
+        # The plan file sits above `plain`, which pretends to be a mount point: not found there...
+        os.makedirs(os.path.join(self.tmp, ".aifs"))
+        open(os.path.join(self.tmp, ".aifs", "plan"), "wb").close()
+        plain = os.path.join(self.tmp, "plain")
+        make_tree(os.path.join(plain, "train"))
+        dataset = image_folder(os.path.join(plain, "train"))
+        with mock.patch("os.path.ismount", side_effect=lambda p: p == plain):
+            list(aifs_plan.PlanSampler(SequentialSampler(dataset), dataset))
+            self.assertEqual(read_plan(self.tmp), b"")
+            # ... but the mount point itself is searched.
+            os.makedirs(os.path.join(plain, ".aifs"))
+            open(os.path.join(plain, ".aifs", "plan"), "wb").close()
+            order = list(aifs_plan.PlanSampler(SequentialSampler(dataset), dataset))
+        expected = [dataset.samples[i][0] for i in order]
+        self.assertEqual(read_plan(plain), paths_plan(plain, expected))
+
+    def test_symlinked_root_finds_mount(self):
+        link = os.path.join(self.tmp, "link")
+        os.symlink(self.train, link)
+        dataset = image_folder(link)
+        order = list(aifs_plan.PlanSampler(SequentialSampler(dataset), dataset))
+        expected = [self.all_paths[i] for i in order]
+        self.assertEqual(read_plan(self.mount), paths_plan(self.mount, expected))
+
+    def test_write_failure_warns_once_and_yields_full_order(self):
+        plan_path = os.path.join(self.mount, ".aifs", "plan")
+        os.remove(plan_path)
+        os.mkdir(plan_path)
+        sampler = aifs_plan.PlanSampler(SequentialSampler(self.dataset), self.dataset)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                self.assertEqual(list(sampler), list(range(len(self.dataset))))
+        self.assertEqual(len(caught), 1, [str(w.message) for w in caught])
+        self.assertIn(plan_path, str(caught[0].message))
+
+    def test_path_with_newline_is_skipped(self):
+        mount, train = make_mount(os.path.join(self.tmp, "newline"), extra_names=("a\nb.JPEG",))
+        dataset = image_folder(train)
+        paths = loaded_paths(aifs_plan.plan(DataLoader(dataset, batch_size=4)))
+        self.assertEqual(len(paths), len(CLASSES) * IMAGES_PER_CLASS + 1)
+        self.assertIn(os.path.join(train, CLASSES[0], "a\nb.JPEG"), paths)
+        self.assertEqual(read_plan(mount), paths_plan(mount, [p for p in paths if "\n" not in p]))
+
+
+if __name__ == "__main__":
+    unittest.main()
