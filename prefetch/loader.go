@@ -22,7 +22,7 @@ type Options struct {
 	// cache proper). Without it only samples fetched ahead and not yet read are held: that is
 	// right when the kernel page cache keeps what was read (kernel_cache=on).
 	KeepRead bool
-	// Workers bounds the prefetch reads in flight (default 4); foreground reads are not
+	// Workers bounds the prefetch reads in flight (default 16); foreground reads are not
 	// counted and never wait for them.
 	Workers int
 	// MaxWhole is the largest sample fetched whole on its first READ (default 16 MiB); a
@@ -37,7 +37,7 @@ func (o *Options) defaults() {
 		o.CacheBytes = 1 << 30
 	}
 	if o.Workers <= 0 {
-		o.Workers = 4
+		o.Workers = 16 // as deep as the readers of a DataLoader with 8-16 workers
 	}
 	if o.MaxWhole <= 0 {
 		o.MaxWhole = 16 << 20
@@ -61,8 +61,7 @@ func (o *Options) defaults() {
 // Cache policy (DESIGN.md, "Cache behaviour across epochs"): a shuffled epoch reads each
 // sample once, so a sample just read is the one least likely to be needed soon, and LRU keeps
 // exactly the wrong ones. With KeepRead the Loader keeps a stable subset instead: a sample is
-// kept iff its hash ranks below (CacheBytes less the read-ahead share, at most 1/16) ÷
-// dataset bytes, the same samples every epoch, so the next shuffled epoch hits about that
+// kept iff its hash ranks below (CacheBytes less the read-ahead share, 1/16) ÷ dataset bytes, the same samples every epoch, so the next shuffled epoch hits about that
 // fraction of its reads. A sample fetched
 // ahead is dropped as soon as it is read unless it belongs to the subset: its next use is in
 // the next epoch, the furthest possible, which is eviction by next use once the order is known.
@@ -175,16 +174,18 @@ func NewLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, e
 		for _, s := range x.Shards() {
 			data += int64(s.Size)
 		}
+		// When the dataset fits, all of it is kept and read-ahead gets what is left over.
+		// Otherwise read-ahead, which needs little (a plan's depth, a sequential window),
+		// gets 1/16 of the budget (at most 256 MiB) and the subset, which sets the next
+		// epoch's hit rate, the rest.
 		l.keepFraction = ^uint64(0)
 		l.keepBudget = data
+		l.aheadBudget = opt.CacheBytes - data
 		if data > opt.CacheBytes {
-			// Read-ahead needs little (a plan's depth, a sequential window); the subset, which
-			// sets the next epoch's hit rate, gets the rest: at least 15/16 of the budget.
-			l.aheadBudget = min(max(opt.CacheBytes/16, 4<<20), 256<<20, opt.CacheBytes/2)
+			l.aheadBudget = min(opt.CacheBytes/16, 256<<20)
 			l.keepBudget = opt.CacheBytes - l.aheadBudget
 			l.keepFraction = uint64(float64(l.keepBudget) / float64(data) * (1 << 64))
 		}
-		// When the dataset fits, read-ahead uses what the subset has not filled yet.
 	}
 	items := opt.CacheBytes / (32 << 10) // counters for samples of 32 KiB and up
 	cache, err := ristretto.NewCache(&ristretto.Config[uint32, *Sample]{
@@ -508,10 +509,16 @@ func (l *Loader) prefetch(f Fetch) {
 	}
 	claims := make([]claim, 0, len(f.IDs))
 	var unclaimed int64
-	for _, id := range f.IDs {
+	l.mu.Lock()
+	late := make([]bool, len(f.IDs))
+	for i, id := range f.IDs {
+		late[i] = l.planner.ReadThisEpoch(id)
+	}
+	l.mu.Unlock()
+	for i, id := range f.IDs {
 		fs := &l.flights[id%flightShards]
 		fs.mu.Lock()
-		if _, busy := fs.m[id]; busy {
+		if _, busy := fs.m[id]; busy || late[i] { // being fetched, or the readers got there first
 			fs.mu.Unlock()
 			unclaimed += int64(l.x.Entry(id).Size)
 			continue

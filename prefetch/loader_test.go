@@ -236,7 +236,7 @@ func TestLoaderNextEpochHitRate(t *testing.T) {
 	for _, c := range []float64{0.25, 0.5, 1.0} {
 		t.Run(fmt.Sprint(c), func(t *testing.T) {
 			budget := int64(c * float64(total))
-			l := newTestLoader(t, x, shards, Options{KeepRead: true, CacheBytes: budget})
+			l := newInlineLoader(t, x, shards, Options{KeepRead: true, CacheBytes: budget})
 			rng := rand.New(rand.NewPCG(1, 2))
 			var hits0, misses0 uint64
 			for epoch := 1; epoch <= 3; epoch++ {

@@ -133,6 +133,10 @@ func NewPlanner(cat Catalog, cfg PlannerConfig) *Planner {
 	return p
 }
 
+// ReadThisEpoch reports whether sample id has been read in the current epoch: fetching it
+// ahead would be wasted (its next use is in the next epoch).
+func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(id%64)) != 0 }
+
 // Epoch returns the current epoch (from 1) and how many distinct samples it has read.
 func (p *Planner) Epoch() (epoch, covered, files int) { return p.epoch, p.covered, p.files }
 
@@ -297,7 +301,7 @@ func (p *Planner) Next(room int64, have func(layout.ID) bool) []Fetch {
 		w.issued = max(w.issued, w.cursor)
 		for w.issued < len(w.ids) && w.issued < w.cursor+p.cfg.PlanDepth {
 			id := w.ids[w.issued]
-			if !have(id) {
+			if !have(id) && !p.ReadThisEpoch(id) {
 				size := int64(p.cat.Entry(id).Size)
 				if size > room {
 					break

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,7 @@ epochs), 130 if interrupted.`)
 	seed := flags.Uint64("seed", 1, "seed of the shuffle; epoch E of seed S reads in the same order in every run")
 	seq := flags.Bool("seq", false, "read in pack order instead of shuffled, like a validation pass")
 	limit := flags.Int("limit", 0, "read only the first N files of each epoch's order (0: all)")
+	plan := flags.Bool("plan", false, "before each epoch, write its order to DIR/.aifs/plan where that file exists (an aifs mount), as python/aifs_plan.py does for a DataLoader")
 	drop := flags.Bool("drop-caches", false, "sync and drop the kernel's page, dentry and inode caches before each listing and each epoch of each DIR (needs root; aifs's own cache is not dropped)")
 	asJSON := flags.Bool("json", false, "print one JSON object at the end instead of text lines")
 	dirs, code, ok := parseArgs(flags, args, 1, math.MaxInt)
@@ -64,7 +66,7 @@ epochs), 130 if interrupted.`)
 	case *limit < 0:
 		return usageError(flags, "--limit must not be negative")
 	}
-	opt := benchOptions{Dirs: dirs, Epochs: *epochs, Jobs: jobs, Limit: *limit, Seed: *seed, Seq: *seq}
+	opt := benchOptions{Dirs: dirs, Epochs: *epochs, Jobs: jobs, Limit: *limit, Seed: *seed, Seq: *seq, Plan: *plan}
 	if *drop {
 		opt.DropCaches = dropKernelCaches
 	}
@@ -101,6 +103,7 @@ type benchOptions struct {
 	Limit  int      // read the first Limit files of each epoch's order; 0 reads all (default 0)
 	Seed   uint64   // seed of the shuffle (default 1)
 	Seq    bool     // read in pack order instead of shuffled (default false)
+	Plan   bool     // write each pass's order to DIR/.aifs/plan where it exists (default false)
 	// DropCaches, if not nil, is called before each listing and before each epoch of each tree;
 	// its error stops the run. The first call comes before anything is read.
 	DropCaches func() error
@@ -203,6 +206,11 @@ func (rep *benchReport) run(ctx context.Context, opt benchOptions, out io.Writer
 			if err := dropCaches(opt); err != nil {
 				return err
 			}
+			if opt.Plan {
+				if err := writePlan(dir, paths, order[:n]); err != nil {
+					return err
+				}
+			}
 			ps, err := readPass(ctx, dir, paths, order[:n], lat, readers)
 			if err != nil {
 				return err
@@ -222,6 +230,25 @@ func dropCaches(opt benchOptions) error {
 		return nil
 	}
 	return opt.DropCaches()
+}
+
+// writePlan writes the order of a pass to dir/.aifs/plan in the plan format (prefetch/plan.go)
+// if dir is an aifs mount that takes plans, and does nothing otherwise.
+func writePlan(dir string, paths []string, order []uint32) error {
+	name := filepath.Join(dir, ".aifs", "plan")
+	if _, err := os.Stat(name); err != nil {
+		return nil // not an aifs mount (or one mounted -o ro): read without a plan
+	}
+	var b bytes.Buffer
+	b.WriteString("aifs-plan 1 paths\n")
+	for _, i := range order {
+		b.WriteString(paths[i])
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(name, b.Bytes(), 0); err != nil && !errors.Is(err, syscall.EROFS) { // -o ro: no plans
+		return fmt.Errorf("--plan: %w", err)
+	}
+	return nil
 }
 
 // dropKernelCaches writes dirty pages back and asks Linux to drop its page cache, dentries and
