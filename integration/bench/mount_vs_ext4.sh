@@ -24,50 +24,14 @@ JOBS=${JOBS:-1 8 32}
 EPOCHS=${EPOCHS:-3}
 NAMES=${NAMES:-1280000}
 WORKDIR=${WORKDIR:-/var/tmp}
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-PY=/usr/bin/python3
+NAME=mount_vs_ext4
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-die() { echo "mount_vs_ext4: $*" >&2; exit 1; }
-[[ $(id -u) -eq 0 ]] || die "needs root (loop devices, mounts, drop_caches)"
-cd "$REPO"
-. scripts/setup.sh
-need_packages fuse3 fio e2fsprogs python3-torch python3-torchvision python3-pil
-build_aifs
-AIFS=$REPO/bin/aifs
-
-RUN=$(mktemp -d "$WORKDIR/aifs-mountbench.XXXXXX")
-cleanup() {
-	for m in "$RUN"/mnt "$RUN"/mnt-off "$RUN"/names-mnt; do mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" || umount -l "$m"; }; done
-	for m in "$RUN"/ext4 "$RUN"/names; do mountpoint -q "$m" 2>/dev/null && umount "$m"; done
-	[[ -n ${LOOPS:-} ]] && losetup -d $LOOPS 2>/dev/null
-	[[ -n ${CGROUP:-} && -d $CGROUP ]] && rmdir "$CGROUP"
-	rm -rf -- "$RUN"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-daemon_pid() { pgrep -f -- "aifs mount $1 " | head -1; }
-cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
-# loopmount IMAGE DIR mounts IMAGE at DIR through a loop device that uses direct I/O.
-LOOPS=""
-loopmount() {
-	local dev
-	dev=$(losetup --direct-io=on -f --show "$1")
-	LOOPS="$LOOPS $dev"
-	mount "$dev" "$2"
-}
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-
-echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r), disk $(df --output=source "$WORKDIR" | tail -1)" >&2
+echo "== machine: $(machine)" >&2
 
 # --- 1. shuffled reads -----------------------------------------------------------------------
-img_mb=$((FILES * 112640 * 5 / 2 / 1048576 + 512))
-truncate -s "${img_mb}M" "$RUN/ext4.img"
-mkfs.ext4 -q -F "$RUN/ext4.img"
-mkdir "$RUN/ext4" "$RUN/mnt"
-loopmount "$RUN/ext4.img" "$RUN/ext4"
-go run ./integration/gendata --files "$FILES" --classes $((FILES / 100 > 0 ? FILES / 100 : 1)) "$RUN/ext4/tree" >&2
-"$AIFS" pack --quiet "$RUN/ext4/tree" "$RUN/ext4/set"
+ext4_dataset "$FILES" "$RUN/ext4"
+mkdir "$RUN/mnt"
 "$AIFS" mount "$RUN/ext4/set" "$RUN/mnt"
 pid=$(daemon_pid "$RUN/ext4/set")
 mean=$(( ($(du -sb "$RUN/ext4/set" | cut -f1) / FILES + 4095) / 4096 * 4096 )) # O_DIRECT needs whole blocks
@@ -76,12 +40,12 @@ echo "| readers | native ext4 files/s | aifs files/s | aifs/ext4 | fio O_DIRECT 
 echo "|---|---|---|---|---|---|"
 for j in $JOBS; do
 	"$AIFS" bench --json --drop-caches --epochs "$EPOCHS" -j "$j" "$RUN/ext4/tree" "$RUN/mnt" >"$RUN/bench.json"
-	read -r ext aifs < <($PY -c 'import json,sys; d=json.load(open(sys.argv[1]))["dirs"]; print(round(d[0]["median_files_per_s"]), round(d[1]["median_files_per_s"]))' "$RUN/bench.json")
-	sync; echo 3 >/proc/sys/vm/drop_caches
+	read -r ext aifs < <(bench_medians "$RUN/bench.json")
+	dropcaches
 	fio_iops=$(fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --rw=randread --bs="$mean" \
 		--direct=1 --ioengine=psync --numjobs="$j" --time_based --runtime=10 --group_reporting \
 		--output-format=json | $PY -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["iops"]))')
-	echo "| $j | $ext | $aifs | $(awk -v a="$aifs" -v b="$ext" 'BEGIN{printf "%.2f", a/b}') | $fio_iops | $(awk -v a="$aifs" -v b="$fio_iops" 'BEGIN{printf "%.2f", a/b}') |"
+	echo "| $j | $ext | $aifs | $(ratio "$aifs" "$ext") | $fio_iops | $(ratio "$aifs" "$fio_iops") |"
 done
 
 # --- 2. daemon CPU per sample -----------------------------------------------------------------
@@ -95,37 +59,20 @@ echo "daemon CPU per sample, cold shuffled epoch, 8 readers, mean $mean bytes: $
 # --- 3. kernel_cache=on against off ----------------------------------------------------------------
 mkdir "$RUN/mnt-off"
 "$AIFS" mount -o kernel_cache=off "$RUN/ext4/set" "$RUN/mnt-off"
-# in_cgroup BYTES CMD... runs CMD in a fresh memory cgroup (v2 or v1) limited to BYTES.
-in_cgroup() {
-	local limit=$1
-	shift
-	if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
-		CGROUP=/sys/fs/cgroup/aifs-mountbench.$$
-		mkdir "$CGROUP"
-		echo "$limit" >"$CGROUP/memory.max"
-	else
-		CGROUP=/sys/fs/cgroup/memory/aifs-mountbench.$$
-		mkdir "$CGROUP"
-		echo "$limit" >"$CGROUP/memory.limit_in_bytes"
-	fi
-	bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CGROUP" "$@"
-	rmdir "$CGROUP"
-}
-kc() { $PY -c 'import json,sys; d=json.load(open(sys.argv[1]))["dirs"]; print(round(d[0]["median_files_per_s"]), round(d[1]["median_files_per_s"]))' "$1"; }
 echo
 echo "| 8 readers | kernel_cache=on files/s | kernel_cache=off files/s | on/off |"
 echo "|---|---|---|---|"
 "$AIFS" bench --json --drop-caches --epochs "$EPOCHS" "$RUN/mnt" "$RUN/mnt-off" >"$RUN/bench.json"
-read -r on off < <(kc "$RUN/bench.json")
-echo "| cold | $on | $off | $(awk -v a="$on" -v b="$off" 'BEGIN{printf "%.2f", a/b}') |"
+read -r on off < <(bench_medians "$RUN/bench.json")
+echo "| cold | $on | $off | $(ratio "$on" "$off") |"
 "$AIFS" bench --json --epochs $((EPOCHS + 1)) "$RUN/mnt" "$RUN/mnt-off" >"$RUN/bench.json" # epoch 1 warms; the median of 4 is the mean of 2 warm epochs
-read -r on off < <(kc "$RUN/bench.json")
-echo "| warm | $on | $off | $(awk -v a="$on" -v b="$off" 'BEGIN{printf "%.2f", a/b}') |"
+read -r on off < <(bench_medians "$RUN/bench.json")
+echo "| warm | $on | $off | $(ratio "$on" "$off") |"
 half=$(($(du -sb "$RUN/ext4/set" | cut -f1) / 2))
-sync; echo 3 >/proc/sys/vm/drop_caches
+dropcaches
 in_cgroup "$half" "$AIFS" bench --json --epochs "$EPOCHS" "$RUN/mnt" "$RUN/mnt-off" >"$RUN/bench.json"
-read -r on off < <(kc "$RUN/bench.json")
-echo "| memory limited to half the dataset, from cold | $on | $off | $(awk -v a="$on" -v b="$off" 'BEGIN{printf "%.2f", a/b}') |"
+read -r on off < <(bench_medians "$RUN/bench.json")
+echo "| memory limited to half the dataset, from cold | $on | $off | $(ratio "$on" "$off") |"
 fusermount3 -u "$RUN/mnt-off"
 fusermount3 -u "$RUN/mnt"
 

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# prefetch.sh — the figures of the prefetch issue, side by side in one run on one disk (an ext4
+# image on a direct-I/O loop device holding both the plain tree and its shard set):
+#   1. next-epoch hit rate of aifs's memory cache for a cache of c = 1/4, 1/2 and all of the
+#      dataset (kernel_cache=off, so that aifs's cache is the only one), against the c²/2 that
+#      LRU gets under a fresh shuffle;
+#   2. cold shuffled epochs with 1 and 8 readers: aifs with a plan (aifs bench --plan writes each
+#      epoch's order to .aifs/plan, as python/aifs_plan.py does), aifs without (a second mount
+#      with -o ro takes no plan), native ext4;
+#   3. a sorted scan (validation order) with 1 reader: aifs, ext4, and fio's sequential O_DIRECT
+#      read of the shard (the device's sequential bandwidth);
+#   4. memory-constrained epochs: readers and the aifs daemon in a memory cgroup limited to half
+#      the dataset (aifs with kernel_cache=off and cache_size at 3/4 of the limit), against
+#      native ext4 read in a cgroup of the same limit; epochs after the first.
+# Prints markdown tables; commits nothing. Needs root.
+#
+# Environment (defaults in brackets): FILES [10000]  EPOCHS [3]  WORKDIR [/var/tmp]
+set -euo pipefail
+
+FILES=${FILES:-10000}
+EPOCHS=${EPOCHS:-3}
+WORKDIR=${WORKDIR:-/var/tmp}
+NAME=prefetch
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+echo "== machine: $(machine)" >&2
+ext4_dataset "$FILES" "$RUN/ext4"
+data=$(du -sb "$RUN/ext4/set" | awk '{print $1}')
+stat_of() { "$AIFS" stats --json "$1" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(d["cache"]["hits"], d["cache"]["misses"])'; }
+
+# --- 1. next-epoch hit rate -------------------------------------------------------------------
+echo "| cache (fraction c of the dataset) | next-epoch hit rate | 0.9·c (target) | LRU expectation c²/2 |"
+echo "|---|---|---|---|"
+for c in 0.25 0.5 1.0; do
+	mnt=$RUN/mnt-c$c
+	mkdir "$mnt"
+	"$AIFS" mount -o kernel_cache=off,cache_size="$(awk -v c="$c" -v d="$data" 'BEGIN{printf "%d", c*d}')" "$RUN/ext4/set" "$mnt"
+	"$AIFS" bench --seed 1 -j 8 "$mnt" >/dev/null
+	read -r h0 m0 < <(stat_of "$mnt")
+	"$AIFS" bench --seed 2 -j 8 "$mnt" >/dev/null
+	read -r h1 m1 < <(stat_of "$mnt")
+	echo "| $c | $(awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) 'BEGIN{printf "%.3f", h/(h+m)}') | $(awk -v c="$c" 'BEGIN{printf "%.3f", 0.9*c}') | $(awk -v c="$c" 'BEGIN{printf "%.3f", c*c/2}') |"
+	fusermount3 -u "$mnt"
+done
+
+# --- 2. shuffled epochs with and without a plan -------------------------------------------------
+mkdir "$RUN/plan" "$RUN/noplan"
+"$AIFS" mount "$RUN/ext4/set" "$RUN/plan"
+"$AIFS" mount -o ro "$RUN/ext4/set" "$RUN/noplan"
+echo
+echo "| cold shuffled epoch | aifs with a plan files/s | aifs without files/s | native ext4 files/s | plan/no plan | plan/ext4 |"
+echo "|---|---|---|---|---|---|"
+for j in 1 8; do
+	"$AIFS" bench --json --plan --drop-caches --epochs "$EPOCHS" -j "$j" "$RUN/plan" "$RUN/noplan" "$RUN/ext4/tree" >"$RUN/bench.json"
+	read -r p n e < <(bench_medians "$RUN/bench.json")
+	echo "| $j reader(s) | $p | $n | $e | $(ratio "$p" "$n") | $(ratio "$p" "$e") |"
+done
+
+# --- 3. sorted scan against the device's sequential bandwidth ---------------------------------
+"$AIFS" bench --json --seq --drop-caches --epochs "$EPOCHS" -j 1 "$RUN/noplan" "$RUN/ext4/tree" >"$RUN/bench.json"
+read -r a e < <($PY -c 'import json,sys,statistics as s; r=json.load(open(sys.argv[1])); print(*[round(s.median(p["mb_per_s"] for p in r["passes"] if p["dir"]==d["dir"])) for d in r["dirs"]])' "$RUN/bench.json")
+dropcaches
+f=$(fio --name=seq --filename="$RUN/ext4/set/shard-000000.dat" --rw=read --bs=4M --direct=1 --ioengine=psync \
+	--iodepth=1 --output-format=json | $PY -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e6))')
+echo
+echo "| sorted scan, 1 reader | aifs MB/s | native ext4 MB/s | fio sequential O_DIRECT 4 MiB reads MB/s | aifs/fio (target ≥ 0.8) | aifs/ext4 |"
+echo "|---|---|---|---|---|---|"
+echo "| | $a | $e | $f | $(ratio "$a" "$f") | $(ratio "$a" "$e") |"
+fusermount3 -u "$RUN/plan"
+fusermount3 -u "$RUN/noplan"
+
+# --- 4. memory-constrained epochs ---------------------------------------------------------------
+limit=$((data / 2))
+mkdir "$RUN/limited"
+dropcaches
+in_cgroup "$limit" "$AIFS" mount -o kernel_cache=off,cache_size=$((limit * 3 / 4)) "$RUN/ext4/set" "$RUN/limited"
+in_cgroup "$limit" "$AIFS" bench --json --epochs "$EPOCHS" -j 8 "$RUN/limited" >"$RUN/aifs.json"
+dropcaches
+in_cgroup "$limit" "$AIFS" bench --json --epochs "$EPOCHS" -j 8 "$RUN/ext4/tree" >"$RUN/ext4.json"
+later() { $PY -c 'import json,sys,statistics as s; print(round(s.median(p["files_per_s"] for p in json.load(open(sys.argv[1]))["passes"] if p["epoch"] > 1)))' "$1"; }
+first() { $PY -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["passes"][0]["files_per_s"]))' "$1"; }
+echo
+echo "| memory limited to half the dataset, 8 readers | aifs files/s | native ext4 files/s | aifs/ext4 |"
+echo "|---|---|---|---|"
+echo "| first epoch (cold) | $(first "$RUN/aifs.json") | $(first "$RUN/ext4.json") | $(ratio "$(first "$RUN/aifs.json")" "$(first "$RUN/ext4.json")") |"
+echo "| later epochs (median) | $(later "$RUN/aifs.json") | $(later "$RUN/ext4.json") | $(ratio "$(later "$RUN/aifs.json")" "$(later "$RUN/ext4.json")") |"
