@@ -22,6 +22,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -86,6 +87,7 @@ type FS struct {
 	x      *layout.Index
 	shards []backend.Shard // by shard number; immutable after New
 	loader *prefetch.Loader
+	srv    atomic.Pointer[fuse.Server] // set by Mount, for NOTIFY_STORE
 	opt    Options
 	log    *zap.Logger
 	stats  *Stats
@@ -123,6 +125,9 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 	}
 	po := opt.Prefetch
 	po.KeepRead = opt.KernelCache == CacheOff
+	if opt.KernelCache == CacheOn {
+		po.Store = f.store
+	}
 	var err error
 	if f.loader, err = prefetch.NewLoader(x, f.shards, po); err != nil {
 		f.Close()
@@ -140,6 +145,21 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 		f.log.Warn("the shard set has a top-level entry named " + ctlName + "; the control directory hides it")
 	}
 	return f, nil
+}
+
+// store pushes sample id, read ahead, into the kernel's page cache (NOTIFY_STORE) and reports
+// whether the kernel took it. The kernel refuses (ENOENT) when it holds no inode for the file;
+// the sample is then read by READ as usual.
+func (f *FS) store(id layout.ID, data []byte) bool {
+	srv := f.srv.Load()
+	if srv == nil {
+		return false
+	}
+	st := srv.InodeNotifyStoreCache(uint64(id)+1, 0, data)
+	if st != fuse.OK && st != fuse.ENOENT {
+		f.log.Debug("NOTIFY_STORE refused", zap.Uint32("id", uint32(id)), zap.Stringer("status", st))
+	}
+	return st == fuse.OK
 }
 
 // Stats returns the FS's request statistics.

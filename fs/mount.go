@@ -74,6 +74,7 @@ func Mount(f *FS, mountpoint string, opt MountOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
+	f.srv.Store(srv)
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()

@@ -106,26 +106,33 @@ func TestTorchDataLoader(t *testing.T) {
 // TestTorchPlanLoader runs the shuffled DataLoader of TestTorchDataLoader through the mount with
 // python/aifs_plan.plan() wrapped around it: the decoded samples are the same as the source's,
 // the daemon received the epoch's order as a plan, and read ahead from it, so that most samples
-// were already in memory when their READ came.
+// were either in the kernel's page cache before they were opened (NOTIFY_STORE: no READ at all)
+// or in aifs's memory when their READ came.
 func TestTorchPlanLoader(t *testing.T) {
 	src, set := jpegSet(t)
 	mnt := mountSet(t, set)
 	out := torchCheck(t, "loader", src, mnt, "--workers", "2", "--plan")
 	t.Log(out)
 	var res struct {
-		Samples int
-		Cache   struct{ Hits, Misses int }
-		Plans   []struct{ Writer, Samples, Read int }
+		Samples  int
+		Cache    struct{ Hits, Misses int }
+		Prefetch struct{ Stored int }
+		Plans    []struct{ Writer, Samples, Read int }
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("check.py output: %v", err)
 	}
-	if len(res.Plans) != 1 || res.Plans[0].Samples != jpegFiles || res.Plans[0].Read != jpegFiles {
-		t.Errorf("plans %+v, want one plan of %d samples, all read", res.Plans, jpegFiles)
+	// The plan's cursor moves with the READs of the samples not stored (one in 8 or more), so
+	// it ends within the last few samples.
+	if len(res.Plans) != 1 || res.Plans[0].Samples != jpegFiles || res.Plans[0].Read < jpegFiles-16 {
+		t.Errorf("plans %+v, want one plan of %d samples, read to its end", res.Plans, jpegFiles)
 	}
-	if res.Cache.Hits < jpegFiles*8/10 {
-		t.Errorf("%d of %d samples were in memory when read (%d misses), want at least 80%%: the plan was not read ahead",
-			res.Cache.Hits, jpegFiles, res.Cache.Misses)
+	if ahead := res.Cache.Hits + res.Prefetch.Stored; ahead < jpegFiles*8/10 {
+		t.Errorf("%d of %d samples were read ahead (%d stored in the page cache, %d in memory; %d misses), want at least 80%%",
+			ahead, jpegFiles, res.Prefetch.Stored, res.Cache.Hits, res.Cache.Misses)
+	}
+	if res.Prefetch.Stored == 0 {
+		t.Error("no sample was stored in the kernel's page cache ahead of its reader")
 	}
 }
 

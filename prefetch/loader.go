@@ -1,6 +1,7 @@
 package prefetch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,11 +31,19 @@ type Options struct {
 	MaxWhole int64
 	// Planner bounds the read-ahead decisions.
 	Planner PlannerConfig
+	// Store, if set, is offered each sample read ahead, except beacons (Planner.IsBeacon) and
+	// samples of one page or less: fs pushes it into the kernel's page cache (NOTIFY_STORE) and
+	// reports whether the kernel took it; if so the Loader lets go of it, and the reader reads
+	// it from the page cache with no request at all. Store must not keep data.
+	Store func(id layout.ID, data []byte) bool
 }
+
+// DefaultCacheBytes is Options.CacheBytes when not set (-o cache_size).
+const DefaultCacheBytes = 1 << 30
 
 func (o *Options) defaults() {
 	if o.CacheBytes <= 0 {
-		o.CacheBytes = 1 << 30
+		o.CacheBytes = DefaultCacheBytes
 	}
 	if o.Workers <= 0 {
 		o.Workers = 16 // as deep as the readers of a DataLoader with 8-16 workers
@@ -103,6 +112,7 @@ type loaderStats struct {
 	aheadUsed, aheadWasted     atomic.Uint64 // bytes
 	aheadDropped, aheadIssued  atomic.Uint64 // samples
 	planWriteError             atomic.Uint64
+	stored                     atomic.Uint64 // samples handed to the kernel's page cache
 }
 
 const flightShards = 64
@@ -129,7 +139,6 @@ type Sample struct {
 	// ahead: fetched ahead (or whole for a READ that did not reach its end) and not yet read
 	// to the end; counted in aheadBytes. kept: in the subset, counted in keptBytes.
 	ahead, kept atomic.Bool
-	shared      bool // blk holds other samples too (read ahead together)
 }
 
 // Bytes returns the whole sample.
@@ -350,16 +359,20 @@ func (l *Loader) consumed(s *Sample, end int64) {
 		l.cache.Del(uint32(s.id))
 		return
 	}
-	if !s.shared {
-		s.kept.Store(true)
-		return
-	}
-	// Into the subset, with a buffer of its own so that it does not pin the neighbours it was
-	// read ahead with (the cache lets go of s, and s's buffer goes with its last reader).
-	own := &Sample{data: append([]byte(nil), s.data...), blk: &block{}, id: s.id}
+	// Into the subset, as a copy of its own (the cache lets go of s, and s's buffer goes with
+	// its last reader).
+	l.keepCopy(s)
+}
+
+// keepCopy puts into the cache, as kept, an exact-size copy of s (whose keptBytes are already
+// counted). A kept sample lives for epochs: it must not pin a pooled read buffer of the next
+// size class (a 130 KB sample in a 1 MiB buffer) or the neighbours it was read ahead with,
+// which the budget, counting sample bytes, would not see.
+func (l *Loader) keepCopy(s *Sample) {
+	own := &Sample{data: bytes.Clone(s.data), blk: &block{}, id: s.id}
 	own.blk.refs.Store(1) // the cache's
 	own.kept.Store(true)
-	if !l.cache.Set(uint32(s.id), own, size) {
+	if !l.cache.Set(uint32(s.id), own, int64(len(s.data))) {
 		l.onExit(own)
 	}
 }
@@ -369,12 +382,13 @@ func (l *Loader) consumed(s *Sample, end int64) {
 // the subset if it belongs there and fits.
 func (l *Loader) admit(s *Sample, ahead bool) {
 	size := int64(len(s.data))
-	keep := !ahead && l.reserveKeep(s.id, size)
-	if !ahead && !keep {
+	if !ahead {
+		if l.reserveKeep(s.id, size) {
+			l.keepCopy(s)
+		}
 		return
 	}
-	s.ahead.Store(ahead)
-	s.kept.Store(keep)
+	s.ahead.Store(true)
 	s.blk.refs.Add(1) // the cache's
 	if !l.cache.Set(uint32(s.id), s, size) {
 		l.onExit(s)
@@ -545,7 +559,7 @@ func (l *Loader) prefetch(f Fetch) {
 	for i, c := range claims {
 		e := l.x.Entry(c.id)
 		lo := int64(e.Offset) - f.Off
-		s := &Sample{data: data[lo : lo+int64(e.Size) : lo+int64(e.Size)], blk: blk, id: c.id, shared: len(claims) > 1}
+		s := &Sample{data: data[lo : lo+int64(e.Size) : lo+int64(e.Size)], blk: blk, id: c.id}
 		s.ahead.Store(true)
 		s.blk.refs.Add(1) // the cache's
 		if !l.cache.Set(uint32(c.id), s, int64(e.Size)) {
@@ -559,8 +573,33 @@ func (l *Loader) prefetch(f Fetch) {
 	for i, c := range claims {
 		l.resolve(c.fs, c.id, c.f, samples[i], nil)
 	}
+	// Only after the flights are resolved: a reader may hold a file's pages locked while its
+	// READ waits for a flight, and the kernel locks those pages to store into them.
+	if l.opt.Store != nil {
+		// One sample in beaconEvery still comes as a READ, so that the planner sees how far
+		// the readers have got and keeps reading ahead of them.
+		l.mu.Lock()
+		for i, s := range samples {
+			if l.planner.IsBeacon(s.id) {
+				samples[i] = nil
+			}
+		}
+		l.mu.Unlock()
+		for _, s := range samples {
+			if s != nil && len(s.data) > pageSize && l.opt.Store(s.id, s.data) {
+				l.stats.stored.Add(1)
+				l.mu.Lock()
+				l.planner.Delivered(s.id)
+				l.mu.Unlock()
+				l.consumed(s, int64(len(s.data)))
+			}
+		}
+	}
 	blk.release()
 }
+
+// pageSize is the kernel's page: a sample of one page costs one READ either way.
+const pageSize = 4096
 
 // Stats is a snapshot of the Loader's counters, as they appear in the stats file.
 type Stats struct {
@@ -596,6 +635,7 @@ type PrefetchStats struct {
 	UsedBytes   uint64 `json:"used_bytes"`
 	WastedBytes uint64 `json:"wasted_bytes"`
 	QueueDepth  int    `json:"queue_depth"`
+	Stored      uint64 `json:"stored"`      // samples read ahead into the kernel's page cache
 	PlanErrors  uint64 `json:"plan_errors"` // plan writes refused (EINVAL)
 }
 
@@ -618,7 +658,7 @@ func (l *Loader) Stats() Stats {
 		Backend: BackendStats{Reads: st.backendReads.Load(), Bytes: st.backendBytes.Load()},
 		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Dropped: st.aheadDropped.Load(),
 			HeldBytes: l.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
-			QueueDepth: len(l.queue), PlanErrors: st.planWriteError.Load()},
+			QueueDepth: len(l.queue), PlanErrors: st.planWriteError.Load(), Stored: st.stored.Load()},
 		Epoch: EpochStats{Number: epoch},
 		Plans: plans,
 	}

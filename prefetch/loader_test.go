@@ -404,3 +404,72 @@ func TestLoaderBudget(t *testing.T) {
 		t.Errorf("%d bytes held, budget %d", o, budget)
 	}
 }
+
+// TestLoaderStore: with Options.Store (kernel_cache=on), samples read ahead are handed to the
+// kernel whole and dropped from the Loader's memory, except beacons and one-page samples;
+// reading only what still comes as READs (the beacons: the kernel serves the rest from its
+// page cache) keeps the plan's read-ahead going to the end of the epoch.
+func TestLoaderStore(t *testing.T) {
+	x, shards, content := dataset(t, 400, 8<<10)
+	ids := sortedIDs(content)
+	order := append([]layout.ID(nil), ids...)
+	rand.New(rand.NewPCG(5, 6)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	stored := map[layout.ID][]byte{}
+	var mu sync.Mutex
+	l := newInlineLoader(t, x, shards, Options{Planner: PlannerConfig{PlanDepth: 16}, Store: func(id layout.ID, data []byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, twice := stored[id]; twice {
+			t.Errorf("sample %d stored twice", id)
+		}
+		stored[id] = bytes.Clone(data)
+		return true
+	}})
+	var plan strings.Builder
+	plan.WriteString(planHeaderPaths + "\n")
+	for _, id := range order {
+		plan.WriteString(x.Path(id) + "\n")
+	}
+	if err := l.WritePlan(1, 0, []byte(plan.String())); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range order {
+		if _, ok := stored[id]; ok {
+			continue // the kernel has it: no READ comes
+		}
+		if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
+			t.Fatalf("sample %d: wrong bytes", id)
+		}
+	}
+	beacons := 0
+	for _, id := range order {
+		b, ok := stored[id]
+		switch {
+		case l.planner.IsBeacon(id) || len(content[id]) <= pageSize:
+			beacons++
+			if ok {
+				t.Errorf("beacon or one-page sample %d was stored", id)
+			}
+		case !ok:
+			t.Errorf("sample %d (plan position %d) was not stored", id, slicesIndex(order, id))
+		case !bytes.Equal(b, content[id]):
+			t.Errorf("sample %d stored with wrong bytes", id)
+		}
+	}
+	st := l.Stats()
+	if st.Prefetch.Stored != uint64(len(stored)) || st.Prefetch.HeldBytes != 0 {
+		t.Errorf("stats: %d stored (want %d), %d bytes still held (want 0: the kernel has them)", st.Prefetch.Stored, len(stored), st.Prefetch.HeldBytes)
+	}
+	if st.Cache.Misses > 0 || int(st.Cache.Hits) != beacons {
+		t.Errorf("%d hits and %d misses, want a hit for each of the %d beacons", st.Cache.Hits, st.Cache.Misses, beacons)
+	}
+}
+
+func slicesIndex(ids []layout.ID, id layout.ID) int {
+	for i, v := range ids {
+		if v == id {
+			return i
+		}
+	}
+	return -1
+}

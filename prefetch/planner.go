@@ -137,6 +137,19 @@ func NewPlanner(cat Catalog, cfg PlannerConfig) *Planner {
 // ahead would be wasted (its next use is in the next epoch).
 func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(id%64)) != 0 }
 
+// beaconEvery is how often a sample read ahead is a beacon (see Options.Store).
+const beaconEvery = 8
+
+// IsBeacon reports whether sample id must still come as a READ when read ahead, so that the
+// planner sees the readers' progress: every beaconEvery-th sample of a plan, in plan order,
+// and every beaconEvery-th id of a sequential run.
+func (p *Planner) IsBeacon(id layout.ID) bool {
+	if int(id) < len(p.slot) && p.slot[id] > 0 {
+		return p.pos[id]%beaconEvery == 0
+	}
+	return id%beaconEvery == 0
+}
+
 // Epoch returns the current epoch (from 1) and how many distinct samples it has read.
 func (p *Planner) Epoch() (epoch, covered, files int) { return p.epoch, p.covered, p.files }
 
@@ -154,6 +167,16 @@ func (p *Planner) Read(id layout.ID) {
 		}
 	}
 	p.trackStream(id)
+}
+
+// Delivered records that sample id was handed to the kernel's page cache ahead of its reader
+// (Options.Store): it counts as read in this epoch (no READ will come for it, and reading it
+// ahead again would be wasted) but moves no plan cursor or run, which only READs do.
+func (p *Planner) Delivered(id layout.ID) {
+	if word, bit := id/64, uint64(1)<<(id%64); p.seen[word]&bit == 0 {
+		p.seen[word] |= bit
+		p.covered++
+	}
 }
 
 func (p *Planner) trackEpoch(id layout.ID) {
@@ -185,7 +208,9 @@ func (p *Planner) isRecent(id layout.ID) bool {
 func (p *Planner) trackStream(id layout.ID) {
 	for i := range p.streams {
 		s := &p.streams[i]
-		if s.hits > 0 && s.next == id {
+		// A confirmed run also continues at a sample it read ahead: the samples in between
+		// may have been read from the kernel's page cache (Options.Store) without a READ.
+		if s.hits > 0 && s.next == id || s.hits >= 2 && id > s.next && id < s.ahead {
 			s.hits++
 			s.next = p.nextFile(id)
 			if s.ahead < s.next {

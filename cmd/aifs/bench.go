@@ -51,6 +51,7 @@ epochs), 130 if interrupted.`)
 	seed := flags.Uint64("seed", 1, "seed of the shuffle; epoch E of seed S reads in the same order in every run")
 	seq := flags.Bool("seq", false, "read in pack order instead of shuffled, like a validation pass")
 	limit := flags.Int("limit", 0, "read only the first N files of each epoch's order (0: all)")
+	relist := flags.Bool("relist", false, "with --drop-caches, list DIR again (untimed) after dropping the caches before each epoch, as a training job lists its dataset before its first epoch: the data is cold, the names are not")
 	plan := flags.Bool("plan", false, "before each epoch, write its order to DIR/.aifs/plan where that file exists (an aifs mount), as python/aifs_plan.py does for a DataLoader")
 	drop := flags.Bool("drop-caches", false, "sync and drop the kernel's page, dentry and inode caches before each listing and each epoch of each DIR (needs root; aifs's own cache is not dropped)")
 	asJSON := flags.Bool("json", false, "print one JSON object at the end instead of text lines")
@@ -66,7 +67,7 @@ epochs), 130 if interrupted.`)
 	case *limit < 0:
 		return usageError(flags, "--limit must not be negative")
 	}
-	opt := benchOptions{Dirs: dirs, Epochs: *epochs, Jobs: jobs, Limit: *limit, Seed: *seed, Seq: *seq, Plan: *plan}
+	opt := benchOptions{Dirs: dirs, Epochs: *epochs, Jobs: jobs, Limit: *limit, Seed: *seed, Seq: *seq, Plan: *plan, Relist: *relist}
 	if *drop {
 		opt.DropCaches = dropKernelCaches
 	}
@@ -104,6 +105,7 @@ type benchOptions struct {
 	Seed   uint64   // seed of the shuffle (default 1)
 	Seq    bool     // read in pack order instead of shuffled (default false)
 	Plan   bool     // write each pass's order to DIR/.aifs/plan where it exists (default false)
+	Relist bool     // list DIR again, untimed, after DropCaches before each pass (default false)
 	// DropCaches, if not nil, is called before each listing and before each epoch of each tree;
 	// its error stops the run. The first call comes before anything is read.
 	DropCaches func() error
@@ -205,6 +207,11 @@ func (rep *benchReport) run(ctx context.Context, opt benchOptions, out io.Writer
 		for i, dir := range opt.Dirs {
 			if err := dropCaches(opt); err != nil {
 				return err
+			}
+			if opt.Relist && opt.DropCaches != nil {
+				if _, err := listTree(ctx, dir); err != nil {
+					return err
+				}
 			}
 			if opt.Plan {
 				if err := writePlan(dir, paths, order[:n]); err != nil {

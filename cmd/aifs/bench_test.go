@@ -407,3 +407,41 @@ func TestBenchInterrupted(t *testing.T) {
 		t.Errorf("readPass with a cancelled context returned %v", err)
 	}
 }
+
+// TestBenchPlan checks that --plan writes each pass's order, as paths, into DIR/.aifs/plan
+// where that file exists, and leaves other directories alone.
+func TestBenchPlan(t *testing.T) {
+	files := sampleTree(12)
+	a, b := writeTree(t, files), writeTree(t, files)
+	if err := os.MkdirAll(filepath.Join(a, ".aifs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plan := filepath.Join(a, ".aifs", "plan")
+	if err := os.WriteFile(plan, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := benchRun(t.Context(), benchOptions{Dirs: []string{a, b}, Epochs: 2, Jobs: 2, Seed: 5, Plan: true}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := listTree(t.Context(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make([]uint32, len(paths))
+	epochOrder(order, false, 5, 2)
+	want := "aifs-plan 1 paths\n"
+	for _, i := range order {
+		want += paths[i] + "\n"
+	}
+	got, err := os.ReadFile(plan)
+	if err != nil || string(got) != want {
+		t.Errorf("plan file after epoch 2: %q (%v), want %q", got, err, want)
+	}
+	if _, err := os.Stat(filepath.Join(b, ".aifs")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a directory without .aifs/plan got one: %v", err)
+	}
+	if len(rep.Mismatches) > 0 {
+		t.Errorf("digests differ: %v", rep.Mismatches)
+	}
+}

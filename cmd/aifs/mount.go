@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -323,6 +324,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	if err != nil {
 		return nil, nil, err
 	}
+	setMemoryLimit(log, src, c.cacheSize)
 	be, err := local.New(src, local.Options{Logger: func(msg string) { log.Warn(msg) }})
 	if err != nil {
 		return nil, nil, err
@@ -456,4 +458,60 @@ func (c *mountConfig) logger() (*zap.Logger, func(), error) {
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), out, level)).Named("aifs")
 	return log, func() { log.Sync(); closeFile() }, nil
+}
+
+// setMemoryLimit gives the Go runtime a soft memory limit: the index, the sample cache and
+// 256 MiB for everything else (buffers, requests), or 9/10 of this process's memory cgroup
+// limit if that is lower. Without one the heap may grow to twice the live cache before a
+// collection, and a daemon in a memory cgroup is killed (it was, in a cgroup of half a 1.1 GB
+// dataset with cache_size at 3/4 of the limit).
+func setMemoryLimit(log *zap.Logger, src string, cacheSize int64) {
+	if cacheSize <= 0 {
+		cacheSize = prefetch.DefaultCacheBytes
+	}
+	limit := cacheSize + 256<<20
+	if fi, err := os.Stat(filepath.Join(src, layout.IndexName)); err == nil {
+		limit += fi.Size()
+	}
+	if cg := cgroupMemoryLimit(); cg > 0 && cg/10*9 < limit {
+		limit = cg / 10 * 9
+		if cacheSize > limit/2 {
+			log.Warn("cache_size is more than half of this memory cgroup's limit; the daemon may run out of memory",
+				zap.Int64("cache_size", cacheSize), zap.Int64("cgroup_limit", cg))
+		}
+	}
+	debug.SetMemoryLimit(limit)
+}
+
+// cgroupMemoryLimit returns the memory limit of this process's cgroup (v2 memory.max or v1
+// memory.limit_in_bytes), or 0 if there is none or it cannot be read.
+func cgroupMemoryLimit() int64 {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var file string
+		switch {
+		case parts[0] == "0" && parts[1] == "": // v2
+			file = filepath.Join("/sys/fs/cgroup", parts[2], "memory.max")
+		case strings.Contains(","+parts[1]+",", ",memory,"): // v1
+			file = filepath.Join("/sys/fs/cgroup/memory", parts[2], "memory.limit_in_bytes")
+		default:
+			continue
+		}
+		v, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		// "max" (v2) or a huge number (v1) mean no limit
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64); err == nil && n > 0 && n < 1<<50 {
+			return n
+		}
+	}
+	return 0
 }

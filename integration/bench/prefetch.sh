@@ -6,12 +6,14 @@
 #      LRU gets under a fresh shuffle;
 #   2. cold shuffled epochs with 1 and 8 readers: aifs with a plan (aifs bench --plan writes each
 #      epoch's order to .aifs/plan, as python/aifs_plan.py does), aifs without (a second mount
-#      with -o ro takes no plan), native ext4;
+#      with -o ro takes no plan), native ext4; with every cache dropped before each epoch, and
+#      with the tree listed again after dropping them (--relist: a training job lists its
+#      dataset before its first epoch, and only then can read-ahead go into the page cache);
 #   3. a sorted scan (validation order) with 1 reader: aifs, ext4, and fio's sequential O_DIRECT
 #      read of the shard (the device's sequential bandwidth);
-#   4. memory-constrained epochs: readers and the aifs daemon in a memory cgroup limited to half
-#      the dataset (aifs with kernel_cache=off and cache_size at 3/4 of the limit), against
-#      native ext4 read in a cgroup of the same limit; epochs after the first.
+#   4. memory-constrained epochs: readers and the aifs daemon in memory cgroups limited to half
+#      the dataset (aifs with kernel_cache=on, and with kernel_cache=off and cache_size at 3/4
+#      of the limit), against native ext4 read in a cgroup of the same limit.
 # Prints markdown tables; commits nothing. Needs root.
 #
 # Environment (defaults in brackets): FILES [10000]  EPOCHS [3]  WORKDIR [/var/tmp]
@@ -44,43 +46,55 @@ for c in 0.25 0.5 1.0; do
 done
 
 # --- 2. shuffled epochs with and without a plan -------------------------------------------------
+label() { if [[ -n $1 ]]; then echo "tree listed after dropping caches"; else echo "everything cold"; fi; }
 mkdir "$RUN/plan" "$RUN/noplan"
 "$AIFS" mount "$RUN/ext4/set" "$RUN/plan"
 "$AIFS" mount -o ro "$RUN/ext4/set" "$RUN/noplan"
 echo
-echo "| cold shuffled epoch | aifs with a plan files/s | aifs without files/s | native ext4 files/s | plan/no plan | plan/ext4 |"
-echo "|---|---|---|---|---|---|"
-for j in 1 8; do
-	"$AIFS" bench --json --plan --drop-caches --epochs "$EPOCHS" -j "$j" "$RUN/plan" "$RUN/noplan" "$RUN/ext4/tree" >"$RUN/bench.json"
-	read -r p n e < <(bench_medians "$RUN/bench.json")
-	echo "| $j reader(s) | $p | $n | $e | $(ratio "$p" "$n") | $(ratio "$p" "$e") |"
+echo "| cold shuffled epoch | readers | aifs with a plan files/s | aifs without files/s | native ext4 files/s | plan/no plan | plan/ext4 |"
+echo "|---|---|---|---|---|---|---|"
+for relist in "" --relist; do
+	for j in 1 8; do
+		"$AIFS" bench --json --plan --drop-caches $relist --epochs "$EPOCHS" -j "$j" "$RUN/plan" "$RUN/noplan" "$RUN/ext4/tree" >"$RUN/bench.json"
+		read -r p n e < <(bench_medians "$RUN/bench.json")
+		echo "| $(label "$relist") | $j | $p | $n | $e | $(ratio "$p" "$n") | $(ratio "$p" "$e") |"
+	done
 done
 
 # --- 3. sorted scan against the device's sequential bandwidth ---------------------------------
-"$AIFS" bench --json --seq --drop-caches --epochs "$EPOCHS" -j 1 "$RUN/noplan" "$RUN/ext4/tree" >"$RUN/bench.json"
-read -r a e < <($PY -c 'import json,sys,statistics as s; r=json.load(open(sys.argv[1])); print(*[round(s.median(p["mb_per_s"] for p in r["passes"] if p["dir"]==d["dir"])) for d in r["dirs"]])' "$RUN/bench.json")
 dropcaches
 f=$(fio --name=seq --filename="$RUN/ext4/set/shard-000000.dat" --rw=read --bs=4M --direct=1 --ioengine=psync \
 	--iodepth=1 --output-format=json | $PY -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e6))')
 echo
 echo "| sorted scan, 1 reader | aifs MB/s | native ext4 MB/s | fio sequential O_DIRECT 4 MiB reads MB/s | aifs/fio (target ≥ 0.8) | aifs/ext4 |"
 echo "|---|---|---|---|---|---|"
-echo "| | $a | $e | $f | $(ratio "$a" "$f") | $(ratio "$a" "$e") |"
+for relist in "" --relist; do
+	"$AIFS" bench --json --seq --drop-caches $relist --epochs "$EPOCHS" -j 1 "$RUN/noplan" "$RUN/ext4/tree" >"$RUN/bench.json"
+	read -r a e < <($PY -c 'import json,sys,statistics as s; r=json.load(open(sys.argv[1])); print(*[round(s.median(p["mb_per_s"] for p in r["passes"] if p["dir"]==d["dir"])) for d in r["dirs"]])' "$RUN/bench.json")
+	echo "| $(label "$relist") | $a | $e | $f | $(ratio "$a" "$f") | $(ratio "$a" "$e") |"
+done
 fusermount3 -u "$RUN/plan"
 fusermount3 -u "$RUN/noplan"
 
 # --- 4. memory-constrained epochs ---------------------------------------------------------------
+# Each system's readers run in a memory cgroup of half the dataset; each aifs daemon in one of its
+# own, of the same limit: kernel_cache=on (the default: the page cache keeps what was read; aifs
+# holds read-ahead only, cache_size=64M) and kernel_cache=off (aifs keeps a stable subset,
+# cache_size at 3/4 of the limit).
 limit=$((data / 2))
-mkdir "$RUN/limited"
-dropcaches
-in_cgroup "$limit" "$AIFS" mount -o kernel_cache=off,cache_size=$((limit * 3 / 4)) "$RUN/ext4/set" "$RUN/limited"
-in_cgroup "$limit" "$AIFS" bench --json --epochs "$EPOCHS" -j 8 "$RUN/limited" >"$RUN/aifs.json"
-dropcaches
-in_cgroup "$limit" "$AIFS" bench --json --epochs "$EPOCHS" -j 8 "$RUN/ext4/tree" >"$RUN/ext4.json"
+mkdir "$RUN/limited-on" "$RUN/limited-off"
+in_cgroup "$limit" "$AIFS" mount -o cache_size=64M "$RUN/ext4/set" "$RUN/limited-on"
+in_cgroup "$limit" "$AIFS" mount -o kernel_cache=off,cache_size=$((limit * 3 / 4)) "$RUN/ext4/set" "$RUN/limited-off"
+for d in limited-on limited-off ext4/tree; do
+	dropcaches
+	in_cgroup "$limit" "$AIFS" bench --json --epochs "$EPOCHS" -j 8 "$RUN/$d" >"$RUN/$(basename "$d").json"
+done
 later() { $PY -c 'import json,sys,statistics as s; print(round(s.median(p["files_per_s"] for p in json.load(open(sys.argv[1]))["passes"] if p["epoch"] > 1)))' "$1"; }
 first() { $PY -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["passes"][0]["files_per_s"]))' "$1"; }
 echo
-echo "| memory limited to half the dataset, 8 readers | aifs files/s | native ext4 files/s | aifs/ext4 |"
-echo "|---|---|---|---|"
-echo "| first epoch (cold) | $(first "$RUN/aifs.json") | $(first "$RUN/ext4.json") | $(ratio "$(first "$RUN/aifs.json")" "$(first "$RUN/ext4.json")") |"
-echo "| later epochs (median) | $(later "$RUN/aifs.json") | $(later "$RUN/ext4.json") | $(ratio "$(later "$RUN/aifs.json")" "$(later "$RUN/ext4.json")") |"
+echo "| memory limited to half the dataset, 8 readers | aifs kernel_cache=on files/s | aifs kernel_cache=off files/s | native ext4 files/s | on/ext4 | off/ext4 |"
+echo "|---|---|---|---|---|---|"
+for f in first later; do
+	on=$($f "$RUN/limited-on.json") off=$($f "$RUN/limited-off.json") e=$($f "$RUN/tree.json")
+	echo "| $([[ $f == first ]] && echo "first epoch (cold)" || echo "later epochs (median)") | $on | $off | $e | $(ratio "$on" "$e") | $(ratio "$off" "$e") |"
+done
