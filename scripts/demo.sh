@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds aifs and runs its main job on a generated demo dataset: a small ImageFolder tree of real
 # JPEGs (10 classes, 2,000 images) is packed into a shard set, verified, listed, mounted, and read
-# through the mount by an unmodified PyTorch ImageFolder + DataLoader, and the mount's statistics
-# are printed. Everything lives under one temporary directory, unmounted and removed at the end
+# through the mount by an unmodified PyTorch ImageFolder + DataLoader for two epochs (with the
+# one-line plan wrapper, python/aifs_plan.py), and the mount's statistics are printed. Everything lives under one temporary directory, unmounted and removed at the end
 # unless KEEP=1. Mounting needs root (or user FUSE mounts through fusermount3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,24 +29,28 @@ bin/aifs verify "$work/set"
 
 echo "== aifs ls $work/set   (the classes)"
 bin/aifs ls "$work/set"
-first=$(bin/aifs ls "$work/set" | head -1 | awk '{print $NF}')
+first=$(bin/aifs ls "$work/set" | awk 'NR == 1 {print $NF}')
 echo "== aifs ls $work/set $first   (first 5 images)"
-bin/aifs ls "$work/set" "$first" | head -5
+bin/aifs ls "$work/set" "$first" | sed -n 1,5p # sed reads to the end: no SIGPIPE under pipefail
 
 echo "== aifs mount $work/set $work/mnt"
 mkdir "$work/mnt"
 bin/aifs mount "$work/set" "$work/mnt"
-echo "== PyTorch ImageFolder + DataLoader(shuffle=True, num_workers=2) over the mount"
-/usr/bin/python3 - "$work/mnt" <<'PY'
+echo "== PyTorch ImageFolder + DataLoader(shuffle=True, num_workers=2) over the mount, two epochs,"
+echo "   the loader wrapped by python/aifs_plan.plan() so that aifs reads each epoch ahead in its order"
+PYTHONPATH=python /usr/bin/python3 - "$work/mnt" <<'PY'
 import sys, time
 import torch
 from torchvision import datasets, transforms
+import aifs_plan
 ds = datasets.ImageFolder(sys.argv[1], transform=transforms.Compose(
     [transforms.Resize(64), transforms.CenterCrop(64), transforms.ToTensor()]))
 print(f"ImageFolder: {len(ds)} samples, {len(ds.classes)} classes")
-t = time.time()
-n = sum(len(y) for _, y in torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True, num_workers=2))
-print(f"one epoch: {n} samples decoded in {time.time() - t:.1f} s ({n / (time.time() - t):.0f} samples/s)")
+loader = aifs_plan.plan(torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True, num_workers=2))
+for epoch in (1, 2):
+    t = time.time()
+    n = sum(len(y) for _, y in loader)
+    print(f"epoch {epoch}: {n} samples decoded in {time.time() - t:.1f} s ({n / (time.time() - t):.0f} samples/s)")
 PY
 echo "== aifs stats $work/mnt"
 bin/aifs stats "$work/mnt"

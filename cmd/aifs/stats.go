@@ -18,7 +18,9 @@ import (
 func runStats(ctx context.Context, args []string) int {
 	flags := newFlags("stats", "[flags] MOUNTPOINT", `
 Prints the statistics of the aifs mount at MOUNTPOINT, read from MOUNTPOINT/.aifs/stats: the
-dataset, and per kind of FUSE request the count, the errors and the latency percentiles.`)
+dataset; aifs's memory (hits, misses, bytes kept), reads from the shards, read-ahead, the epoch
+and each plan's progress; and per kind of FUSE request the count, the errors and the latency
+percentiles.`)
 	asJSON := flags.Bool("json", false, "print the stats file as it is (JSON)")
 	pos, code, ok := parseArgs(flags, args, 1, 1)
 	if !ok {
@@ -47,7 +49,21 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	fmt.Fprintf(w, "up            %s (since %s)\n", time.Duration(s.UptimeSeconds*1e9).Round(time.Second).String(), s.Started.Format(time.RFC3339))
 	fmt.Fprintf(w, "kernel cache  %s\n", s.KernelCache)
 	fmt.Fprintf(w, "dataset       %d files, %s\n", s.Files, humanBytes(int64(s.DatasetBytes)))
-	fmt.Fprintf(w, "requests      %d, %d errors; %s returned by READ\n\n", s.Requests, s.Errors, humanBytes(int64(s.ReadBytes)))
+	fmt.Fprintf(w, "requests      %d, %d errors; %s returned by READ\n", s.Requests, s.Errors, humanBytes(int64(s.ReadBytes)))
+	fmt.Fprintf(w, "memory        %d hits, %d misses (%d shared a fetch); %s kept of %s\n", s.Cache.Hits, s.Cache.Misses,
+		s.Cache.Shared, humanBytes(s.Cache.KeptBytes), humanBytes(s.Cache.BudgetBytes))
+	fmt.Fprintf(w, "backend       %d reads, %s\n", s.Backend.Reads, humanBytes(int64(s.Backend.Bytes)))
+	p := s.Prefetch
+	fmt.Fprintf(w, "read-ahead    %d samples queued, %d dropped, %d stored in the page cache; %s held, %s used, %s wasted\n",
+		p.Issued, p.Dropped, p.Stored, humanBytes(p.HeldBytes), humanBytes(int64(p.UsedBytes)), humanBytes(int64(p.WastedBytes)))
+	fmt.Fprintf(w, "epoch         %d, %.0f%% of the files read\n", s.Epoch.Number, 100*s.Epoch.Coverage)
+	for _, pl := range s.Plans {
+		fmt.Fprintf(w, "plan          writer %d: %d samples, read to %d, fetched to %d\n", pl.Writer, pl.Samples, pl.Read, pl.Fetched)
+	}
+	if p.PlanErrors > 0 {
+		fmt.Fprintf(w, "plan errors   %d plan writes refused (EINVAL)\n", p.PlanErrors)
+	}
+	fmt.Fprintln(w)
 	names := make([]string, 0, len(s.Ops))
 	for name, o := range s.Ops {
 		if o.Count > 0 {
