@@ -160,7 +160,7 @@ func TestMountTree(t *testing.T) {
 		t.Errorf("stat .aifs/nonexistent: %v, want ENOENT", err)
 	}
 	r := mustAifs(t, "stats", mnt)
-	for _, want := range []string{"requests", "read", "p99"} {
+	for _, want := range []string{"requests", "read", "p99", "memory", "read-ahead", "epoch"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("aifs stats output lacks %q:\n%s", want, r.stdout)
 		}
