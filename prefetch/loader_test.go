@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -125,20 +127,7 @@ func (l *Loader) readAll(t testing.TB, id layout.ID) []byte {
 }
 
 func sortedIDs(content map[layout.ID][]byte) []layout.ID {
-	ids := make([]layout.ID, 0, len(content))
-	for id := range content {
-		ids = append(ids, id)
-	}
-	return slicesSorted(ids)
-}
-
-func slicesSorted(ids []layout.ID) []layout.ID {
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
-			ids[j], ids[j-1] = ids[j-1], ids[j]
-		}
-	}
-	return ids
+	return slices.Sorted(maps.Keys(content))
 }
 
 // TestLoaderSharedFetch: readers of one sample wait on one fetch; one interrupted reader stops
@@ -451,7 +440,7 @@ func TestLoaderStore(t *testing.T) {
 				t.Errorf("beacon or one-page sample %d was stored", id)
 			}
 		case !ok:
-			t.Errorf("sample %d (plan position %d) was not stored", id, slicesIndex(order, id))
+			t.Errorf("sample %d (plan position %d) was not stored", id, slices.Index(order, id))
 		case !bytes.Equal(b, content[id]):
 			t.Errorf("sample %d stored with wrong bytes", id)
 		}
@@ -463,13 +452,4 @@ func TestLoaderStore(t *testing.T) {
 	if st.Cache.Misses > 0 || int(st.Cache.Hits) != beacons {
 		t.Errorf("%d hits and %d misses, want a hit for each of the %d beacons", st.Cache.Hits, st.Cache.Misses, beacons)
 	}
-}
-
-func slicesIndex(ids []layout.ID, id layout.ID) int {
-	for i, v := range ids {
-		if v == id {
-			return i
-		}
-	}
-	return -1
 }
