@@ -576,7 +576,7 @@ func (l *Loader) prefetch(f Fetch) {
 	// Only after the flights are resolved: a reader may hold a file's pages locked while its
 	// READ waits for a flight, and the kernel locks those pages to store into them.
 	if l.opt.Store != nil {
-		// One sample in beaconEvery still comes as a READ, so that the planner sees how far
+		// Beacons (Planner.IsBeacon) still come as a READ, so that the planner sees how far
 		// the readers have got and keeps reading ahead of them.
 		l.mu.Lock()
 		for i, s := range samples {

@@ -137,17 +137,22 @@ func NewPlanner(cat Catalog, cfg PlannerConfig) *Planner {
 // ahead would be wasted (its next use is in the next epoch).
 func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(id%64)) != 0 }
 
-// beaconEvery is how often a sample read ahead is a beacon (see Options.Store).
-const beaconEvery = 8
+// How often a sample read ahead is a beacon (see Options.Store): every 8th of a plan, whose
+// cursor lags the readers by up to that many samples of a 64-sample depth; every 32nd of a
+// sequential run, a few MiB of a window of up to 32 MiB (a sorted scan ran 1.08-1.10× faster
+// than with every 8th: integration/bench/prefetch.sh, sorted scan after a listing).
+const (
+	planBeaconEvery = 8
+	runBeaconEvery  = 32
+)
 
 // IsBeacon reports whether sample id must still come as a READ when read ahead, so that the
-// planner sees the readers' progress: every beaconEvery-th sample of a plan, in plan order,
-// and every beaconEvery-th id of a sequential run.
+// planner sees the readers' progress.
 func (p *Planner) IsBeacon(id layout.ID) bool {
 	if int(id) < len(p.slot) && p.slot[id] > 0 {
-		return p.pos[id]%beaconEvery == 0
+		return p.pos[id]%planBeaconEvery == 0
 	}
-	return id%beaconEvery == 0
+	return id%runBeaconEvery == 0
 }
 
 // Epoch returns the current epoch (from 1) and how many distinct samples it has read.
