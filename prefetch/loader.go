@@ -451,20 +451,23 @@ func (l *Loader) readBlock(shard uint32, off, n int64) (*block, []byte, error) {
 func (l *Loader) observe(id layout.ID) {
 	l.mu.Lock()
 	l.planner.Read(id)
+	fetches := l.nextLocked()
 	l.mu.Unlock()
-	l.plan()
+	l.queueFetches(fetches)
 }
 
-// plan asks the planner for fetches that fit the read-ahead budget and queues them; what does
-// not fit in the queue is dropped (and its reservation returned).
-func (l *Loader) plan() {
-	l.mu.Lock()
+// nextLocked asks the planner, under l.mu, for the fetches that fit the read-ahead budget.
+func (l *Loader) nextLocked() []Fetch {
 	room := min(l.aheadBudget-l.aheadBytes.Load(), l.opt.CacheBytes-l.aheadBytes.Load()-l.keptBytes.Load())
-	var fetches []Fetch
-	if room > 0 {
-		fetches = l.planner.Next(room, l.have)
+	if room <= 0 {
+		return nil
 	}
-	l.mu.Unlock()
+	return l.planner.Next(room, l.have)
+}
+
+// queueFetches reserves each fetch's bytes and queues it; what does not fit in the budget or
+// the queue is dropped (and its reservation returned).
+func (l *Loader) queueFetches(fetches []Fetch) {
 	for _, f := range fetches {
 		var n int64
 		for _, id := range f.IDs {
@@ -691,11 +694,12 @@ func (l *Loader) WritePlan(writer uint32, off int64, data []byte) error {
 	if err != nil {
 		delete(l.parsers, writer)
 	}
+	fetches := l.nextLocked()
 	l.mu.Unlock()
 	if err != nil {
 		l.stats.planWriteError.Add(1)
 	}
-	l.plan()
+	l.queueFetches(fetches)
 	return err
 }
 
