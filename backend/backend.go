@@ -75,3 +75,12 @@ type View interface {
 	Bytes() []byte
 	Release()
 }
+
+// Versioned is an optional interface of a Shard kept where an object can be replaced under the
+// same name (an object store). Version returns an opaque string (the S3 ETag) that differs
+// whenever the bytes do; a cache of shard bytes keys its entries by it, so it never serves the
+// bytes of a replaced object. It is fixed for the Shard's lifetime: a Shard whose object changes
+// after Open fails its reads with ErrMismatch.
+type Versioned interface {
+	Version() string
+}

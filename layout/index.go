@@ -33,6 +33,10 @@ const (
 	maxNameLen  = 255
 	numSections = 3
 
+	// flagShardVersions: each shard record's u32 at offset 12 is the length of the shard's
+	// version (an S3 ETag), stored in the names section right after the shard's name.
+	flagShardVersions = 1
+
 	secEntries = 0
 	secShards  = 1
 	secNames   = 2
@@ -101,6 +105,9 @@ type Shard struct {
 	Kind ShardKind
 	Size uint64
 	CRC  uint32 // CRC32C of the whole shard
+	// Version identifies the stored bytes where the storage can replace an object under the same
+	// name: the S3 ETag the upload got, checked on every open and read. Empty for local sets.
+	Version string
 }
 
 // Index is a loaded, validated index. It holds the file's bytes in one buffer and decodes entries
@@ -147,8 +154,9 @@ func Parse(buf []byte) (*Index, error) {
 	if v := le.Uint32(h[8:]); v != version {
 		return nil, fmt.Errorf("index version %d is not supported (this aifs reads version %d)", v, version)
 	}
-	if f := le.Uint32(h[12:]); f != 0 {
-		return nil, corruptf("unknown header flags %#x", f)
+	flags := le.Uint32(h[12:])
+	if flags&^flagShardVersions != 0 {
+		return nil, corruptf("unknown header flags %#x", flags)
 	}
 	nEntries, nShards := le.Uint64(h[16:]), le.Uint64(h[24:])
 	var sec [numSections][]byte
@@ -173,7 +181,7 @@ func Parse(buf []byte) (*Index, error) {
 		return nil, corruptf("shards section is %d bytes for %d shards", len(sec[secShards]), nShards)
 	}
 	x := &Index{entries: sec[secEntries], names: sec[secNames]}
-	if err := x.parseShards(sec[secShards], int(nShards)); err != nil {
+	if err := x.parseShards(sec[secShards], int(nShards), flags&flagShardVersions != 0); err != nil {
 		return nil, err
 	}
 	if err := x.check(); err != nil {
@@ -188,20 +196,29 @@ func corruptf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
 }
 
-func (x *Index) parseShards(b []byte, n int) error {
+func (x *Index) parseShards(b []byte, n int, versions bool) error {
 	x.shards = make([]Shard, n)
 	seen := make(map[string]bool, n)
 	for i := range x.shards {
 		r := b[i*shardSize:]
-		name, ok := x.nameAt(le.Uint64(r), uint64(le.Uint16(r[8:])))
+		nameOff, nameLen := le.Uint64(r), uint64(le.Uint16(r[8:]))
+		name, ok := x.nameAt(nameOff, nameLen)
 		if !ok || !ValidName(name) {
 			return corruptf("shard %d has an invalid name", i)
 		}
+		var version []byte
+		if n := le.Uint32(r[12:]); versions && n > 0 {
+			if version, ok = x.nameAt(nameOff+nameLen, uint64(n)); !ok || n > maxNameLen {
+				return corruptf("shard %d has an invalid version", i)
+			}
+		} else if n != 0 {
+			return corruptf("shard %d has nonzero reserved fields", i)
+		}
 		kind := ShardKind(le.Uint16(r[10:]))
-		if kind != ShardData && kind != ShardTar || le.Uint32(r[12:]) != 0 || le.Uint32(r[28:]) != 0 {
+		if kind != ShardData && kind != ShardTar || le.Uint32(r[28:]) != 0 {
 			return corruptf("shard %d has unknown kind %d or nonzero reserved fields", i, kind)
 		}
-		s := Shard{Name: string(name), Kind: kind, Size: le.Uint64(r[16:]), CRC: le.Uint32(r[24:])}
+		s := Shard{Name: string(name), Kind: kind, Size: le.Uint64(r[16:]), CRC: le.Uint32(r[24:]), Version: string(version)}
 		if seen[s.Name] {
 			return corruptf("shard name %q appears twice", s.Name)
 		}

@@ -170,7 +170,12 @@ func TestParseRejectsBadStructure(t *testing.T) {
 		edit       func(b []byte)
 	}{
 		{"version", "version 2 is not supported", func(b []byte) { le.PutUint32(b[8:], 2) }},
-		{"flags", "unknown header flags", func(b []byte) { le.PutUint32(b[12:], 1) }},
+		{"flags", "unknown header flags", func(b []byte) { le.PutUint32(b[12:], 2) }},
+		{"shard reserved without versions flag", "nonzero reserved", func(b []byte) { le.PutUint32(b[int(le.Uint64(b[56:]))+12:], 3) }},
+		{"shard version past names", "invalid version", func(b []byte) {
+			le.PutUint32(b[12:], flagShardVersions)
+			le.PutUint32(b[int(le.Uint64(b[56:]))+12:], 1<<20)
+		}},
 		{"entry count", "entries section is", func(b []byte) { le.PutUint64(b[16:], 3) }},
 		{"zero entries", "entries section is", func(b []byte) { le.PutUint64(b[16:], 0) }},
 		{"section outside file", "lies outside", func(b []byte) { le.PutUint64(b[32+8:], 1<<40) }},
@@ -296,5 +301,33 @@ func TestLookupLargeDirectory(t *testing.T) {
 	file, _ := x.LookupPath("small0/x")
 	if _, ok := x.Lookup(file, "x"); ok {
 		t.Error("Lookup under a file succeeded")
+	}
+}
+
+// Shard versions (S3 ETags) round-trip through the index and set the header flag only when
+// present, so local shard sets stay byte-identical to those of earlier versions.
+func TestShardVersions(t *testing.T) {
+	nodes, shards := tree(2, "b/y", "a/x2", "a/x1", "c")
+	plain := encodeIndex(nodes, shards)
+	if le.Uint32(plain[12:]) != 0 {
+		t.Fatalf("flags = %#x without versions, want 0", le.Uint32(plain[12:]))
+	}
+	for i := range shards {
+		shards[i].Version = fmt.Sprintf(`"%032x-%d"`, i*7919, i+1)
+	}
+	x, err := Parse(encodeIndex(nodes, shards))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x.Shards()) != len(shards) || len(shards) < 2 {
+		t.Fatalf("%d shards, want %d (at least 2)", len(x.Shards()), len(shards))
+	}
+	for i, s := range x.Shards() {
+		if s != shards[i] {
+			t.Errorf("shard %d = %+v, want %+v", i, s, shards[i])
+		}
+	}
+	if id, ok := x.LookupPath("a/x1"); !ok || string(x.Name(id)) != "x1" {
+		t.Errorf("lookup after versioned shard table: %v %q", ok, x.Name(id))
 	}
 }

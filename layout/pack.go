@@ -62,6 +62,17 @@ const (
 // everything else is on disk. On failure or cancellation Pack removes what it wrote, and an
 // existing shard set at dst (with Force) stays valid until the new data is fully written.
 func Pack(ctx context.Context, src, dst string, opt PackOptions) (PackResult, error) {
+	d, err := prepareDest(src, dst, opt.Force)
+	if err != nil {
+		return PackResult{}, err
+	}
+	return PackTo(ctx, src, &dirSink{dst: d}, opt)
+}
+
+// PackTo packs the tree at src like Pack, into sink (Pack's sink writes a directory; backend/s3
+// has one that uploads). opt.Force is the sink's business and ignored here. On failure or
+// cancellation PackTo aborts the sink; on success it has committed it.
+func PackTo(ctx context.Context, src string, sink Sink, opt PackOptions) (PackResult, error) {
 	start := time.Now()
 	if opt.ShardSize <= 0 {
 		opt.ShardSize = 1 << 30
@@ -72,15 +83,10 @@ func Pack(ctx context.Context, src, dst string, opt PackOptions) (PackResult, er
 	if opt.Warn == nil {
 		opt.Warn = func(string) {}
 	}
-	d, err := prepareDest(src, dst, opt.Force)
-	if err != nil {
-		return PackResult{}, err
-	}
-	p := &packer{opt: opt, dst: d}
+	p := &packer{opt: opt, sink: sink}
 	res, err := p.run(ctx, src)
 	if err != nil {
-		p.removeTemps()
-		d.undo()
+		sink.Abort()
 		return PackResult{}, err
 	}
 	res.Duration = time.Since(start)
@@ -88,10 +94,8 @@ func Pack(ctx context.Context, src, dst string, opt PackOptions) (PackResult, er
 }
 
 type packer struct {
-	opt   PackOptions
-	dst   *dest
-	temps []string // temporary files created, removed on failure
-	mu    sync.Mutex
+	opt  PackOptions
+	sink Sink
 }
 
 func (p *packer) run(ctx context.Context, src string) (PackResult, error) {
@@ -115,7 +119,17 @@ func (p *packer) run(ctx context.Context, src string) (PackResult, error) {
 	if err := p.writeData(ctx, files, shards, res.Bytes); err != nil {
 		return PackResult{}, err
 	}
-	if err := p.commit(encodeIndex(nodes, shards), shards); err != nil {
+	versions, err := p.sink.Finish(ctx)
+	if err != nil {
+		return PackResult{}, err
+	}
+	if len(versions) != len(shards) {
+		return PackResult{}, fmt.Errorf("internal error: sink finished %d shards, planned %d", len(versions), len(shards))
+	}
+	for i := range shards {
+		shards[i].Version = versions[i]
+	}
+	if err := p.sink.Commit(ctx, encodeIndex(nodes, shards)); err != nil {
 		return PackResult{}, err
 	}
 	res.Shards = len(shards)
@@ -300,8 +314,8 @@ func (p *packer) writeInOrder(ctx context.Context, files []*node, shards []Shard
 		copyBuf []byte
 	)
 	defer func() {
-		if w != nil {
-			w.f.Close()
+		if w != nil && w.w != nil {
+			w.w.Close() // a failed pack: the sink's Abort removes the shard
 		}
 	}()
 	for i, f := range files {
@@ -318,7 +332,7 @@ func (p *packer) writeInOrder(ctx context.Context, files []*node, shards []Shard
 				}
 			}
 			var err error
-			if w, err = p.createShard(int(f.shard)); err != nil {
+			if w, err = p.createShard(ctx, int(f.shard), shards[f.shard].Size); err != nil {
 				return err
 			}
 		}
@@ -417,10 +431,11 @@ func checkEOF(f *os.File, path string, size uint64) error {
 	return nil
 }
 
-// shardWriter writes one temporary shard file, tracking its size and CRC32C.
+// shardWriter writes one shard into the sink, tracking its size and CRC32C.
 type shardWriter struct {
 	index int
-	f     *os.File
+	name  string
+	w     io.WriteCloser
 	bw    *bufio.Writer
 	size  uint64
 	crc   uint32
@@ -431,107 +446,35 @@ func (w *shardWriter) Write(b []byte) (int, error) {
 	w.size += uint64(n)
 	w.crc = crc32.Update(w.crc, castagnoli, b[:n])
 	if err != nil {
-		return n, fmt.Errorf("write %s: %w", w.f.Name(), err)
+		return n, fmt.Errorf("write %s: %w", w.name, err)
 	}
 	return n, nil
 }
 
-// finish flushes and syncs the shard and records its checksum; the size was planned in advance.
+// finish flushes and closes the shard and records its checksum; the size was planned in advance.
 func (w *shardWriter) finish(s *Shard) error {
 	if err := w.bw.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", w.f.Name(), err)
-	}
-	if err := w.f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", w.f.Name(), err)
+		return fmt.Errorf("write %s: %w", w.name, err)
 	}
 	if w.size != s.Size {
-		return fmt.Errorf("internal error: %s holds %d bytes, planned %d", w.f.Name(), w.size, s.Size)
+		return fmt.Errorf("internal error: %s holds %d bytes, planned %d", w.name, w.size, s.Size)
 	}
 	s.CRC = w.crc
-	err := w.f.Close()
-	w.f = nil
-	return err
+	err := w.w.Close()
+	w.w = nil
+	if err != nil {
+		return fmt.Errorf("write %s: %w", w.name, err)
+	}
+	return nil
 }
 
-func (p *packer) createShard(index int) (*shardWriter, error) {
-	f, err := p.createTemp(ShardName(index))
+func (p *packer) createShard(ctx context.Context, index int, size uint64) (*shardWriter, error) {
+	name := ShardName(index)
+	wc, err := p.sink.CreateShard(ctx, name, int64(size))
 	if err != nil {
 		return nil, err
 	}
-	return &shardWriter{index: index, f: f, bw: bufio.NewWriterSize(f, 4<<20)}, nil
-}
-
-func (p *packer) createTemp(name string) (*os.File, error) {
-	path := filepath.Join(p.dst.path, tmpPrefix+name)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
-	}
-	p.mu.Lock()
-	p.temps = append(p.temps, path)
-	p.mu.Unlock()
-	return f, nil
-}
-
-func (p *packer) removeTemps() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, t := range p.temps {
-		os.Remove(t)
-	}
-	p.temps = nil
-}
-
-// commit makes the new shard set live: write the index under a temporary name, invalidate any
-// previous set by removing its index, rename the shards into place, then rename the index.
-func (p *packer) commit(index []byte, shards []Shard) error {
-	f, err := p.createTemp(IndexName)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(index)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write index: %w", err)
-	}
-	if err := p.dst.removeOld(); err != nil {
-		return err
-	}
-	for _, s := range shards {
-		if err := p.rename(s.Name); err != nil {
-			return err
-		}
-	}
-	if err := p.rename(IndexName); err != nil {
-		return err
-	}
-	p.temps = nil
-	return syncDir(p.dst.path)
-}
-
-func (p *packer) rename(name string) error {
-	from, to := filepath.Join(p.dst.path, tmpPrefix+name), filepath.Join(p.dst.path, name)
-	if err := os.Rename(from, to); err != nil {
-		return fmt.Errorf("rename into place: %w", err)
-	}
-	return nil
-}
-
-func syncDir(path string) error {
-	d, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", path, err)
-	}
-	return nil
+	return &shardWriter{index: index, name: name, w: wc, bw: bufio.NewWriterSize(wc, 4<<20)}, nil
 }
 
 // dest is a checked destination directory.

@@ -27,6 +27,37 @@ type VerifyOptions struct {
 	Jobs int
 	// Progress, if set, is called (from several goroutines, serialised) with bytes checked so far.
 	Progress func(bytes int64)
+	// Open opens a shard for reading. An error wrapping os.ErrNotExist is reported as a missing
+	// shard. Default: the file named s.Name in Verify's dir.
+	Open func(ctx context.Context, s Shard) (ShardFile, error)
+}
+
+// ShardFile is a shard opened for Verify: its bytes and its actual size.
+type ShardFile interface {
+	io.ReaderAt
+	io.Closer
+	Size() int64
+}
+
+// osShard is a shard file in a local directory.
+type osShard struct {
+	*os.File
+	size int64
+}
+
+func (f osShard) Size() int64 { return f.size }
+
+func openFile(path string) (ShardFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat: %w", err)
+	}
+	return osShard{f, fi.Size()}, nil
 }
 
 // VerifyResult counts what Verify checked.
@@ -47,6 +78,9 @@ func Verify(ctx context.Context, dir string, x *Index, opt VerifyOptions, report
 	if opt.Jobs <= 0 {
 		opt.Jobs = 4
 	}
+	if opt.Open == nil {
+		opt.Open = func(_ context.Context, s Shard) (ShardFile, error) { return openFile(filepath.Join(dir, s.Name)) }
+	}
 	perShard := make([][]ID, len(x.Shards()))
 	var res VerifyResult
 	for i := 0; i < x.Len(); i++ {
@@ -56,7 +90,7 @@ func Verify(ctx context.Context, dir string, x *Index, opt VerifyOptions, report
 		}
 	}
 	var mu sync.Mutex // guards res, and serialises report and opt.Progress
-	v := &verifier{x: x, dir: dir, report: func(p Problem) {
+	v := &verifier{x: x, open: opt.Open, report: func(p Problem) {
 		mu.Lock()
 		defer mu.Unlock()
 		res.Problems++
@@ -101,7 +135,7 @@ func Verify(ctx context.Context, dir string, x *Index, opt VerifyOptions, report
 
 type verifier struct {
 	x        *Index
-	dir      string
+	open     func(ctx context.Context, s Shard) (ShardFile, error)
 	report   func(Problem)
 	progress func(int64)
 }
@@ -115,7 +149,7 @@ func (v *verifier) shard(ctx context.Context, s int, ids []ID, buf []byte) {
 		e := v.x.Entry(id)
 		v.report(Problem{Path: v.x.Path(id), Shard: sh.Name, Offset: e.Offset, Size: e.Size, Reason: reason})
 	}
-	f, err := os.Open(filepath.Join(v.dir, sh.Name))
+	f, err := v.open(ctx, sh)
 	if err != nil {
 		reason := fmt.Sprintf("shard unreadable: %v", err)
 		if errors.Is(err, os.ErrNotExist) {
@@ -128,12 +162,7 @@ func (v *verifier) shard(ctx context.Context, s int, ids []ID, buf []byte) {
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		v.report(Problem{Shard: sh.Name, Reason: fmt.Sprintf("stat: %v", err)})
-		return
-	}
-	size := uint64(fi.Size())
+	size := uint64(f.Size())
 	var (
 		pos      uint64 // bytes of the shard folded into shardCRC so far
 		shardCRC uint32

@@ -75,12 +75,18 @@ func encodeIndex(nodes []*node, shards []Shard) []byte {
 		le.PutUint32(b[eCRC:], n.crc)
 	}
 	shardTable := make([]byte, len(shards)*shardSize)
+	var flags uint32
 	for i, s := range shards {
 		b := shardTable[i*shardSize:]
 		le.PutUint64(b, uint64(names.Len()))
 		names.WriteString(s.Name)
 		le.PutUint16(b[8:], uint16(len(s.Name)))
 		le.PutUint16(b[10:], uint16(s.Kind))
+		if s.Version != "" {
+			flags |= flagShardVersions
+			names.WriteString(s.Version)
+			le.PutUint32(b[12:], uint32(len(s.Version)))
+		}
 		le.PutUint64(b[16:], s.Size)
 		le.PutUint32(b[24:], s.CRC)
 	}
@@ -88,6 +94,7 @@ func encodeIndex(nodes []*node, shards []Shard) []byte {
 	out := make([]byte, headerSize, headerSize+len(entries)+len(shardTable)+names.Len())
 	copy(out, magic)
 	le.PutUint32(out[8:], version)
+	le.PutUint32(out[12:], flags)
 	le.PutUint64(out[16:], uint64(len(nodes)))
 	le.PutUint64(out[24:], uint64(len(shards)))
 	for i, sec := range [numSections][]byte{entries, shardTable, names.Bytes()} {
