@@ -349,6 +349,15 @@ func TestLoaderPlan(t *testing.T) {
 	if err := l.WritePlan(7, 100, []byte("class-0/img-00000.jpg\n")); !errors.Is(err, ErrBadPlan) {
 		t.Errorf("continuation of a refused plan: %v, want ErrBadPlan", err)
 	}
+	// a refused plan from a writer that never wrote a good one leaves no plan to report
+	if err := l.WritePlan(8, 0, []byte("x\n")); !errors.Is(err, ErrBadPlan) {
+		t.Errorf("garbage from a new writer: %v, want ErrBadPlan", err)
+	}
+	for _, p := range l.Stats().Plans {
+		if p.Writer == 7 || p.Writer == 8 {
+			t.Errorf("refused plans left %+v", p)
+		}
+	}
 }
 
 // TestLoaderBudget: 64 readers with a plan and a small budget never hold more than the budget,

@@ -312,10 +312,14 @@ type PlanPosition struct {
 	Fetched int    `json:"fetched"`
 }
 
-// Plans returns each writer's progress.
+// Plans returns each writer's progress. A writer whose plan is empty (a refused plan file
+// leaves one) has no plan to report.
 func (p *Planner) Plans() []PlanPosition {
 	out := make([]PlanPosition, 0, len(p.writers))
 	for _, w := range p.writers {
+		if len(w.ids) == 0 {
+			continue
+		}
 		out = append(out, PlanPosition{Writer: w.writer, Samples: len(w.ids), Read: w.cursor, Fetched: w.issued})
 	}
 	return out
