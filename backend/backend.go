@@ -26,6 +26,10 @@ var (
 	ErrMismatch = errors.New("backend: shard does not match the index")
 	// ErrOutOfRange: a read reaches outside [0, Size).
 	ErrOutOfRange = errors.New("backend: read out of range")
+	// ErrUnavailable: remote storage did not answer (connection refused or reset, no answer
+	// in time) after the backend's retries. The network's errno stays in the text only: a
+	// reader of a file gets EIO, not ECONNREFUSED.
+	ErrUnavailable = errors.New("backend: storage unavailable")
 )
 
 // Backend opens the shards of one shard set. Its methods are safe for concurrent use.

@@ -45,6 +45,7 @@ func TestErrnoOf(t *testing.T) {
 		{wrap(&os.PathError{Op: "pread", Path: "/shards/x", Err: syscall.EBADF}), fuse.Status(syscall.EBADF)},
 		// A backend sentinel wins over the OS errno under it.
 		{fmt.Errorf("%w: %w", backend.ErrNotExist, syscall.ENOENT), fuse.EIO},
+		{wrap(fmt.Errorf("%w: dial tcp: %w", backend.ErrUnavailable, syscall.ECONNREFUSED)), fuse.EIO},
 	} {
 		if got := errnoOf(c.err); got != c.want {
 			t.Errorf("errnoOf(%v) = %v, want %v", c.err, got, c.want)

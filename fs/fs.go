@@ -69,6 +69,10 @@ type Options struct {
 	// Its KeepRead is set from KernelCache: with CacheOff aifs's memory cache is the only one
 	// and keeps a stable subset of the samples read; with CacheOn the kernel keeps them.
 	Prefetch prefetch.Options
+	// Storage adds the statistics of the storage below the loader to the stats file, under
+	// "storage" by name (s3 requests, disk cache hits). Each func is called once per snapshot
+	// and returns a value that encodes as a JSON object of numbers. Default: none.
+	Storage map[string]func() any
 }
 
 // Timeouts for the kernel's entry and attribute caches: the shard set never changes while it

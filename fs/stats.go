@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/bits"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -159,6 +161,7 @@ type Snapshot struct {
 	ReadBytes      uint64             `json:"read_bytes"`
 	Ops            map[string]OpStats `json:"ops"` // by op name; every op is present
 	prefetch.Stats                    // cache, backend, prefetch, epoch, plans
+	Storage        map[string]any     `json:"storage,omitempty"` // Options.Storage, by name
 }
 
 // Snapshot returns the current figures.
@@ -169,6 +172,12 @@ func (s *Stats) Snapshot() Snapshot {
 		Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
 		Entries: f.x.Len(), Files: f.files, DatasetBytes: f.bytes,
 		ReadBytes: s.bytes.Load(), Ops: make(map[string]OpStats, numOps), Stats: f.loader.Stats(),
+	}
+	if len(f.opt.Storage) > 0 {
+		snap.Storage = make(map[string]any, len(f.opt.Storage))
+		for name, get := range f.opt.Storage {
+			snap.Storage[name] = get()
+		}
 	}
 	for o := range numOps {
 		c := &s.ops[o]
@@ -229,6 +238,23 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 	} {
 		p.header(m.name, m.kind, m.help)
 		p.printf("%s %d\n", m.name, m.value)
+	}
+	// The storage figures (s3 requests, disk cache hits) as aifs_storage_NAME_FIELD, each field
+	// of the JSON object its value encodes to.
+	for _, name := range slices.Sorted(maps.Keys(s.f.opt.Storage)) {
+		b, err := json.Marshal(s.f.opt.Storage[name]())
+		var fields map[string]float64
+		if err == nil {
+			err = json.Unmarshal(b, &fields)
+		}
+		if err != nil {
+			return fmt.Errorf("storage stats %s: %w", name, err)
+		}
+		for _, field := range slices.Sorted(maps.Keys(fields)) {
+			metric := "aifs_storage_" + name + "_" + field
+			p.header(metric, "untyped", "Storage figure "+name+"."+field+" (see the stats file).")
+			p.printf("%s %g\n", metric, fields[field])
+		}
 	}
 	return p.err
 }

@@ -34,7 +34,7 @@ func TestPrefetchNextEpochHitRate(t *testing.T) {
 	for _, c := range []float64{0.25, 0.5, 1.0} {
 		t.Run(fmt.Sprint(c), func(t *testing.T) {
 			size := int64(c * float64(total))
-			mnt := mountSet(t, set, "-o", "kernel_cache=off,cache_size="+strconv.FormatInt(size, 10))
+			mnt := mountSet(t, set, "-o", "kernel_cache=off,mem_cache="+strconv.FormatInt(size, 10))
 			mustAifs(t, "bench", "--seed", "1", "-j", "4", mnt)
 			before := readStats(t, mnt)
 			mustAifs(t, "bench", "--seed", "2", "-j", "4", mnt)
@@ -66,7 +66,7 @@ func TestPrefetchNextEpochHitRate(t *testing.T) {
 func TestPrefetchBudget64Readers(t *testing.T) {
 	src, set := jpegSet(t)
 	const budget = 2 << 20
-	mnt := mountSet(t, set, "-o", "kernel_cache=off,cache_size="+strconv.Itoa(budget))
+	mnt := mountSet(t, set, "-o", "kernel_cache=off,mem_cache="+strconv.Itoa(budget))
 	pid := daemonPID(t, mnt)
 	x := loadSet(t, set)
 	var plan bytes.Buffer

@@ -38,7 +38,7 @@ type Options struct {
 	Store func(id layout.ID, data []byte) bool
 }
 
-// DefaultCacheBytes is Options.CacheBytes when not set (-o cache_size).
+// DefaultCacheBytes is Options.CacheBytes when not set (-o mem_cache).
 const DefaultCacheBytes = 1 << 30
 
 func (o *Options) defaults() {

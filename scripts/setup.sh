@@ -22,6 +22,20 @@ need_packages() {
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# need_versitygw installs the S3 server the tests and benchmarks run on 127.0.0.1 (versitygw,
+# posix backend) into $(go env GOPATH)/bin, unless that version is there already, and exports
+# AIFS_VERSITYGW with its path (backend/s3/s3test finds it there).
+VERSITYGW_VERSION=v1.8.0
+need_versitygw() {
+	local bin
+	bin="$(go env GOPATH)/bin/versitygw"
+	if ! { [ -x "$bin" ] && go version -m "$bin" 2>/dev/null | grep -q "^[[:space:]]*mod[[:space:]]*github.com/versity/versitygw[[:space:]]*$VERSITYGW_VERSION"; }; then
+		echo "installing versitygw $VERSITYGW_VERSION" >&2
+		go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+	fi
+	export AIFS_VERSITYGW="$bin"
+}
+
 # build_aifs builds bin/aifs from the checkout.
 build_aifs() {
 	mkdir -p bin

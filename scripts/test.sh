@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
 need_packages ca-certificates git coreutils tar xfsprogs e2fsprogs util-linux fuse3 python3-pil python3-torch python3-torchvision
+need_versitygw
 
 # Lazily unmount what an interrupted earlier run left under the tests' temporary folders (aifs
 # mounts under aifs-integration-* and Test*/, loop-mounted ext4/XFS/ramfs of the backend tests):

@@ -4,6 +4,7 @@ package local
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 )
 
@@ -11,3 +12,16 @@ import (
 func openDirect(path string, size int64) (reader, error) {
 	return nil, fmt.Errorf("%w: not supported on %s", errRefused, runtime.GOOS)
 }
+
+// openDirectFile refuses, like openDirect.
+func openDirectFile(path string) (reader, error) {
+	return nil, fmt.Errorf("%w: not supported on %s", errRefused, runtime.GOOS)
+}
+
+// writeDirect refuses, like openDirect; WriteFile then writes through the page cache.
+func writeDirect(path string, data []byte) error {
+	return fmt.Errorf("%w: not supported on %s", errRefused, runtime.GOOS)
+}
+
+// datasync flushes f's data: fsync where fdatasync is not at hand.
+func datasync(f *os.File) error { return f.Sync() }

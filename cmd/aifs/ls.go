@@ -7,22 +7,29 @@ import (
 	"os"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/aifs/aifs/layout"
 )
 
 func runLs(ctx context.Context, args []string) int {
 	flags := newFlags("ls", "SRC [PATH]", `
-Lists directory PATH (default: the root) of the shard set in directory SRC, one line per entry in
+Lists directory PATH (default: the root) of the shard set in directory SRC (or at
+s3://BUCKET/PREFIX), one line per entry in
 name order like 'ls -l': mode, size in bytes, modification time, name (directories end in '/').
-If PATH is a file, prints its line alone. Reads only the index.`)
+If PATH is a file, prints its line alone. Reads only the index.`+s3Help)
+	var s3c s3Config
+	s3c.register(flags)
 	pos, code, ok := parseArgs(flags, args, 1, 2)
 	if !ok {
 		return code
 	}
-	x, err := layout.Load(pos[0])
+	src, err := openSource(ctx, pos[0], &s3c, zap.NewNop())
 	if err != nil {
 		return fail("ls", err)
 	}
+	src.be.Close()
+	x := src.x
 	path := ""
 	if len(pos) == 2 {
 		path = pos[1]

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	iofs "io/fs"
@@ -20,15 +21,14 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/aifs/aifs/backend/local"
+	"github.com/aifs/aifs/backend/diskcache"
 	"github.com/aifs/aifs/fs"
-	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/prefetch"
 )
 
 const mountHelp = `
-Mounts the shard set in directory SRC read-only at MOUNTPOINT, an empty directory, presenting
-it as the original tree of files. By default aifs starts a daemon and returns once the mount is
+Mounts the shard set in directory SRC (or at s3://BUCKET/PREFIX) read-only at MOUNTPOINT, an
+empty directory, presenting it as the original tree of files. By default aifs starts a daemon and returns once the mount is
 live (or exits non-zero with the reason); -f keeps it in the foreground. The mount ends with
 'umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT', or SIGINT/SIGTERM to the daemon.
 
@@ -42,8 +42,10 @@ Mount options (-o, comma-separated, repeatable):
                             off: every read reaches aifs and nothing is cached in the kernel,
                             at 5 requests per sample (on was faster in every case measured,
                             even with a memory limit of 1/8 of the dataset: docs/bench)
-  cache_size=SIZE           memory for samples read ahead and, with kernel_cache=off, a stable
+  mem_cache=SIZE            memory for samples read ahead and, with kernel_cache=off, a stable
                             subset of the samples read (K, M, G, T suffixes; default 1G)
+  cache_dir=DIR, cache_size=SIZE, prefetch_shards=on|off, s3_endpoint=URL, s3_region=R,
+  s3_addressing=A, s3_timeout=D, s3_retries=N   the same as the flags below
   ro                        mount read-only in the kernel too: then no plans can be written
                             (default: the kernel mount is read-write so that trainers can
                             write MOUNTPOINT/.aifs/plan; aifs refuses every change to the tree
@@ -56,15 +58,27 @@ Mount options (-o, comma-separated, repeatable):
 
 The statistics of a live mount are in MOUNTPOINT/.aifs/stats (JSON; the directory is never
 listed) and 'aifs stats MOUNTPOINT' prints them. MOUNTPOINT/.aifs/plan takes the coming order
-of samples (python/aifs_plan.py writes it from any torch Sampler; docs/prefetch.md).`
+of samples (python/aifs_plan.py writes it from any torch Sampler; docs/prefetch.md).
+
+For a shard set in S3, --cache-dir keeps the shard ranges fetched on local disk (O_DIRECT) and
+serves them from there afterwards, across unmounts and restarts; entries are keyed by each
+shard's size, checksum and ETag, so a re-uploaded shard is never served from a stale cache.
+The cache keeps a stable subset of the data when it cannot hold all of it (not LRU: the next
+shuffled epoch then hits in proportion to its size), and two mounts may share one directory.
+docs/s3.md has the details.` + s3Help
 
 // mountConfig is everything a mount needs, from flags and -o options.
 type mountConfig struct {
 	src, mountpoint string
 	foreground      bool
 	kernelCache     fs.CacheMode
-	cacheSize       int64 // bytes; 0: prefetch's default
-	readOnly        bool  // kernel mount MS_RDONLY (no plan file writes)
+	memCache        int64 // bytes; 0: prefetch's default
+	cacheDir        string
+	cacheSize       int64 // bytes of the disk cache
+	cacheSizeSet    bool  // cache_size or --cache-size given
+	prefetchShards  bool
+	s3              s3Config
+	readOnly        bool // kernel mount MS_RDONLY (no plan file writes)
 	allowOther      bool
 	logLevel        string
 	logFile         string
@@ -88,6 +102,10 @@ func runMount(ctx context.Context, args []string) int {
 	flags.StringVar(&c.logFile, "log-file", "", "append logs to this file (default: stderr with -f, none for a daemon)")
 	flags.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics and Go profiles at http://ADDR/debug/pprof/, e.g. 127.0.0.1:9400 (default: off)")
 	flags.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request and reply (very verbose)")
+	flags.StringVar(&c.cacheDir, "cache-dir", "", "S3 sets: keep fetched shard ranges in this local directory, across mounts (default: off)")
+	c.cacheSize = defaultDiskCache
+	flags.Var((*sizeFlag)(&c.cacheSize), "cache-size", "bytes of --cache-dir to use (K, M, G, T suffixes); at most 9/10 of the free space there")
+	c.s3.register(flags)
 	pos, code, ok := parseArgs(flags, args, 2, 2)
 	if !ok {
 		return code
@@ -95,6 +113,10 @@ func runMount(ctx context.Context, args []string) int {
 	c.src, c.mountpoint = pos[0], pos[1]
 	if err := c.applyOptions(opts); err != nil {
 		return usageError(flags, err.Error())
+	}
+	flags.Visit(func(f *flag.Flag) { c.cacheSizeSet = c.cacheSizeSet || f.Name == "cache-size" })
+	if c.cacheSizeSet && c.cacheDir == "" {
+		return usageError(flags, "cache_size (--cache-size) is the size of the local disk cache and needs cache_dir (--cache-dir); aifs's memory for samples is -o mem_cache=SIZE")
 	}
 	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
 		return usageError(flags, fmt.Sprintf("invalid --log-level %q", c.logLevel))
@@ -148,12 +170,22 @@ func (c *mountConfig) applyOptions(opts []string) error {
 				c.readOnly = true
 			case key == "rw" && !hasVal:
 				c.readOnly = false
-			case key == "cache_size" && hasVal:
+			case key == "mem_cache" && hasVal:
 				n, err := parseSize(val)
 				if err != nil || n < 0 {
+					return fmt.Errorf("invalid mem_cache=%q (want bytes with an optional K, M, G or T suffix)", val)
+				}
+				c.memCache = n
+			case key == "cache_size" && hasVal:
+				n, err := parseSize(val)
+				if err != nil || n <= 0 {
 					return fmt.Errorf("invalid cache_size=%q (want bytes with an optional K, M, G or T suffix)", val)
 				}
-				c.cacheSize = n
+				c.cacheSize, c.cacheSizeSet = n, true
+			case key == "cache_dir" && hasVal:
+				c.cacheDir = val
+			case key == "prefetch_shards" && (val == "on" || val == "off"):
+				c.prefetchShards = val == "on"
 			case key == "log_level" && hasVal:
 				c.logLevel = val
 			case key == "log_file" && hasVal:
@@ -162,6 +194,12 @@ func (c *mountConfig) applyOptions(opts []string) error {
 				c.metricsAddr = val
 			case genericMountOption(key):
 			default:
+				if known, err := c.s3.set(key, val); known {
+					if err != nil {
+						return err
+					}
+					continue
+				}
 				return fmt.Errorf("unknown mount option %q", o)
 			}
 		}
@@ -316,22 +354,36 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		return nil, nil, err
 	}
 	c.mountpoint = mnt
-	src, err := filepath.Abs(c.src)
+	src, err := openSource(ctx, c.src, &c.s3, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	x, err := layout.Load(src)
-	if err != nil {
-		return nil, nil, err
-	}
-	setMemoryLimit(log, src, c.cacheSize)
-	be, err := local.New(src, local.Options{Logger: func(msg string) { log.Warn(msg) }})
-	if err != nil {
-		return nil, nil, err
-	}
+	be := src.be
 	closers = append(closers, be.Close)
-	f, err := fs.New(ctx, x, be, fs.Options{Logger: log.Named("fs"), KernelCache: c.kernelCache, Source: src, Mountpoint: mnt,
-		Prefetch: prefetch.Options{CacheBytes: c.cacheSize}})
+	storage := map[string]func() any{}
+	if src.s3 != nil {
+		storage["s3"] = func() any { return src.s3.Stats() }
+	}
+	if c.cacheDir != "" {
+		if src.s3 == nil {
+			return nil, nil, fmt.Errorf("--cache-dir is for shard sets in S3; %s is read directly from local disk", src.name)
+		}
+		size, err := diskCacheSize(log, c.cacheDir, c.cacheSize)
+		if err != nil {
+			return nil, nil, err
+		}
+		dc, err := diskcache.New(be, diskcache.Options{Dir: c.cacheDir, Size: size, Namespace: src.name,
+			StageShards: c.prefetchShards, Logger: log.Named("diskcache")})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--cache-dir: %w", err)
+		}
+		closers[len(closers)-1] = dc.Close // closes the S3 backend too
+		be = dc
+		storage["disk_cache"] = func() any { return dc.Stats() }
+	}
+	setMemoryLimit(log, src.indexBytes, c.memCache)
+	f, err := fs.New(ctx, src.x, be, fs.Options{Logger: log.Named("fs"), KernelCache: c.kernelCache, Source: src.name, Mountpoint: mnt,
+		Prefetch: prefetch.Options{CacheBytes: c.memCache}, Storage: storage})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -352,7 +404,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		go http.Serve(metrics, mux)
 	}
-	s, err := fs.Mount(f, mnt, fs.MountOptions{AllowOther: c.allowOther, ReadOnly: c.readOnly, FsName: src, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
+	s, err := fs.Mount(f, mnt, fs.MountOptions{AllowOther: c.allowOther, ReadOnly: c.readOnly, FsName: src.name, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -465,22 +517,45 @@ func (c *mountConfig) logger() (*zap.Logger, func(), error) {
 // limit if that is lower. Without one the heap may grow to twice the live cache before a
 // collection, and a daemon in a memory cgroup is killed (it was, in a cgroup of half a 1.1 GB
 // dataset with cache_size at 3/4 of the limit).
-func setMemoryLimit(log *zap.Logger, src string, cacheSize int64) {
+func setMemoryLimit(log *zap.Logger, indexBytes int64, cacheSize int64) {
 	if cacheSize <= 0 {
 		cacheSize = prefetch.DefaultCacheBytes
 	}
-	limit := cacheSize + 256<<20
-	if fi, err := os.Stat(filepath.Join(src, layout.IndexName)); err == nil {
-		limit += fi.Size()
-	}
+	limit := cacheSize + indexBytes + 256<<20
 	if cg := cgroupMemoryLimit(); cg > 0 && cg/10*9 < limit {
 		limit = cg / 10 * 9
 		if cacheSize > limit/2 {
-			log.Warn("cache_size is more than half of this memory cgroup's limit; the daemon may run out of memory",
-				zap.Int64("cache_size", cacheSize), zap.Int64("cgroup_limit", cg))
+			log.Warn("mem_cache is more than half of this memory cgroup's limit; the daemon may run out of memory",
+				zap.Int64("mem_cache", cacheSize), zap.Int64("cgroup_limit", cg))
 		}
 	}
 	debug.SetMemoryLimit(limit)
+}
+
+// defaultDiskCache is --cache-size when not given; diskCacheSize caps it to the free space.
+const defaultDiskCache = 100 << 30
+
+// diskCacheSize creates dir if needed and returns the disk cache budget: want, at most 9/10 of
+// what dir's file system has free (plus what the cache already holds is not counted: a reused
+// cache may keep its files).
+func diskCacheSize(log *zap.Logger, dir string, want int64) (int64, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, fmt.Errorf("--cache-dir: %w", err)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("--cache-dir: %w", err)
+	}
+	free := int64(st.Bavail) * st.Bsize / 10 * 9
+	if want > free {
+		log.Warn("--cache-size is more than 9/10 of the free space in --cache-dir; using that",
+			zap.Int64("cache_size", want), zap.Int64("using", free))
+		want = free
+	}
+	if want < 64<<20 {
+		return 0, fmt.Errorf("--cache-dir %s has room for %s of cache; it needs at least 64 MiB", dir, humanBytes(want))
+	}
+	return want, nil
 }
 
 // cgroupMemoryLimit returns the memory limit of this process's cgroup (v2 memory.max or v1

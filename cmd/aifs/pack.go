@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"os"
 
+	"go.uber.org/zap"
+
+	"github.com/aifs/aifs/backend/s3"
 	"github.com/aifs/aifs/layout"
 )
 
 func runPack(ctx context.Context, args []string) int {
 	fs := newFlags("pack", "[flags] SRC DST", `
 Packs the directory tree SRC into a new shard set in directory DST (created if missing; it must
-otherwise be empty). Samples are stored in sorted path order in shards of about --shard-size
+otherwise be empty), or uploads it to s3://BUCKET/PREFIX: shards are uploaded as they are
+written (multipart, in parallel) and the index last, so a half-uploaded set is never valid.
+With --force an existing set there is invalidated (its index deleted) when the upload starts. Samples are stored in sorted path order in shards of about --shard-size
 bytes, with an index holding the tree, every file's size, mode, mtime and CRC32C. The same input
 always gives byte-identical output.
 
@@ -19,12 +24,14 @@ Symlinks to files and directories are followed (a symlink back to an ancestor is
 sockets, FIFOs, devices and dangling symlinks are skipped with a warning. An unreadable file, a
 file that changes size while being packed, or a name that cannot be stored stops the pack with an
 error naming the path. The index is written last and atomically: an interrupted or failed pack
-leaves nothing that aifs accepts as a shard set, and removes its temporary files when it can.`)
+leaves nothing that aifs accepts as a shard set, and removes its temporary files when it can.`+s3Help)
 	shardSize := sizeFlag(1 << 30)
 	fs.Var(&shardSize, "shard-size", "target shard size (K, M, G, T suffixes are powers of 1024)")
 	jobs := fs.Int("jobs", 16, "source files read in parallel")
 	force := fs.Bool("force", false, "replace a shard set (or an interrupted pack's leftovers) already at DST; other files there are never touched")
 	quiet := fs.Bool("quiet", false, "print no progress bar and no summary")
+	var s3c s3Config
+	s3c.register(fs)
 	pos, code, ok := parseArgs(fs, args, 2, 2)
 	if !ok {
 		return code
@@ -45,7 +52,7 @@ leaves nothing that aifs accepts as a shard set, and removes its temporary files
 			bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d files", p.Files, p.TotalFiles))
 		}
 	}
-	res, err := layout.Pack(ctx, pos[0], pos[1], opt)
+	res, err := pack(ctx, pos[0], pos[1], &s3c, opt)
 	if bar != nil {
 		bar.clear()
 	}
@@ -58,4 +65,21 @@ leaves nothing that aifs accepts as a shard set, and removes its temporary files
 			res.Files, res.Dirs, humanBytes(res.Bytes), res.Shards, secs, humanBytes(int64(float64(res.Bytes)/max(secs, 1e-9))))
 	}
 	return exitOK
+}
+
+// pack packs src into the directory or s3:// URL dst.
+func pack(ctx context.Context, src, dst string, s3c *s3Config, opt layout.PackOptions) (layout.PackResult, error) {
+	if !s3.IsURL(dst) {
+		return layout.Pack(ctx, src, dst, opt)
+	}
+	be, err := openS3(ctx, dst, s3c, zap.NewNop())
+	if err != nil {
+		return layout.PackResult{}, err
+	}
+	defer be.Close()
+	sink, err := be.NewSink(ctx, opt.Force)
+	if err != nil {
+		return layout.PackResult{}, err
+	}
+	return layout.PackTo(ctx, src, sink, opt)
 }

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -62,6 +64,19 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	}
 	if p.PlanErrors > 0 {
 		fmt.Fprintf(w, "plan errors   %d plan writes refused (EINVAL)\n", p.PlanErrors)
+	}
+	// Storage below the loader (s3, disk_cache): every figure, by name.
+	for _, name := range slices.Sorted(maps.Keys(s.Storage)) {
+		fields, _ := s.Storage[name].(map[string]any)
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(fields)) {
+			v := fields[k]
+			if n, ok := v.(float64); ok && strings.HasSuffix(k, "bytes") {
+				v = humanBytes(int64(n))
+			}
+			parts = append(parts, fmt.Sprintf("%s %v", strings.ReplaceAll(k, "_", " "), v))
+		}
+		fmt.Fprintf(w, "%-13s %s\n", name, strings.Join(parts, ", "))
 	}
 	fmt.Fprintln(w)
 	names := make([]string, 0, len(s.Ops))

@@ -5,17 +5,21 @@ import (
 	"fmt"
 	"os"
 
+	"go.uber.org/zap"
+
 	"github.com/aifs/aifs/layout"
 )
 
 func runVerify(ctx context.Context, args []string) int {
 	fs := newFlags("verify", "[flags] SRC", `
-Checks the shard set in directory SRC: loads and validates its index, re-reads every sample and
+Checks the shard set in directory SRC (or at s3://BUCKET/PREFIX): loads and validates its index, re-reads every sample and
 compares its CRC32C with the index, and checks each shard's size and checksum. Prints one line per
 corrupt or unreadable sample ("corrupt: PATH ...") and per bad shard, and exits with status 1 if
-there are any, 0 if everything matches.`)
+there are any, 0 if everything matches.`+s3Help)
 	jobs := fs.Int("jobs", 4, "shards checked in parallel")
 	quiet := fs.Bool("quiet", false, "print only problems, no progress bar and no summary")
+	var s3c s3Config
+	s3c.register(fs)
 	pos, code, ok := parseArgs(fs, args, 1, 1)
 	if !ok {
 		return code
@@ -23,11 +27,19 @@ there are any, 0 if everything matches.`)
 	if *jobs < 1 {
 		return usageError(fs, "--jobs must be at least 1")
 	}
-	x, err := layout.Load(pos[0])
+	src, err := openSource(ctx, pos[0], &s3c, zap.NewNop())
 	if err != nil {
 		return fail("verify", err)
 	}
+	defer src.be.Close()
+	x := src.x
 	opt := layout.VerifyOptions{Jobs: *jobs}
+	if src.s3 != nil {
+		// A local set is verified from its files as they are (a truncated shard still has the
+		// samples before the cut); an object is read only if it matches the index's size and
+		// ETag, so a replaced one is reported as a bad shard with all its samples.
+		opt.Open = backendShards(src.be)
+	}
 	var total int64
 	for _, s := range x.Shards() {
 		total += int64(s.Size)

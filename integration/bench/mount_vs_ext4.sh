@@ -60,7 +60,7 @@ echo "daemon CPU per sample, cold shuffled epoch, 8 readers, mean $mean bytes: $
 mkdir "$RUN/mnt-off"
 # aifs's own cache is kept small, so that the rows compare the kernel's page cache policy alone
 # (drop_caches does not empty aifs's cache; docs/prefetch.md compares the cache policies).
-"$AIFS" mount -o kernel_cache=off,cache_size=64M "$RUN/ext4/set" "$RUN/mnt-off"
+"$AIFS" mount -o kernel_cache=off,mem_cache=64M "$RUN/ext4/set" "$RUN/mnt-off"
 echo
 echo "| 8 readers | kernel_cache=on files/s | kernel_cache=off files/s | on/off |"
 echo "|---|---|---|---|"

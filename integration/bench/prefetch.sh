@@ -12,7 +12,7 @@
 #   3. a sorted scan (validation order) with 1 reader: aifs, ext4, and fio's sequential O_DIRECT
 #      read of the shard (the device's sequential bandwidth);
 #   4. memory-constrained epochs: readers and the aifs daemon in memory cgroups limited to half
-#      the dataset (aifs with kernel_cache=on, and with kernel_cache=off and cache_size at 3/4
+#      the dataset (aifs with kernel_cache=on, and with kernel_cache=off and mem_cache at 3/4
 #      of the limit), against native ext4 read in a cgroup of the same limit.
 # Prints markdown tables; commits nothing. Needs root.
 #
@@ -36,7 +36,7 @@ echo "|---|---|---|---|"
 for c in 0.25 0.5 1.0; do
 	mnt=$RUN/mnt-c$c
 	mkdir "$mnt"
-	"$AIFS" mount -o kernel_cache=off,cache_size="$(awk -v c="$c" -v d="$data" 'BEGIN{printf "%d", c*d}')" "$RUN/ext4/set" "$mnt"
+	"$AIFS" mount -o kernel_cache=off,mem_cache="$(awk -v c="$c" -v d="$data" 'BEGIN{printf "%d", c*d}')" "$RUN/ext4/set" "$mnt"
 	"$AIFS" bench --seed 1 -j 8 "$mnt" >/dev/null
 	read -r h0 m0 < <(stat_of "$mnt")
 	"$AIFS" bench --seed 2 -j 8 "$mnt" >/dev/null
@@ -79,12 +79,12 @@ fusermount3 -u "$RUN/noplan"
 # --- 4. memory-constrained epochs ---------------------------------------------------------------
 # Each system's readers run in a memory cgroup of half the dataset; each aifs daemon in one of its
 # own, of the same limit: kernel_cache=on (the default: the page cache keeps what was read; aifs
-# holds read-ahead only, cache_size=64M) and kernel_cache=off (aifs keeps a stable subset,
-# cache_size at 3/4 of the limit).
+# holds read-ahead only, mem_cache=64M) and kernel_cache=off (aifs keeps a stable subset,
+# mem_cache at 3/4 of the limit).
 limit=$((data / 2))
 mkdir "$RUN/limited-on" "$RUN/limited-off"
-in_cgroup "$limit" "$AIFS" mount -o cache_size=64M "$RUN/ext4/set" "$RUN/limited-on"
-in_cgroup "$limit" "$AIFS" mount -o kernel_cache=off,cache_size=$((limit * 3 / 4)) "$RUN/ext4/set" "$RUN/limited-off"
+in_cgroup "$limit" "$AIFS" mount -o mem_cache=64M "$RUN/ext4/set" "$RUN/limited-on"
+in_cgroup "$limit" "$AIFS" mount -o kernel_cache=off,mem_cache=$((limit * 3 / 4)) "$RUN/ext4/set" "$RUN/limited-off"
 for d in limited-on limited-off ext4/tree; do
 	dropcaches
 	in_cgroup "$limit" "$AIFS" bench --json --epochs "$EPOCHS" -j 8 "$RUN/$d" >"$RUN/$(basename "$d").json"
