@@ -197,7 +197,12 @@ out "Cold shuffled epoch over S3, $FILES files ($((DATA / 1000000)) MB), fresh m
 out ""
 head="| readers |" sep="|---|"
 for sys in $COLD_SYSTEMS; do head="$head $(label "$sys") |" sep="$sep---|"; done
-for sys in $COLD_SYSTEMS; do [[ $sys == aifs* ]] && head="$head $sys / better peer$([[ $sys == aifs ]] && echo " (target ≥ 5)") |" sep="$sep---|"; done
+for sys in $COLD_SYSTEMS; do
+	[[ $sys == aifs* ]] || continue
+	target=""
+	[[ $sys == aifs ]] && target=" (target ≥ 5)"
+	head="$head $sys / better peer$target |" sep="$sep---|"
+done
 out "$head"
 out "$sep"
 for j in $JOBS; do
