@@ -296,6 +296,9 @@ func TestReuse(t *testing.T) {
 		t.Errorf("Open after Close: %v, want fs.ErrClosed", err)
 	}
 
+	if got, err := DirBytes(dir); err != nil || got != ds.total {
+		t.Errorf("DirBytes = %d, %v; want %d", got, err, ds.total)
+	}
 	src2 := newSource(ds.files, "etag-1")
 	c2 := newCache(t, src2, Options{Dir: dir, Size: 1 << 30, Namespace: "s3://bucket/set"})
 	if got := c2.Stats().UsedBytes; got != ds.total {

@@ -1,7 +1,9 @@
 package diskcache
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -42,12 +44,17 @@ func (c *Cache) list() ([]scanItem, error) {
 			os.Remove(filepath.Join(tmp, name))
 		}
 	}
+	return listChunks(c.ctx, c.opt.Dir)
+}
+
+// listChunks returns the chunk files in dir; their names carry their sizes (no stat per file).
+func listChunks(ctx context.Context, dir string) ([]scanItem, error) {
 	var items []scanItem
 	for fan := range uint64(256) {
-		if c.ctx.Err() != nil {
-			return nil, c.ctx.Err()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		names, err := readNames(fanDir(c.opt.Dir, fan<<56))
+		names, err := readNames(fanDir(dir, fan<<56))
 		if err != nil {
 			return nil, err
 		}
@@ -58,6 +65,21 @@ func (c *Cache) list() ([]scanItem, error) {
 		}
 	}
 	return items, nil
+}
+
+// DirBytes returns the bytes of the chunk files in dir, what a Cache on dir finds there (0 if
+// dir does not exist), so that a caller sizing a budget by the free space can count them as
+// room: they are the cache's own.
+func DirBytes(dir string) (int64, error) {
+	items, err := listChunks(context.Background(), dir)
+	var n int64
+	for _, it := range items {
+		n += it.size
+	}
+	if err != nil {
+		return 0, fmt.Errorf("diskcache: %w", err)
+	}
+	return n, nil
 }
 
 // rescan brings the set in line with the chunk files in Dir: see reconcile.

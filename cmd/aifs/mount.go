@@ -536,8 +536,8 @@ func setMemoryLimit(log *zap.Logger, indexBytes int64, cacheSize int64) {
 const defaultDiskCache = 100 << 30
 
 // diskCacheSize creates dir if needed and returns the disk cache budget: want, at most 9/10 of
-// what dir's file system has free (plus what the cache already holds is not counted: a reused
-// cache may keep its files).
+// the room in dir's file system, counting the chunks the cache already holds as room (a reused
+// cache keeps them; a budget below them would delete them).
 func diskCacheSize(log *zap.Logger, dir string, want int64) (int64, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return 0, fmt.Errorf("--cache-dir: %w", err)
@@ -546,9 +546,13 @@ func diskCacheSize(log *zap.Logger, dir string, want int64) (int64, error) {
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, fmt.Errorf("--cache-dir: %w", err)
 	}
-	free := int64(st.Bavail) * st.Bsize / 10 * 9
+	held, err := diskcache.DirBytes(dir)
+	if err != nil {
+		return 0, fmt.Errorf("--cache-dir: %w", err)
+	}
+	free := (int64(st.Bavail)*st.Bsize + held) / 10 * 9
 	if want > free {
-		log.Warn("--cache-size is more than 9/10 of the free space in --cache-dir; using that",
+		log.Warn("--cache-size is more than 9/10 of the room in --cache-dir (free space and the cache's own files); using that",
 			zap.Int64("cache_size", want), zap.Int64("using", free))
 		want = free
 	}

@@ -7,6 +7,10 @@
 #      one object per file (target: aifs ≥ 5× the better of the two). Each run mounts every
 #      system afresh and drops the kernel's caches: nothing is cached anywhere but the names
 #      (aifs bench lists the tree before it reads, as a training job does);
+#   1b. the same with DELAY added to every S3 request by a proxy (integration/s3delay) in front
+#      of the server: the time to first byte of a real object store (versitygw on 127.0.0.1
+#      answers in well under a millisecond; an in-region S3 GET takes about 10-30 ms), which a
+#      client pays per request, and so per file in the per-file layout;
 #   2. later epochs of aifs from its disk cache (--cache-dir on the same disk, filled by one cold
 #      epoch) against aifs mounting the very same shard files from the local disk (target ≥ 0.8×),
 #      with the bytes fetched from S3 meanwhile (should be 0);
@@ -21,7 +25,7 @@
 #
 # Environment (defaults in brackets):
 #   FILES [10000] (mean 110 KiB, log-normal)   JOBS ["8 32"]   RUNS [3] (median of RUNS runs)
-#   NAMES [1280000] (0 skips part 3)   NAMES_MOUNT_RUNS [1] (0 skips the ImageFolder over rclone)
+#   DELAY [10ms] ("" skips part 1b)   NAMES [1280000] (0 skips part 3)   NAMES_MOUNT_RUNS [1] (0 skips the ImageFolder over rclone)
 #   SYSTEMS ["aifs aifs-staged aifs-nocache s3fs rclone"] (part 1's columns; the first three are
 #   aifs with an empty disk cache, with prefetch_shards=on, and without a disk cache)
 #   WORKDIR [/var/tmp]   RESULTS [$WORKDIR/aifs-s3-results.md]
@@ -31,6 +35,7 @@ FILES=${FILES:-10000}
 JOBS=${JOBS:-8 32}
 RUNS=${RUNS:-3}
 NAMES=${NAMES:-1280000}
+DELAY=${DELAY-10ms}
 NAMES_MOUNT_RUNS=${NAMES_MOUNT_RUNS:-1}
 WORKDIR=${WORKDIR:-/var/tmp}
 RESULTS=${RESULTS:-$WORKDIR/aifs-s3-results.md}
@@ -67,7 +72,7 @@ trap s3_cleanup EXIT
 
 out() { echo "$*" | tee -a "$RESULTS"; }
 : >"$RESULTS"
-out "s3.sh: $(date -u +%Y-%m-%dT%H:%MZ), $(machine), FILES=$FILES JOBS=\"$JOBS\" RUNS=$RUNS NAMES=$NAMES"
+out "s3.sh: $(date -u +%Y-%m-%dT%H:%MZ), $(machine), FILES=$FILES JOBS=\"$JOBS\" RUNS=$RUNS DELAY=$DELAY NAMES=$NAMES"
 
 # --- the disk, the server, the data ---------------------------------------------------------------
 # Room for the per-file tree, its shard set (twice while versitygw assembles a multipart upload),
@@ -81,6 +86,7 @@ mkdir -p "$ROOT/aifs" "$DISK/cache"
 
 PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 EP=http://127.0.0.1:$PORT
+CUR_EP=$EP # the endpoint the mounts of part 1 use: the server, or the delaying proxy (1b)
 export AWS_ENDPOINT_URL=$EP
 # --keep-alive: without it versitygw closes the connection after every response (a real S3 keeps
 # it open; every client here would pay a TCP handshake per request).
@@ -111,14 +117,14 @@ mount_rclone() { # BUCKET MNT
 	mkdir -p "$2"
 	# --no-modtime: without it rclone HEADs every object on open to read its mtime metadata (2
 	# requests per file instead of 1, 20% slower here). The VFS cache is off (the default).
-	rclone mount "vgw:$1" "$2" --read-only --no-modtime --vfs-cache-mode off --log-file "$RUN/rclone.log" &
+	RCLONE_CONFIG_VGW_ENDPOINT=$CUR_EP rclone mount "vgw:$1" "$2" --read-only --no-modtime --vfs-cache-mode off --log-file "$RUN/rclone.log" &
 	BG_PIDS="$BG_PIDS $!"
 	for _ in $(seq 100); do mountpoint -q "$2" && return 0; sleep 0.1; done
 	die "rclone mount of $1 did not come up: $(tail -5 "$RUN/rclone.log")"
 }
 mount_s3fs() { # BUCKET MNT — defaults: no local data cache (no use_cache), stat cache on
 	mkdir -p "$2"
-	s3fs "$1" "$2" -o ro,url="$EP",use_path_request_style,endpoint=us-east-1,passwd_file="$RUN/s3fs.passwd"
+	s3fs "$1" "$2" -o ro,url="$CUR_EP",use_path_request_style,endpoint=us-east-1,passwd_file="$RUN/s3fs.passwd"
 	for _ in $(seq 100); do mountpoint -q "$2" && return 0; sleep 0.1; done
 	die "s3fs mount of $1 did not come up"
 }
@@ -148,16 +154,17 @@ check_digest() { # JSONFILE SYSTEM: every pass of every system must read the sam
 }
 
 # --- 1. cold shuffled epoch -------------------------------------------------------------------------
-# one_cold SYSTEM J RUN: mounts SYSTEM afresh, reads one shuffled epoch with every cache dropped,
-# unmounts; appends "files/s list_s vgw_cpu_ms s3_requests s3_MB" to $RUN/cold-SYSTEM-J.
+# one_cold SYSTEM J RUN TAG: mounts SYSTEM afresh on $CUR_EP, reads one shuffled epoch with every
+# cache dropped, unmounts; appends "files/s list_s vgw_cpu_ms s3_requests s3_MB" to
+# $RUN/cold$TAG-SYSTEM-J.
 one_cold() {
-	local sys=$1 j=$2 r=$3 mnt=$RUN/mnt-$1 t0 t1 req=0 mb=0
+	local sys=$1 j=$2 r=$3 tag=$4 mnt=$RUN/mnt-$1 t0 t1 req=0 mb=0
 	rm -rf "$DISK/cache/cold"
 	mkdir -p "$DISK/cache/cold" "$mnt"
 	case $sys in
-	aifs) "$AIFS" mount s3://aifs/data "$mnt" --cache-dir "$DISK/cache/cold" --cache-size $((DATA * 2)) ;;
-	aifs-staged) "$AIFS" mount s3://aifs/data "$mnt" --cache-dir "$DISK/cache/cold" --cache-size $((DATA * 2)) -o prefetch_shards=on ;;
-	aifs-nocache) "$AIFS" mount s3://aifs/data "$mnt" ;;
+	aifs) "$AIFS" mount s3://aifs/data "$mnt" --s3-endpoint "$CUR_EP" --cache-dir "$DISK/cache/cold" --cache-size $((DATA * 2)) ;;
+	aifs-staged) "$AIFS" mount s3://aifs/data "$mnt" --s3-endpoint "$CUR_EP" --cache-dir "$DISK/cache/cold" --cache-size $((DATA * 2)) -o prefetch_shards=on ;;
+	aifs-nocache) "$AIFS" mount s3://aifs/data "$mnt" --s3-endpoint "$CUR_EP" ;;
 	s3fs) mount_s3fs perfile "$mnt" ;;
 	rclone) mount_rclone perfile "$mnt" ;;
 	esac
@@ -169,18 +176,10 @@ one_cold() {
 		req=$(stat_of "$mnt" s3 requests)
 		mb=$(($(stat_of "$mnt" s3 bytes) / 1000000))
 	fi
-	echo "$(files_per_s "$RUN/bench.json") $(list_s "$RUN/bench.json") $(((t1 - t0) * 1000 / HZ)) $req $mb" >>"$RUN/cold-$sys-$j"
+	echo "$(files_per_s "$RUN/bench.json") $(list_s "$RUN/bench.json") $(((t1 - t0) * 1000 / HZ)) $req $mb" >>"$RUN/cold$tag-$sys-$j"
 	unmount "$mnt"
 }
 COLD_SYSTEMS=${SYSTEMS:-aifs aifs-staged aifs-nocache s3fs rclone}
-for r in $(seq "$RUNS"); do
-	for j in $JOBS; do
-		for sys in $COLD_SYSTEMS; do
-			one_cold "$sys" "$j" "$r"
-			echo "cold run $r, $j readers, $sys: $(tail -1 "$RUN/cold-$sys-$j")" >&2
-		done
-	done
-done
 col() { awk -v c="$1" '{print $c}' "$2" | median; } # median of column C of a cold-* file
 icol() { printf "%.0f" "$(col "$@")"; }                # the same, rounded
 label() {
@@ -192,45 +191,70 @@ label() {
 	*) echo "$1" ;;
 	esac
 }
-out ""
-out "Cold shuffled epoch over S3, $FILES files ($((DATA / 1000000)) MB), fresh mounts, caches dropped; files/s, median of $RUNS runs:"
-out ""
-head="| readers |" sep="|---|"
-for sys in $COLD_SYSTEMS; do head="$head $(label "$sys") |" sep="$sep---|"; done
-for sys in $COLD_SYSTEMS; do
-	[[ $sys == aifs* ]] || continue
-	target=""
-	[[ $sys == aifs ]] && target=" (target ≥ 5)"
-	head="$head $sys / better peer$target |" sep="$sep---|"
-done
-out "$head"
-out "$sep"
-for j in $JOBS; do
-	row="| $j |" best=0
-	for sys in $COLD_SYSTEMS; do
-		v=$(icol 1 "$RUN/cold-$sys-$j")
-		row="$row $v |"
-		[[ $sys == aifs* ]] || best=$((v > best ? v : best))
+# cold_part TAG TITLE: RUNS runs of every system at every J, then the tables
+cold_part() {
+	local tag=$1 title=$2 r j sys head sep target row best v f req mb
+	for r in $(seq "$RUNS"); do
+		for j in $JOBS; do
+			for sys in $COLD_SYSTEMS; do
+				one_cold "$sys" "$j" "$r" "$tag"
+				echo "cold$tag run $r, $j readers, $sys: $(tail -1 "$RUN/cold$tag-$sys-$j")" >&2
+			done
+		done
 	done
+	out ""
+	out "$title, $FILES files ($((DATA / 1000000)) MB), fresh mounts, caches dropped; files/s, median of $RUNS runs:"
+	out ""
+	head="| readers |" sep="|---|"
+	for sys in $COLD_SYSTEMS; do head="$head $(label "$sys") |" sep="$sep---|"; done
 	for sys in $COLD_SYSTEMS; do
 		[[ $sys == aifs* ]] || continue
-		if [[ $best -gt 0 ]]; then row="$row **$(ratio "$(icol 1 "$RUN/cold-$sys-$j")" "$best")** |"; else row="$row — |"; fi
+		target=""
+		[[ $sys == aifs ]] && target=" (target ≥ 5)"
+		head="$head $sys / better peer$target |" sep="$sep---|"
 	done
-	out "$row"
-done
-out ""
-out "Per cold epoch (medians over the runs): listing of the tree by aifs bench after dropping caches, s; versitygw CPU, ms per 1,000 files read; S3 requests and MB fetched by aifs (its stats):"
-out ""
-out "| readers | system | listing s | server CPU ms / 1k files | S3 requests | S3 MB (dataset $((DATA / 1000000)) MB) |"
-out "|---|---|---|---|---|---|"
-for j in $JOBS; do
-	for sys in $COLD_SYSTEMS; do
-		f=$RUN/cold-$sys-$j
-		req=$(icol 4 "$f") mb=$(icol 5 "$f")
-		[[ $sys == aifs* ]] || req="—" mb="—"
-		out "| $j | $(label "$sys") | $(col 2 "$f") | $(awk -v c="$(col 3 "$f")" -v n="$FILES" 'BEGIN{printf "%.0f", c*1000/n}') | $req | $mb |"
+	out "$head"
+	out "$sep"
+	for j in $JOBS; do
+		row="| $j |" best=0
+		for sys in $COLD_SYSTEMS; do
+			v=$(icol 1 "$RUN/cold$tag-$sys-$j")
+			row="$row $v |"
+			[[ $sys == aifs* ]] || best=$((v > best ? v : best))
+		done
+		for sys in $COLD_SYSTEMS; do
+			[[ $sys == aifs* ]] || continue
+			if [[ $best -gt 0 ]]; then row="$row **$(ratio "$(icol 1 "$RUN/cold$tag-$sys-$j")" "$best")** |"; else row="$row — |"; fi
+		done
+		out "$row"
 	done
-done
+	out ""
+	out "Per cold epoch (medians over the runs): listing of the tree by aifs bench after dropping caches, s; versitygw CPU, ms per 1,000 files read; S3 requests and MB fetched by aifs (its stats):"
+	out ""
+	out "| readers | system | listing s | server CPU ms / 1k files | S3 requests | S3 MB (dataset $((DATA / 1000000)) MB) |"
+	out "|---|---|---|---|---|---|"
+	for j in $JOBS; do
+		for sys in $COLD_SYSTEMS; do
+			f=$RUN/cold$tag-$sys-$j
+			req=$(icol 4 "$f") mb=$(icol 5 "$f")
+			[[ $sys == aifs* ]] || req="—" mb="—"
+			out "| $j | $(label "$sys") | $(col 2 "$f") | $(awk -v c="$(col 3 "$f")" -v n="$FILES" 'BEGIN{printf "%.0f", c*1000/n}') | $req | $mb |"
+		done
+	done
+}
+cold_part "" "Cold shuffled epoch over S3"
+
+# --- 1b. the same with a per-request latency --------------------------------------------------------
+if [[ -n $DELAY ]]; then
+	go build -o "$RUN/s3delay" ./integration/s3delay
+	"$RUN/s3delay" --target "$EP" --delay "$DELAY" >"$RUN/s3delay.out" 2>"$RUN/s3delay.log" &
+	BG_PIDS="$BG_PIDS $!"
+	for _ in $(seq 100); do [[ -s $RUN/s3delay.out ]] && break; sleep 0.1; done
+	CUR_EP=$(head -1 "$RUN/s3delay.out")
+	[[ $CUR_EP == http://* ]] || die "s3delay did not start: $(cat "$RUN/s3delay.log")"
+	cold_part "-delay" "Cold shuffled epoch over S3 with $DELAY added to every request (the proxy integration/s3delay: a real object store's time to first byte)"
+	CUR_EP=$EP
+fi
 
 # --- 2. later epochs from the disk cache against the local disk ------------------------------------
 # Both mounts keep aifs's memory cache small, so that a later epoch is served by the disk cache
