@@ -337,6 +337,65 @@ func TestMountLifecycle(t *testing.T) {
 	}
 }
 
+// TestMountAfterDaemonKilled: after kill -9 of the daemon the mountpoint answers ENOTCONN, and
+// aifs mount on it says what happened, clears the dead mount and mounts again (the default).
+func TestMountAfterDaemonKilled(t *testing.T) {
+	set := corruptionSet(t)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	mkdir(t, mnt)
+	mustAifs(t, "mount", set, mnt)
+	pid := daemonPID(t, mnt)
+	t.Cleanup(func() { unmount(t, mnt, 0) })
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !waitExit(pid, 10*time.Second) {
+		t.Fatal("the daemon survived SIGKILL")
+	}
+	// ENOTCONN; a request the kernel had queued when the daemon died gets ECONNABORTED.
+	if _, err := os.Stat(filepath.Join(mnt, "c")); !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+		t.Fatalf("stat in the mount of a killed daemon: %v, want ENOTCONN", err)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &st); err != syscall.ENOTCONN {
+		t.Fatalf("statfs of the mountpoint of a killed daemon: %v, want ENOTCONN", err)
+	}
+	for _, fg := range []bool{false, true} {
+		if fg { // kill the new daemon too, and recover in the foreground
+			pid := daemonPID(t, mnt)
+			syscall.Kill(pid, syscall.SIGKILL)
+			waitExit(pid, 10*time.Second)
+			logFile := filepath.Join(t.TempDir(), "log")
+			start(t, "mount", "-f", "--log-file", logFile, set, mnt)
+			var st syscall.Statfs_t
+			// STATFS reaches the daemon: the dead mount's fails; between the lazy unmount and
+			// the new mount nothing is mounted.
+			for end := time.Now().Add(10 * time.Second); !isMounted(mnt) || syscall.Statfs(mnt, &st) != nil; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatal("aifs mount -f did not recover the dead mount")
+				}
+			}
+			if b, _ := os.ReadFile(logFile); !strings.Contains(string(b), "aifs daemon that died") {
+				t.Errorf("aifs mount -f logged no notice of the dead daemon: %s", b)
+			}
+		} else {
+			r := mustAifs(t, "mount", set, mnt)
+			if !strings.Contains(r.stderr, "aifs daemon that died") || !strings.Contains(r.stderr, mnt) {
+				t.Errorf("aifs mount on a dead mount: want a notice naming %s, got %s", mnt, r)
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(mnt, "c", "sample-29.bin"))
+		if err != nil || string(b) != string(randomBytes(1029, 700+37*29)) {
+			t.Fatalf("foreground %v: read after recovering: %v", fg, err)
+		}
+	}
+	pid = daemonPID(t, mnt)
+	unmount(t, mnt, pid)
+	if isMounted(mnt) {
+		t.Error("mounts are stacked on the mountpoint after the recoveries")
+	}
+}
+
 // TestMountHelper mounts the way mount(8) does: through /sbin/mount.fuse.aifs (what
 // scripts/install.sh installs), by running the binary under that name with mount(8)'s
 // arguments, and in the form "aifs SRC MOUNTPOINT -o opts" that mount.fuse3 uses.

@@ -84,6 +84,7 @@ type mountConfig struct {
 	logFile         string
 	metricsAddr     string
 	debugFUSE       bool
+	notices         []string // for the user, besides the log: the daemon sends them to `aifs mount`
 }
 
 // optList collects repeated -o values.
@@ -225,7 +226,8 @@ func genericMountOption(key string) bool {
 const daemonEnv = "AIFS_DAEMON_READY_FD"
 
 // startDaemon runs this binary again, detached, with the same arguments, and waits until it
-// reports on a pipe that the mount is live ("ok") or why it failed.
+// reports on a pipe that the mount is live ("ok") or why it failed, its last line; the lines
+// before it are notices for the user, printed on stderr.
 func startDaemon(args []string) int {
 	self, err := os.Executable()
 	if err != nil {
@@ -251,7 +253,11 @@ func startDaemon(args []string) int {
 	null.Close()
 	msg, _ := io.ReadAll(r) // until the daemon reports and closes its end, or dies
 	r.Close()
-	switch s := strings.TrimSpace(string(msg)); {
+	lines := strings.Split(strings.TrimSpace(string(msg)), "\n")
+	for _, notice := range lines[:len(lines)-1] {
+		fmt.Fprintf(os.Stderr, "aifs mount: %s\n", notice)
+	}
+	switch s := lines[len(lines)-1]; {
 	case s == "ok":
 		cmd.Process.Release()
 		return exitOK
@@ -271,6 +277,9 @@ func startDaemon(args []string) int {
 func (c *mountConfig) serve(ctx context.Context, ready *os.File) int {
 	report := func(err error) {
 		if ready != nil {
+			for _, notice := range c.notices {
+				fmt.Fprintln(ready, notice)
+			}
 			if err == nil {
 				fmt.Fprintln(ready, "ok")
 			} else {
@@ -349,9 +358,13 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 			closeAll()
 		}
 	}()
-	mnt, err := checkMountpoint(c.mountpoint)
+	mnt, notice, err := checkMountpoint(c.mountpoint)
 	if err != nil {
 		return nil, nil, err
+	}
+	if notice != "" {
+		log.Warn(notice)
+		c.notices = append(c.notices, notice)
 	}
 	c.mountpoint = mnt
 	src, err := openSource(ctx, c.src, &c.s3, log)
@@ -412,20 +425,31 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 }
 
 // checkMountpoint returns the absolute, symlink-free path of mountpoint after checking that it
-// is an empty directory and not already a mount point.
-func checkMountpoint(mountpoint string) (string, error) {
-	abs, err := filepath.Abs(mountpoint)
+// is an empty directory and not already a mount point. A mount left by an aifs daemon that died
+// (kill -9, OOM) is unmounted first (see recoverStale); notice says so, "" otherwise.
+func checkMountpoint(mountpoint string) (abs, notice string, err error) {
+	abs, err = filepath.Abs(mountpoint)
 	if err == nil {
-		abs, err = filepath.EvalSymlinks(abs)
+		notice, err = recoverStale(abs)
 	}
+	if err != nil {
+		return "", "", err
+	}
+	abs, err = checkDir(abs, mountpoint)
+	return abs, notice, err
+}
+
+// checkDir is checkMountpoint after recoverStale.
+func checkDir(abs, mountpoint string) (string, error) {
+	abs, err := filepath.EvalSymlinks(abs)
 	if errors.Is(err, iofs.ErrNotExist) {
 		return "", fmt.Errorf("mountpoint %s does not exist", mountpoint)
 	}
 	if err != nil {
 		return "", fmt.Errorf("mountpoint: %w", err)
 	}
-	if m, ok := mountAt(abs); ok {
-		return "", fmt.Errorf("%s is already a mount point (%s)", abs, m)
+	if fstype, source, ok := mountAt(abs); ok {
+		return "", fmt.Errorf("%s is already a mount point (%s from %s)", abs, fstype, source)
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
@@ -449,11 +473,37 @@ func checkMountpoint(mountpoint string) (string, error) {
 	return abs, nil
 }
 
-// mountAt looks path up in /proc/self/mountinfo and describes the mount there, if any.
-func mountAt(path string) (string, bool) {
+// recoverStale looks at path before it is checked: a FUSE mount there whose daemon is gone
+// answers with ENOTCONN (STATFS always reaches the daemon; a stat may be answered from the
+// kernel's cache). If it is an aifs mount (fuse.aifs) it is unmounted lazily (nothing can be
+// read from it any more, and nothing can be lost: it is read-only) and the notice says so;
+// another file system's is refused with the command that clears it.
+func recoverStale(path string) (notice string, err error) {
+	fstype, source, ok := mountAt(path)
+	if !ok || fstype != "fuse" && !strings.HasPrefix(fstype, "fuse.") {
+		return "", nil
+	}
+	var st syscall.Statfs_t
+	// ECONNABORTED: a request in flight when the daemon died.
+	if err := syscall.Statfs(path, &st); err != syscall.ENOTCONN && err != syscall.ECONNABORTED {
+		return "", nil
+	}
+	if fstype != "fuse.aifs" {
+		return "", fmt.Errorf("%s is a %s mount of %s whose daemon is gone (transport endpoint is not connected); "+
+			"unmount it with: fusermount3 -u -z %s", path, fstype, source, path)
+	}
+	if err := lazyUnmount(path); err != nil {
+		return "", fmt.Errorf("%s was left mounted by an aifs daemon that died; unmounting it: %w", path, err)
+	}
+	return fmt.Sprintf("%s was left mounted (%s) by an aifs daemon that died; unmounted it", path, source), nil
+}
+
+// mountAt looks path up in /proc/self/mountinfo and returns the type and source of the mount
+// there (the last one, if mounts are stacked), if any.
+func mountAt(path string) (fstype, source string, ok bool) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return "", false
+		return "", "", false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		// id parent major:minor root MOUNTPOINT options ... - FSTYPE SOURCE superoptions
@@ -461,14 +511,15 @@ func mountAt(path string) (string, bool) {
 		if len(f) < 5 || unescapeMountinfo(f[4]) != path {
 			continue
 		}
+		fstype, source, ok = "unknown", "unknown", true
 		for i, v := range f {
 			if v == "-" && i+2 < len(f) {
-				return fmt.Sprintf("%s from %s", f[i+1], unescapeMountinfo(f[i+2])), true
+				fstype, source = f[i+1], unescapeMountinfo(f[i+2])
+				break
 			}
 		}
-		return "mounted", true
 	}
-	return "", false
+	return fstype, source, ok
 }
 
 // unescapeMountinfo undoes the octal escapes (\040 for a space) of /proc/self/mountinfo.
