@@ -101,6 +101,11 @@ type FS struct {
 	files  uint64 // sample files in the index
 	bytes  uint64 // sum of sample sizes, for STATFS
 
+	// With Prefetch.Verify: the samples too large for the loader whose checksum matched,
+	// one bit each (Read checks one on its first READ), and the corrupt samples logged.
+	verified      []atomic.Uint64
+	loggedCorrupt sync.Map // layout.ID → struct{}
+
 	closeOnce sync.Once
 }
 
@@ -128,6 +133,9 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 		f.shards = append(f.shards, sh)
 	}
 	po := opt.Prefetch
+	if po.Verify {
+		f.verified = make([]atomic.Uint64, (x.Len()+63)/64)
+	}
 	po.KeepRead = opt.KernelCache == CacheOff
 	if opt.KernelCache == CacheOn {
 		po.Store = f.store
@@ -356,6 +364,12 @@ func (f *FS) read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte, r *readRe
 	// cannot be stopped, and building a context per READ would cost an allocation.
 	ctx := context.Background()
 	sh := f.shards[e.Shard]
+	if f.verified != nil && f.verified[id/64].Load()&(1<<(id%64)) == 0 {
+		if err := f.verifyLarge(ctx, sh, id, e); err != nil {
+			return f.errno("read", id, err)
+		}
+		f.verified[id/64].Or(1 << (id % 64))
+	}
 	if v, ok := sh.(backend.Viewer); ok {
 		if r.view, err = v.View(ctx, off, int(n)); err == nil {
 			r.data = r.view.Bytes()
@@ -367,6 +381,26 @@ func (f *FS) read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte, r *readRe
 		return f.errno("read", id, err)
 	}
 	return fuse.OK
+}
+
+// verifyLarge checks the checksum of sample id, too large for the loader, by reading it
+// whole once in pieces (Prefetch.Verify): a large sample costs one more read of itself.
+func (f *FS) verifyLarge(ctx context.Context, sh backend.Shard, id layout.ID, e layout.Entry) error {
+	buf := make([]byte, min(e.Size, 4<<20))
+	var crc uint32
+	for done := uint64(0); done < e.Size; {
+		n := min(e.Size-done, uint64(len(buf)))
+		if err := sh.ReadAt(ctx, buf[:n], int64(e.Offset+done)); err != nil {
+			return err
+		}
+		crc = layout.UpdateChecksum(crc, buf[:n])
+		done += n
+	}
+	err := prefetch.CheckSample(f.x, id, e, crc)
+	if err != nil {
+		f.loader.CountCorrupt()
+	}
+	return err
 }
 
 // readResult hands READ data to go-fuse: bytes in the request's buffer, or a View (a
@@ -594,9 +628,15 @@ func (f *FS) refuse() fuse.Status {
 	return fuse.EROFS
 }
 
-// errno logs err once, with the op, the sample's path and id, and returns its errno.
+// errno logs err, with the op, the sample's path and id, and returns its errno. A corrupt
+// sample (prefetch.ErrCorrupt) is logged once, however often it is read.
 func (f *FS) errno(op string, id layout.ID, err error) fuse.Status {
 	st := errnoOf(err)
+	if errors.Is(err, prefetch.ErrCorrupt) {
+		if _, seen := f.loggedCorrupt.LoadOrStore(id, struct{}{}); seen {
+			return st
+		}
+	}
 	f.log.Error("request failed", zap.String("op", op), zap.String("path", f.x.Path(id)),
 		zap.Uint32("id", uint32(id)), zap.String("errno", syscall.Errno(st).Error()), zap.Error(err))
 	return st

@@ -8,6 +8,7 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/backend/memory"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/prefetch"
 )
 
 // readFile READs [off, off+size) of inode ino with a buffer of size bytes, the way go-fuse does,
@@ -408,6 +410,42 @@ func TestReadFaults(t *testing.T) {
 			}
 			checkReleased(t, f, tb)
 		})
+	}
+}
+
+// TestReadVerify: with Prefetch.Verify a sample with a changed byte gets EIO, through the
+// loader and through the path of samples over MaxWhole (checked whole on their first READ),
+// and is logged once however often it is read; the other samples read right.
+func TestReadVerify(t *testing.T) {
+	s := packTree(t, writeSourceTree)
+	corrupt := []string{"a.txt", "big.bin"} // big.bin is over MaxWhole below
+	for _, p := range corrupt {
+		id, _ := s.x.LookupPath(p)
+		e := s.x.Entry(id)
+		s.shards[s.x.Shards()[e.Shard].Name][e.Offset+e.Size-1] ^= 1
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	f := s.serve(t, nil, Options{Logger: zap.New(core), Prefetch: prefetch.Options{Verify: true, MaxWhole: 64 << 10}})
+	for round := range 2 {
+		for _, p := range s.paths {
+			e := s.want[p]
+			if e.isDir() {
+				continue
+			}
+			got, st := readFile(t, f, s.inoOf(t, p), 0, 1<<20)
+			bad := slices.Contains(corrupt, p)
+			if bad && st != fuse.EIO || !bad && (st != fuse.OK || !bytes.Equal(got, e.data[:min(len(e.data), 1<<20)])) {
+				t.Errorf("round %d: Read %q: %v, %d bytes (corrupt: %v)", round, p, st, len(got), bad)
+			}
+		}
+	}
+	for _, p := range corrupt {
+		if n := logs.FilterField(zap.String("path", p)).Len(); n != 1 {
+			t.Errorf("%s logged %d times, want once", p, n)
+		}
+	}
+	if n := f.Stats().Snapshot().Backend.Corrupt; n != 4 {
+		t.Errorf("%d corrupt samples counted, want 4 (2 samples, 2 rounds)", n)
 	}
 }
 

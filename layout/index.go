@@ -70,6 +70,12 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// Checksum returns the CRC32C of b: what Entry.CRC records for a sample's bytes.
+func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// UpdateChecksum returns the CRC32C of the bytes summed in crc followed by b.
+func UpdateChecksum(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
+
 // ErrCorrupt is wrapped by every error that reports an index or shard failing its checks.
 var ErrCorrupt = errors.New("corrupt shard set")
 

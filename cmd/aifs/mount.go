@@ -44,6 +44,9 @@ Mount options (-o, comma-separated, repeatable):
                             even with a memory limit of 1/8 of the dataset: docs/bench)
   mem_cache=SIZE            memory for samples read ahead and, with kernel_cache=off, a stable
                             subset of the samples read (K, M, G, T suffixes; default 1G)
+  verify=on|off             on: check each sample's CRC32C (from the index) when it is read;
+                            a corrupt sample gets EIO and is logged once with its path and
+                            shard offset (default off: 'aifs verify' finds corruption)
   cache_dir=DIR, cache_size=SIZE, prefetch_shards=on|off, s3_endpoint=URL, s3_region=R,
   s3_addressing=A, s3_timeout=D, s3_retries=N   the same as the flags below
   ro                        mount read-only in the kernel too: then no plans can be written
@@ -77,6 +80,7 @@ type mountConfig struct {
 	cacheSize       int64 // bytes of the disk cache
 	cacheSizeSet    bool  // cache_size or --cache-size given
 	prefetchShards  bool
+	verify          bool // -o verify=on
 	s3              s3Config
 	readOnly        bool // kernel mount MS_RDONLY (no plan file writes)
 	allowOther      bool
@@ -187,6 +191,8 @@ func (c *mountConfig) applyOptions(opts []string) error {
 				c.cacheDir = val
 			case key == "prefetch_shards" && (val == "on" || val == "off"):
 				c.prefetchShards = val == "on"
+			case key == "verify" && (val == "on" || val == "off"):
+				c.verify = val == "on"
 			case key == "log_level" && hasVal:
 				c.logLevel = val
 			case key == "log_file" && hasVal:
@@ -396,7 +402,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	}
 	setMemoryLimit(log, src.indexBytes, c.memCache)
 	f, err := fs.New(ctx, src.x, be, fs.Options{Logger: log.Named("fs"), KernelCache: c.kernelCache, Source: src.name, Mountpoint: mnt,
-		Prefetch: prefetch.Options{CacheBytes: c.memCache}, Storage: storage})
+		Prefetch: prefetch.Options{CacheBytes: c.memCache, Verify: c.verify}, Storage: storage})
 	if err != nil {
 		return nil, nil, err
 	}
