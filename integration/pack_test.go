@@ -1151,11 +1151,38 @@ func TestPackRefusals(t *testing.T) {
 		bad := filepath.Join(src, "status")
 		symlink(t, "/proc/self/status", bad)
 		dst := filepath.Join(t.TempDir(), "set")
-		r := aifs(t, "pack", "--shard-size", "4K", src, dst)
+		r := aifs(t, "pack", "--follow-external-symlinks", "--shard-size", "4K", src, dst)
 		if r.code != 1 || !strings.Contains(r.stderr, bad+" changed size while being packed") {
 			t.Errorf("pack of a tree with a /proc file: want exit 1 and %q; %s", bad+" changed size while being packed", r)
 		}
 		wantNoDir(t, dst)
+	})
+
+	t.Run("symlink out of the source", func(t *testing.T) {
+		outside := t.TempDir()
+		writeFile(t, filepath.Join(outside, "secret"), []byte("not part of the dataset"))
+		mkdir(t, filepath.Join(outside, "dir"))
+		writeFile(t, filepath.Join(outside, "dir", "f"), []byte("elsewhere"))
+		for _, link := range []string{"to-file", "to-dir"} {
+			t.Run(link, func(t *testing.T) {
+				tree := smallTree(t, 31)
+				path := filepath.Join(tree, "m", link)
+				symlink(t, map[string]string{"to-file": filepath.Join(outside, "secret"), "to-dir": filepath.Join(outside, "dir")}[link], path)
+				dst := filepath.Join(t.TempDir(), "set")
+				if r := aifs(t, "pack", tree, dst); r.code != 1 || !strings.Contains(r.stderr, path) || !strings.Contains(r.stderr, "--follow-external-symlinks") {
+					t.Errorf("pack of a tree with a symlink out of it: want exit 1 naming %s and the flag; %s", path, r)
+				}
+				wantNoDir(t, dst)
+				mustAifs(t, "pack", "--quiet", "--follow-external-symlinks", tree, dst)
+				if r := mustAifs(t, "ls", dst, "m"); !strings.Contains(r.stdout, link) {
+					t.Errorf("--follow-external-symlinks did not pack %s: %s", link, r.stdout)
+				}
+			})
+		}
+		// A symlink inside the tree, even through "..", is followed without the flag.
+		tree := smallTree(t, 32)
+		symlink(t, "../m", filepath.Join(tree, "m", "up"))
+		mustAifs(t, "pack", "--quiet", tree, filepath.Join(t.TempDir(), "set"))
 	})
 
 	t.Run("bad source or destination", func(t *testing.T) {
@@ -1236,7 +1263,7 @@ func TestPackRefusals(t *testing.T) {
 		// --force with a source that fails midway: the old set is untouched.
 		badSrc := smallTree(t, 70)
 		symlink(t, "/proc/self/status", filepath.Join(badSrc, "status"))
-		if r := aifs(t, "pack", "--force", "--shard-size", "4K", badSrc, dst); r.code != 1 {
+		if r := aifs(t, "pack", "--force", "--follow-external-symlinks", "--shard-size", "4K", badSrc, dst); r.code != 1 {
 			t.Errorf("failing pack with --force: want exit 1; %s", r)
 		}
 		wantSameSnapshot(t, "the old set after a failed --force pack", before, snapshot(t, dst))

@@ -23,6 +23,10 @@ type PackOptions struct {
 	// Force allows replacing an existing shard set at the destination, and removing leftovers of
 	// an interrupted pack there. Other files in the destination are never touched. Default false.
 	Force bool
+	// FollowExternal follows symlinks whose targets lie outside the source tree. Default
+	// false: such a symlink fails the pack, naming it, so that nothing from elsewhere is
+	// packed unasked and nothing is silently left out.
+	FollowExternal bool
 	// Warn receives one line for each source entry skipped (sockets, FIFOs, devices, dangling
 	// symlinks, symlink cycles). Default: discard.
 	Warn func(msg string)
@@ -53,9 +57,10 @@ const (
 
 // Pack packs the tree at src into a new shard set in directory dst.
 //
-// Pack follows symlinks to files and directories as os.walk(followlinks=True) does, skipping a
-// symlink that leads back to one of its own ancestors; it skips sockets, FIFOs, devices and
-// dangling symlinks, reporting each through Warn. It fails, naming the path, on an unreadable
+// Pack follows symlinks to files and directories inside the source tree as
+// os.walk(followlinks=True) does, skipping a symlink that leads back to one of its own
+// ancestors; a symlink out of the tree fails the pack unless FollowExternal. It skips sockets,
+// FIFOs, devices and dangling symlinks, reporting each through Warn. It fails, naming the path, on an unreadable
 // file, a file whose size changes while it is read, or a name that cannot be stored.
 //
 // Shards and index are written under temporary names; the index is renamed into place last, after
@@ -94,8 +99,9 @@ func PackTo(ctx context.Context, src string, sink Sink, opt PackOptions) (PackRe
 }
 
 type packer struct {
-	opt  PackOptions
-	sink Sink
+	opt     PackOptions
+	sink    Sink
+	srcReal string // the source directory with symlinks resolved: what "inside" means
 }
 
 func (p *packer) run(ctx context.Context, src string) (PackResult, error) {
@@ -159,6 +165,12 @@ func (p *packer) walkRoot(ctx context.Context, src string) (*node, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("source %s is not a directory", src)
 	}
+	if p.srcReal, err = filepath.EvalSymlinks(src); err == nil {
+		p.srcReal, err = filepath.Abs(p.srcReal)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
 	root := &node{mode: unixMode(fi), mtime: fi.ModTime().UnixNano()}
 	return root, p.walk(ctx, src, root, []fileID{idOf(fi)})
 }
@@ -182,6 +194,9 @@ func (p *packer) walk(ctx context.Context, dir string, d *node, ancestors []file
 				p.opt.Warn(fmt.Sprintf("skipping %s: dangling symlink (%v)", path, errors.Unwrap(err)))
 				continue
 			}
+			if err := p.checkInside(path); err != nil {
+				return err
+			}
 		} else if fi, err = de.Info(); err != nil {
 			return fmt.Errorf("stat: %w", err)
 		}
@@ -203,6 +218,22 @@ func (p *packer) walk(ctx context.Context, dir string, d *node, ancestors []file
 			continue
 		}
 		d.children = append(d.children, n)
+	}
+	return nil
+}
+
+// checkInside fails for symlink path if its target lies outside the source tree, unless
+// FollowExternal.
+func (p *packer) checkInside(path string) error {
+	if p.opt.FollowExternal {
+		return nil
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("symlink: %w", err)
+	}
+	if rel, err := filepath.Rel(p.srcReal, target); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("%s: symlink to %s, outside the source tree (--follow-external-symlinks packs what it points to)", path, target)
 	}
 	return nil
 }

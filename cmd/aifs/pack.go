@@ -20,7 +20,8 @@ With --force an existing set there is invalidated (its index deleted) when the u
 bytes, with an index holding the tree, every file's size, mode, mtime and CRC32C. The same input
 always gives byte-identical output.
 
-Symlinks to files and directories are followed (a symlink back to an ancestor is skipped);
+Symlinks to files and directories inside SRC are followed (a symlink back to an ancestor is
+skipped); a symlink out of SRC stops the pack, naming it, unless --follow-external-symlinks;
 sockets, FIFOs, devices and dangling symlinks are skipped with a warning. An unreadable file, a
 file that changes size while being packed, or a name that cannot be stored stops the pack with an
 error naming the path. The index is written last and atomically: an interrupted or failed pack
@@ -30,6 +31,7 @@ leaves nothing that aifs accepts as a shard set, and removes its temporary files
 	jobs := fs.Int("jobs", 16, "source files read in parallel")
 	force := fs.Bool("force", false, "replace a shard set (or an interrupted pack's leftovers) already at DST; other files there are never touched")
 	quiet := fs.Bool("quiet", false, "print no progress bar and no summary")
+	external := fs.Bool("follow-external-symlinks", false, "follow symlinks that lead out of SRC and pack what they point to")
 	var s3c s3Config
 	s3c.register(fs)
 	pos, code, ok := parseArgs(fs, args, 2, 2)
@@ -40,10 +42,11 @@ leaves nothing that aifs accepts as a shard set, and removes its temporary files
 		return usageError(fs, "--jobs must be at least 1")
 	}
 	opt := layout.PackOptions{
-		ShardSize: int64(shardSize),
-		Jobs:      *jobs,
-		Force:     *force,
-		Warn:      func(msg string) { fmt.Fprintf(os.Stderr, "aifs pack: warning: %s\n", displayName(msg)) },
+		ShardSize:      int64(shardSize),
+		Jobs:           *jobs,
+		Force:          *force,
+		FollowExternal: *external,
+		Warn:           func(msg string) { fmt.Fprintf(os.Stderr, "aifs pack: warning: %s\n", displayName(msg)) },
 	}
 	var bar *progressBar
 	if !*quiet && isTerminal(os.Stderr) {
