@@ -265,6 +265,8 @@ func (x *Index) check() error {
 	}
 	x.initTable(int(n))
 	var inRanges uint64
+	var lastShard uint32 // the extent of the file before, in id order: ids ascend in pack order
+	var lastEnd uint64
 	for i := uint64(0); i < n; i++ {
 		b := x.entries[i*entrySize:]
 		switch mode := uint32(le.Uint16(b[eMode:])); mode & modeTypeMask {
@@ -283,6 +285,11 @@ func (x *Index) check() error {
 				return corruptf("file entry %d extent [%d,+%d) runs past the end of %s (%d bytes)",
 					i, off, size, x.shards[shard].Name, sz)
 			}
+			if shard < lastShard || shard == lastShard && off < lastEnd {
+				return corruptf("file entry %d extent [%d,+%d) of %s overlaps or precedes the file before it (file ids ascend in pack order)",
+					i, off, size, x.shards[shard].Name)
+			}
+			lastShard, lastEnd = shard, off+size
 		default:
 			return corruptf("entry %d has unsupported mode %#o", i, mode)
 		}

@@ -188,6 +188,7 @@ func TestParseRejectsBadStructure(t *testing.T) {
 		{"duplicate siblings", "not strictly sorted", func(b []byte) { nameAt(b, "a/x2")[1] = '1' }},
 		{"shard out of range", "names shard", func(b []byte) { le.PutUint32(at(b, "c")[eShard:], 99) }},
 		{"extent past shard", "runs past the end", func(b []byte) { le.PutUint64(at(b, "b/y")[eB:], 1<<30) }},
+		{"overlapping extents", "overlaps or precedes", func(b []byte) { le.PutUint64(at(b, "b/y")[eA:], 0) }},
 		{"extent overflow", "runs past the end", func(b []byte) { le.PutUint64(at(b, "b/y")[eA:], 1<<63); le.PutUint64(at(b, "b/y")[eB:], 1<<63) }},
 		{"bad mode", "unsupported mode", func(b []byte) { le.PutUint16(at(b, "c")[eMode:], 0o120777) }},
 		{"root is a file", "not the root", func(b []byte) { le.PutUint16(b[entriesOff+eMode:], modeRegular) }},
