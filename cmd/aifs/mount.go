@@ -105,7 +105,7 @@ func runMount(ctx context.Context, args []string) int {
 	flags.Var(&opts, "o", "mount options, comma-separated (see above); repeatable")
 	flags.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	flags.StringVar(&c.logFile, "log-file", "", "append logs to this file (default: stderr with -f, none for a daemon)")
-	flags.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics and Go profiles at http://ADDR/debug/pprof/, e.g. 127.0.0.1:9400 (default: off)")
+	flags.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics and Go profiles at http://ADDR/debug/pprof/; ADDR is HOST:PORT, or PORT (or :PORT) for 127.0.0.1:PORT (default: off)")
 	flags.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request and reply (very verbose)")
 	flags.StringVar(&c.cacheDir, "cache-dir", "", "S3 sets: keep fetched shard ranges in this local directory, across mounts (default: off)")
 	c.cacheSize = defaultDiskCache
@@ -408,7 +408,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	}
 	closers = append(closers, f.Close)
 	if c.metricsAddr != "" {
-		metrics, err := net.Listen("tcp", c.metricsAddr)
+		metrics, err := net.Listen("tcp", listenAddr(c.metricsAddr))
 		if err != nil {
 			return nil, nil, fmt.Errorf("--metrics-addr: %w", err)
 		}
@@ -428,6 +428,19 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		return nil, nil, err
 	}
 	return s, closeAll, nil
+}
+
+// listenAddr returns addr with 127.0.0.1 as its host if it names none ("9400" or ":9400"): the
+// metrics endpoint (with Go's profiles) is reachable from other hosts only when asked for by
+// name ("0.0.0.0:9400").
+func listenAddr(addr string) string {
+	if !strings.Contains(addr, ":") {
+		addr = ":" + addr
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
 }
 
 // checkMountpoint returns the absolute, symlink-free path of mountpoint after checking that it
