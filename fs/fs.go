@@ -20,6 +20,8 @@ package fs
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -373,6 +375,9 @@ func (f *FS) read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte, r *readRe
 	if v, ok := sh.(backend.Viewer); ok {
 		if r.view, err = v.View(ctx, off, int(n)); err == nil {
 			r.data = r.view.Bytes()
+			if len(r.data) != int(n) { // a backend bug: a short READ would look like the end of the file
+				err = fmt.Errorf("shard %d [%d,+%d): the backend lent %d bytes: %w", e.Shard, off, n, len(r.data), io.ErrUnexpectedEOF)
+			}
 		}
 	} else if err = sh.ReadAt(ctx, buf[:n], off); err == nil {
 		r.data = buf[:n]

@@ -18,11 +18,13 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/aifs/aifs/backend"
+	"github.com/aifs/aifs/backend/faulty"
 	"github.com/aifs/aifs/backend/memory"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/prefetch"
@@ -407,6 +409,73 @@ func TestReadFaults(t *testing.T) {
 			}
 			if got := f.Stats().Snapshot().Ops["read"]; got.Errors != uint64(len(cases)) {
 				t.Errorf("read stats %+v, want %d errors", got, len(cases))
+			}
+			checkReleased(t, f, tb)
+		})
+	}
+}
+
+// TestReadBackendFaults: readers in parallel while the backend fails, stalls and gives short
+// reads (backend/faulty): every READ returns the source's bytes or EIO, never other bytes and
+// never a short read; once the faults stop every READ succeeds; nothing deadlocks, every view
+// lent is released, and no goroutine outlives Close.
+func TestReadBackendFaults(t *testing.T) {
+	leaks := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, leaks) }) // after the FS's own cleanups
+	s := packTree(t, writeSourceTree)
+	for _, rp := range readPaths {
+		t.Run(rp.name, func(t *testing.T) {
+			fb := faulty.New(memory.New(s.shards))
+			tb := &testBackend{Backend: fb, hideView: rp.hideView}
+			// big.bin is over MaxWhole: its READs take the direct path
+			f := s.serve(t, tb, Options{Logger: zap.NewNop(), Prefetch: prefetch.Options{MaxWhole: 256 << 10}})
+			boom := errors.New("injected")
+			fb.Set(faulty.Rule{Op: faulty.Read, Err: boom, Times: 40},
+				faulty.Rule{Op: faulty.Read, Short: true, Times: 40},
+				faulty.Rule{Op: faulty.Read, Delay: 2 * time.Millisecond})
+			var files []string
+			for _, p := range s.paths {
+				if !s.want[p].isDir() {
+					files = append(files, p)
+				}
+			}
+			var failed, served atomic.Int64
+			var wg sync.WaitGroup
+			for r := range 8 {
+				wg.Go(func() {
+					for i := range 3 * len(files) {
+						p := files[(i*7+r)%len(files)]
+						data := s.want[p].data
+						got, st := readFile(t, f, s.inoOf(t, p), 0, 1<<20)
+						switch {
+						case st == fuse.EIO:
+							failed.Add(1)
+						case st != fuse.OK:
+							t.Errorf("Read %q under faults: %v, want OK or EIO", p, st)
+						case !bytes.Equal(got, data[:min(len(data), 1<<20)]):
+							t.Errorf("Read %q under faults: %d bytes that are not the source's", p, len(got))
+						default:
+							served.Add(1)
+						}
+					}
+				})
+			}
+			done := make(chan struct{})
+			go func() { wg.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("readers still blocked after 2 minutes of faults")
+			}
+			if calls, faults := fb.Calls(); failed.Load() == 0 || served.Load() == 0 || faults < 80 {
+				t.Errorf("%d reads failed, %d served, %d of %d backend calls faulted: want some of each", failed.Load(), served.Load(), faults, calls)
+			}
+			fb.Set()
+			for _, p := range files {
+				data := s.want[p].data
+				if got, st := readFile(t, f, s.inoOf(t, p), 0, 1<<20); st != fuse.OK || !bytes.Equal(got, data[:min(len(data), 1<<20)]) {
+					t.Errorf("Read %q after the faults stopped: %v", p, st)
+				}
 			}
 			checkReleased(t, f, tb)
 		})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 
@@ -476,6 +477,10 @@ func (l *Loader) readBlock(shard uint32, off, n int64) (*block, []byte, error) {
 		view, err := v.View(l.ctx, off, int(n))
 		if err != nil {
 			return nil, nil, err
+		}
+		if got := len(view.Bytes()); got != int(n) { // a backend bug: never serve what it lent
+			view.Release()
+			return nil, nil, fmt.Errorf("prefetch: shard %d [%d,+%d): the backend lent %d bytes: %w", shard, off, n, got, io.ErrUnexpectedEOF)
 		}
 		return &block{view: view}, view.Bytes(), nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -16,10 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/backend/backendtest"
+	"github.com/aifs/aifs/backend/faulty"
 	"github.com/aifs/aifs/backend/memory"
 	"github.com/aifs/aifs/layout"
 )
@@ -740,4 +744,66 @@ func TestNames(t *testing.T) {
 			t.Errorf("%+v: name hash equal %v", o, b == a)
 		}
 	}
+}
+
+// TestFaults: readers in parallel while the inner backend fails, stalls and reads short
+// (backend/faulty): every read returns the right bytes or the injected error, nothing wrong is
+// cached, once the faults stop every read succeeds from a correct cache, and no goroutine
+// outlives Close.
+func TestFaults(t *testing.T) {
+	leaks := goleak.IgnoreCurrent()
+	ds := makeDataset(21, 3<<20, 3<<20+11, 2<<20)
+	fb := faulty.New(newSource(ds.files, "v"))
+	c := newCache(t, fb, Options{Dir: t.TempDir(), Size: 1 << 30, Logger: zap.NewNop()})
+	shs := ds.open(t, c)
+	boom := errors.New("injected")
+	fb.Set(faulty.Rule{Op: faulty.Read, Err: boom, Times: 15},
+		faulty.Rule{Op: faulty.Read, Short: true, Times: 15},
+		faulty.Rule{Op: faulty.Read, Delay: time.Millisecond})
+	var failed, served atomic.Int64
+	var wg sync.WaitGroup
+	for r := range 8 {
+		wg.Go(func() {
+			for i := r; i < len(ds.samples); i += 3 {
+				s := ds.samples[i]
+				p := make([]byte, s.n)
+				err := shs[s.shard].ReadAt(t.Context(), p, s.off)
+				switch {
+				case errors.Is(err, boom) || errors.Is(err, io.ErrUnexpectedEOF):
+					failed.Add(1)
+				case err != nil:
+					t.Errorf("read %v under faults: %v", s, err)
+				case !bytes.Equal(p, ds.files[ds.shards[s.shard].Name][s.off:s.off+s.n]):
+					t.Errorf("read %v under faults: wrong bytes", s)
+				default:
+					served.Add(1)
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("readers still blocked after 2 minutes of faults")
+	}
+	if failed.Load() == 0 || served.Load() == 0 {
+		t.Errorf("%d reads failed, %d served: want some of each", failed.Load(), served.Load())
+	}
+	fb.Set()
+	ds.pass(t, shs, 5)
+	flush(t, c)
+	before, _ := fb.Calls()
+	ds.pass(t, shs, 6) // all from the cache, and every byte right
+	if after, _ := fb.Calls(); after != before {
+		t.Errorf("a pass after the faults read the inner backend %d times, want 0 (all cached)", after-before)
+	}
+	for _, sh := range shs {
+		sh.Close()
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, leaks)
 }
