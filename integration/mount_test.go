@@ -447,6 +447,124 @@ func TestMountVerify(t *testing.T) {
 	}
 }
 
+// TestMountSwappedShard: a shard of another set in place of one of this set's. Of another
+// size, the mount is refused naming it; of the same size, the mount cannot tell without reading
+// it all, so with verify=on every sample in it gets EIO, the others read right, and aifs verify
+// reports it.
+func TestMountSwappedShard(t *testing.T) {
+	pack := func(seed uint64, size int) string {
+		src := t.TempDir()
+		for i := range 12 {
+			writeFile(t, filepath.Join(src, fmt.Sprintf("d/f%02d", i)), randomBytes(seed+uint64(i), size))
+		}
+		set := filepath.Join(t.TempDir(), "set")
+		mustAifs(t, "pack", "--quiet", "--shard-size", "4K", src, set)
+		return set
+	}
+	set, same, other := pack(1, 1000), pack(500, 1000), pack(900, 1500)
+	swap := func(from string) string {
+		dir := copySet(t, set)
+		b, err := os.ReadFile(filepath.Join(from, "shard-000001.dat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, "shard-000001.dat"), b)
+		return dir
+	}
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	mkdir(t, mnt)
+	if r := aifs(t, "mount", swap(other), mnt); r.code != 1 || !strings.Contains(r.stderr, "shard-000001.dat") || isMounted(mnt) {
+		t.Errorf("mount with a shard of another size: want exit 1 naming it; %s", r)
+	}
+	swapped := swap(same)
+	x, err := layout.Load(swapped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mountSet(t, swapped, "-o", "verify=on")
+	bad := 0
+	for i := range 12 {
+		rel := fmt.Sprintf("d/f%02d", i)
+		id, _ := x.LookupPath(rel)
+		inSwapped := x.Entry(id).Shard == 1
+		b, err := os.ReadFile(filepath.Join(m, rel))
+		switch {
+		case inSwapped && !errors.Is(err, syscall.EIO):
+			t.Errorf("%s, in the swapped shard: %v, want EIO", rel, err)
+		case !inSwapped && (err != nil || !bytes.Equal(b, randomBytes(1+uint64(i), 1000))):
+			t.Errorf("%s: %v, or wrong bytes", rel, err)
+		}
+		if inSwapped {
+			bad++
+		}
+	}
+	if bad == 0 {
+		t.Fatal("no sample in shard-000001.dat")
+	}
+	if r := aifs(t, "verify", swapped); r.code != 1 || !strings.Contains(r.stdout, "shard-000001.dat") {
+		t.Errorf("aifs verify of the set with a swapped shard: want exit 1 naming it; %s", r)
+	}
+}
+
+// TestMountPermissions: a mount is private to its owner unless mounted with allow_other; with
+// it, the kernel enforces the modes packed from the source (default_permissions), so another
+// user reads a 0644 file and is refused a 0600 one and a 0700 directory.
+func TestMountPermissions(t *testing.T) {
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "pub", "open.bin"), []byte("anyone"))
+	writeFile(t, filepath.Join(src, "pub", "mine.bin"), []byte("owner only"))
+	writeFile(t, filepath.Join(src, "priv", "f.bin"), []byte("owner only"))
+	for p, m := range map[string]os.FileMode{"pub/open.bin": 0o644, "pub/mine.bin": 0o600, "priv": 0o700} {
+		if err := os.Chmod(filepath.Join(src, p), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := filepath.Join(t.TempDir(), "set")
+	mustAifs(t, "pack", "--quiet", src, set)
+	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
+	catAs := func(path string) error {
+		cmd := exec.Command("cat", path)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: nobody}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	mount := func(args ...string) string {
+		mnt := filepath.Join(worldDir(t), "mnt")
+		mkdir(t, mnt)
+		if err := os.Chmod(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mustAifs(t, append([]string{"mount", set, mnt}, args...)...)
+		pid := daemonPID(t, mnt)
+		t.Cleanup(func() { unmount(t, mnt, pid) })
+		return mnt
+	}
+
+	private := mount()
+	if err := catAs(filepath.Join(private, "pub", "open.bin")); err == nil {
+		t.Error("another user read a file of a mount without allow_other")
+	}
+	shared := mount("-o", "allow_other")
+	if err := catAs(filepath.Join(shared, "pub", "open.bin")); err != nil {
+		t.Errorf("another user reading a 0644 file with allow_other: %v", err)
+	}
+	for _, p := range []string{"pub/mine.bin", "priv/f.bin"} {
+		if err := catAs(filepath.Join(shared, p)); err == nil || !strings.Contains(err.Error(), "Permission denied") {
+			t.Errorf("another user reading %s (owner only in the source) with allow_other: %v, want permission denied", p, err)
+		}
+	}
+	for p, want := range map[string]os.FileMode{"pub/open.bin": 0o644, "pub/mine.bin": 0o600, "priv": 0o700 | os.ModeDir} {
+		if fi, err := os.Stat(filepath.Join(shared, p)); err != nil {
+			t.Error(err)
+		} else if fi.Mode() != want {
+			t.Errorf("mode of %s in the mount: %v, want the source's %v", p, fi.Mode(), want)
+		}
+	}
+}
+
 // TestMountHelper mounts the way mount(8) does: through /sbin/mount.fuse.aifs (what
 // scripts/install.sh installs), by running the binary under that name with mount(8)'s
 // arguments, and in the form "aifs SRC MOUNTPOINT -o opts" that mount.fuse3 uses.
