@@ -229,6 +229,7 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 		{"aifs_cache_hits_total", "counter", "Sample reads served from aifs's memory (cached or read ahead).", l.Cache.Hits},
 		{"aifs_cache_misses_total", "counter", "Sample reads that had to wait for the backend.", l.Cache.Misses},
 		{"aifs_backend_read_bytes_total", "counter", "Bytes read from the shards.", l.Backend.Bytes},
+		{"aifs_backend_corrupt_total", "counter", "Samples whose checksum did not match the index (verify=on).", l.Backend.Corrupt},
 		{"aifs_prefetch_used_bytes_total", "counter", "Bytes read ahead and then read.", l.Prefetch.UsedBytes},
 		{"aifs_prefetch_wasted_bytes_total", "counter", "Bytes read ahead and let go unread.", l.Prefetch.WastedBytes},
 		{"aifs_memory_bytes", "gauge", "Sample bytes held: kept subset and read-ahead.", uint64(l.Cache.KeptBytes + l.Prefetch.HeldBytes)},

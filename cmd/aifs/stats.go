@@ -54,7 +54,11 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	fmt.Fprintf(w, "requests      %d, %d errors; %s returned by READ\n", s.Requests, s.Errors, humanBytes(int64(s.ReadBytes)))
 	fmt.Fprintf(w, "memory        %d hits, %d misses (%d shared a fetch); %s kept of %s\n", s.Cache.Hits, s.Cache.Misses,
 		s.Cache.Shared, humanBytes(s.Cache.KeptBytes), humanBytes(s.Cache.BudgetBytes))
-	fmt.Fprintf(w, "backend       %d reads, %s\n", s.Backend.Reads, humanBytes(int64(s.Backend.Bytes)))
+	fmt.Fprintf(w, "backend       %d reads, %s", s.Backend.Reads, humanBytes(int64(s.Backend.Bytes)))
+	if s.Backend.Corrupt > 0 {
+		fmt.Fprintf(w, ", %d corrupt samples (verify=on)", s.Backend.Corrupt)
+	}
+	fmt.Fprintln(w)
 	p := s.Prefetch
 	fmt.Fprintf(w, "read-ahead    %d samples queued, %d dropped, %d stored in the page cache; %s held, %s used, %s wasted\n",
 		p.Issued, p.Dropped, p.Stored, humanBytes(p.HeldBytes), humanBytes(int64(p.UsedBytes)), humanBytes(int64(p.WastedBytes)))
