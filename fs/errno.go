@@ -14,8 +14,7 @@ import (
 // errnoOf is the one translation of an aifs error into the errno a FUSE request returns.
 // Cancellation is EINTR; an errno from the OS is passed through; everything else — a shard
 // that vanished or changed, a read outside a shard, storage that does not answer, a closed
-// backend — is EIO, because the
-// reader can do nothing about it but report it.
+// backend — is EIO, because the reader can do nothing about it but report it.
 func errnoOf(err error) fuse.Status {
 	var errno syscall.Errno
 	switch {

@@ -60,8 +60,9 @@ const (
 // Pack follows symlinks to files and directories inside the source tree as
 // os.walk(followlinks=True) does, skipping a symlink that leads back to one of its own
 // ancestors; a symlink out of the tree fails the pack unless FollowExternal. It skips sockets,
-// FIFOs, devices and dangling symlinks, reporting each through Warn. It fails, naming the path, on an unreadable
-// file, a file whose size changes while it is read, or a name that cannot be stored.
+// FIFOs, devices and dangling symlinks, reporting each through Warn. It fails, naming the path,
+// on an unreadable file, a file whose size changes while it is read, or a name that cannot be
+// stored.
 //
 // Shards and index are written under temporary names; the index is renamed into place last, after
 // everything else is on disk. On failure or cancellation Pack removes what it wrote, and an

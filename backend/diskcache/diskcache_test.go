@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"math"
@@ -129,8 +128,6 @@ type sample struct {
 	off, n int64
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 func makeDataset(seed uint64, sizes ...int64) *dataset {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	ds := &dataset{files: map[string][]byte{}}
@@ -139,7 +136,7 @@ func makeDataset(seed uint64, sizes ...int64) *dataset {
 		rand.NewChaCha8([32]byte{byte(seed), byte(i)}).Read(data)
 		name := layout.ShardName(i)
 		ds.files[name] = data
-		ds.shards = append(ds.shards, layout.Shard{Name: name, Size: uint64(size), CRC: crc32.Checksum(data, castagnoli)})
+		ds.shards = append(ds.shards, layout.Shard{Name: name, Size: uint64(size), CRC: layout.Checksum(data)})
 		ds.total += size
 		for off := int64(0); off < size; {
 			n := min(int64(math.Exp(rng.NormFloat64()*0.5+math.Log(100e3))), 1<<20, size-off)

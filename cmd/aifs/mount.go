@@ -109,7 +109,7 @@ func runMount(ctx context.Context, args []string) int {
 	flags.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request and reply (very verbose)")
 	flags.StringVar(&c.cacheDir, "cache-dir", "", "S3 sets: keep fetched shard ranges in this local directory, across mounts (default: off)")
 	c.cacheSize = defaultDiskCache
-	flags.Var((*sizeFlag)(&c.cacheSize), "cache-size", "bytes of --cache-dir to use (K, M, G, T suffixes); at most 9/10 of the free space there")
+	flags.Var((*sizeFlag)(&c.cacheSize), "cache-size", "bytes of --cache-dir to use (K, M, G, T suffixes); at most 9/10 of the room there (free space plus the cache's own files)")
 	c.s3.register(flags)
 	pos, code, ok := parseArgs(flags, args, 2, 2)
 	if !ok {

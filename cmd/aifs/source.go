@@ -68,12 +68,9 @@ func (c *s3Config) set(key, val string) (bool, error) {
 	return true, nil
 }
 
+// check refuses the values s3.Options would take for its defaults (addressing is s3.New's to
+// check).
 func (c *s3Config) check() error {
-	switch c.addressing {
-	case "auto", "path", "virtual":
-	default:
-		return fmt.Errorf("invalid S3 addressing %q (want auto, path or virtual)", c.addressing)
-	}
 	if c.timeout <= 0 {
 		return fmt.Errorf("the S3 timeout must be positive")
 	}
