@@ -47,33 +47,61 @@ loopmount() {
 	mount "$dev" "$2"
 }
 
+# fs_image TYPE MIB DIR [MKFS-OPTION...] makes a TYPE (ext4 or xfs) file system image of MIB
+# MiB in the run directory and mounts it at DIR.
+fs_image() {
+	local type=$1 mib=$2 dir=$3 img
+	shift 3
+	img="$RUN/$(basename "$dir").img"
+	truncate -s "${mib}M" "$img"
+	case $type in
+	ext4) mkfs.ext4 -q -F "$@" "$img" ;;
+	xfs) mkfs.xfs -q -f "$@" "$img" ;;
+	*) die "fs_image: unknown file system type $type" ;;
+	esac
+	mkdir -p "$dir"
+	loopmount "$img" "$dir"
+}
+
 # ext4_dataset FILES DIR makes an ext4 image in the run directory, mounts it at DIR, writes an
 # ImageNet-like tree of FILES files (log-normal sizes, mean ~110 KB) to DIR/tree and packs it
 # into the shard set DIR/set on the same file system.
 ext4_dataset() {
 	local files=$1 dir=$2
-	truncate -s "$((files * 112640 * 5 / 2 / 1048576 + 512))M" "$RUN/$(basename "$dir").img"
-	mkfs.ext4 -q -F "$RUN/$(basename "$dir").img"
-	mkdir -p "$dir"
-	loopmount "$RUN/$(basename "$dir").img" "$dir"
+	fs_image ext4 "$((files * 112640 * 5 / 2 / 1048576 + 512))" "$dir"
 	go run ./integration/gendata --files "$files" --classes $((files / 100 > 0 ? files / 100 : 1)) "$dir/tree" >&2
 	"$AIFS" pack --quiet "$dir/tree" "$dir/set"
 }
 
-# in_cgroup BYTES CMD... runs CMD in a fresh memory cgroup (v2 or v1) limited to BYTES; what
-# CMD starts (an aifs daemon) stays in it until the script ends.
-in_cgroup() {
-	local limit=$1 cg
-	shift
+# new_cgroup BYTES makes a fresh memory cgroup (v2 or v1) limited to BYTES and sets CG to its
+# path; the script's exit removes it. Run commands in it with in_cg.
+new_cgroup() {
 	if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
-		cg=$(mktemp -d /sys/fs/cgroup/aifs-bench.XXXXXX)
-		echo "$limit" >"$cg/memory.max"
+		CG=$(mktemp -d /sys/fs/cgroup/aifs-bench.XXXXXX)
+		echo "$1" >"$CG/memory.max"
 	else
-		cg=$(mktemp -d /sys/fs/cgroup/memory/aifs-bench.XXXXXX)
-		echo "$limit" >"$cg/memory.limit_in_bytes"
+		CG=$(mktemp -d /sys/fs/cgroup/memory/aifs-bench.XXXXXX)
+		echo "$1" >"$CG/memory.limit_in_bytes"
 	fi
-	CGROUPS="$cg $CGROUPS"
-	bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@"
+	CGROUPS="$CG $CGROUPS"
+}
+
+# in_cg CGROUP CMD... runs CMD in CGROUP; what CMD starts (a FUSE daemon) stays in it.
+in_cg() { bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$@"; }
+
+# in_cgroup BYTES CMD... runs CMD in a fresh memory cgroup limited to BYTES.
+in_cgroup() {
+	new_cgroup "$1"
+	shift
+	in_cg "$CG" "$@"
+}
+
+# scan DIR prints the seconds torchvision's ImageFolder(DIR) took to build (the import is not
+# timed) and the number of samples it found.
+scan() {
+	$PY -c 'import sys,time
+from torchvision import datasets
+t=time.time(); ds=datasets.ImageFolder(sys.argv[1], loader=lambda p: p); print("%.2f %d" % (time.time()-t, len(ds)))' "$1"
 }
 
 dropcaches() { sync; echo 3 >/proc/sys/vm/drop_caches; }

@@ -80,17 +80,12 @@ fusermount3 -u "$RUN/mnt"
 
 # --- 4. ImageFolder construction and RSS --------------------------------------------------------
 [[ $NAMES -gt 0 ]] || exit 0
-truncate -s $((NAMES / 1000 + 2048))M "$RUN/names.img"
-mkfs.ext4 -q -F -O inline_data -N $((NAMES + 10000)) "$RUN/names.img"
-mkdir "$RUN/names" "$RUN/names-mnt"
-loopmount "$RUN/names.img" "$RUN/names"
+fs_image ext4 $((NAMES / 1000 + 2048)) "$RUN/names" -O inline_data -N $((NAMES + 10000))
+mkdir "$RUN/names-mnt"
 go run ./integration/gendata --files "$NAMES" --classes 1000 --mean-size 40 --sigma 0.3 "$RUN/names/tree" >&2
 "$AIFS" pack --quiet "$RUN/names/tree" "$RUN/names/set"
 "$AIFS" mount "$RUN/names/set" "$RUN/names-mnt"
 npid=$(daemon_pid "$RUN/names/set")
-scan() { $PY -c 'import sys,time
-from torchvision import datasets
-t=time.time(); ds=datasets.ImageFolder(sys.argv[1], loader=lambda p: p); print("%.2f %d" % (time.time()-t, len(ds)))' "$1"; }
 for d in "$RUN/names/tree" "$RUN/names-mnt"; do scan "$d" >/dev/null; done # warm both
 ext_s=(); aifs_s=()
 for r in 1 2 3; do

@@ -291,11 +291,6 @@ unmount "$RUN/mnt-local"
 [[ $NAMES -gt 0 ]] || exit 0
 go run ./integration/gendata --files "$NAMES" --classes 1000 --mean-size 40 --sigma 0.3 "$ROOT/names" >&2
 "$AIFS" pack --quiet "$ROOT/names" s3://aifs/names
-scan() { # DIR: prints the seconds ImageFolder(DIR) took (torchvision already imported) and its length
-	$PY -c 'import sys,time
-from torchvision import datasets
-t=time.time(); ds=datasets.ImageFolder(sys.argv[1], loader=lambda p: p); print("%.2f %d" % (time.time()-t, len(ds)))' "$1"
-}
 now() { date +%s.%N; }
 for r in $(seq "$RUNS"); do
 	dropcaches

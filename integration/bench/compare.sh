@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# compare.sh — the benchmark harness: aifs against native ext4, XFS, squashfuse and the device,
+# side by side in one run on one disk. It
+#   1. generates an ImageNet-like dataset of FILES real JPEGs (log-normal sizes, mean ~110 KB) on
+#      an ext4 image and copies it to an XFS image: both are loop-mounted image files on the same
+#      disk, their loop devices reading the image with O_DIRECT so the host does not cache them a
+#      second time. It packs the tree into an aifs shard set on each, and makes a squashfs image
+#      of it (on the ext4 image) for squashfuse;
+#   2. measures, each figure the median of RUNS passes, the systems interleaved pass by pass:
+#      a. cold shuffled epochs at each reader count in JOBS: caches dropped, then the tree listed
+#         (untimed), as a job builds its ImageFolder before its first epoch; fio O_DIRECT random
+#         reads of the mean sample size, at the same concurrency, are the device's ceiling;
+#      b. warm shuffled epochs at 8 readers (a first epoch warms, then RUNS more);
+#      c. memory-constrained shuffled epochs at 8 readers: each system's readers, and its FUSE
+#         daemon, in one memory cgroup limited to half the dataset, or 256 MiB if more (epochs 2
+#         to RUNS+1);
+#      d. a sorted (validation-order) scan with 1 reader, caches dropped and the tree listed,
+#         against fio's sequential O_DIRECT reads of the shard;
+#      e. unmodified PyTorch: ImageFolder + DataLoader(shuffle=True, num_workers=WORKERS) with the
+#         standard ImageNet training transform, PT_SAMPLES samples per pass (dataloader.py);
+#      f. ImageFolder construction over NAMES tiny files in 1,000 classes (warm: after one
+#         untimed scan), and the FUSE daemons' RSS after it;
+#   3. writes OUT/compare.md (the machine, absolute figures and ratios), OUT/compare.png (each
+#      system relative to ext4) and OUT/compare.tsv (the raw figures). Where OUT already holds a
+#      compare.tsv, the report says how far each ratio moved from that run (repeatability).
+# Every aifs row reads the same bytes as ext4: aifs bench exits with an error if the digests of
+# what two systems served differ. Commits nothing. Needs root (loop devices, mounts,
+# drop_caches, cgroups). About 20 minutes with the defaults on 2 cores.
+#
+# Environment (defaults in brackets):
+#   FILES [10000]  JOBS ["1 8 32"]  RUNS [3]  PT_SAMPLES [2000]  WORKERS [nproc]
+#   NAMES [1280000] (0 skips part f)  WORKDIR [/var/tmp]  OUT [docs/bench, from the checkout]
+set -euo pipefail
+
+FILES=${FILES:-10000}
+JOBS=${JOBS:-1 8 32}
+RUNS=${RUNS:-3}
+PT_SAMPLES=${PT_SAMPLES:-2000}
+WORKERS=${WORKERS:-$(nproc)}
+NAMES=${NAMES:-1280000}
+WORKDIR=${WORKDIR:-/var/tmp}
+OUT=${OUT:-docs/bench}
+NAME=compare
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_packages xfsprogs python3-matplotlib
+need_packages squashfs-tools squashfuse || echo "$NAME: squashfuse could not be installed; its column is left out" >&2
+mkdir -p "$OUT"
+started=$SECONDS
+
+RESULTS=$RUN/results.tsv
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; } # CASE SYSTEM VALUE
+# record_bench JSON CASE FIELD FIRST-EPOCH SYSTEM... records, for each DIR of an 'aifs bench
+# --json' run in turn, the median FIELD of its passes from FIRST-EPOCH on, as SYSTEM's CASE.
+record_bench() {
+	local json=$1 case=$2 field=$3 first=$4 i=0 v
+	shift 4
+	local systems=("$@")
+	while read -r v; do
+		record "$case" "${systems[i]}" "$v"
+		i=$((i + 1))
+	done < <($PY -c 'import json,sys,statistics as s
+r=json.load(open(sys.argv[1]))
+for d in r["dirs"]:
+    print(round(s.median(p[sys.argv[2]] for p in r["passes"] if p["dir"]==d["dir"] and p["epoch"]>=int(sys.argv[3])), 1))' "$json" "$field" "$first")
+	[[ $i -eq ${#systems[@]} ]] || die "aifs bench reported $i directories, not ${#systems[@]}"
+}
+# fio_ceiling RW BS JOBS prints fio's O_DIRECT reads/s (randread) or MB/s (read) over an aifs shard.
+fio_ceiling() {
+	dropcaches
+	fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --rw="$1" --bs="$2" --numjobs="$3" \
+		--direct=1 --ioengine=psync --time_based --runtime=5 --group_reporting --output-format=json |
+		$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(round(r["iops"] if sys.argv[1]=="randread" else r["bw_bytes"]/1e6, 1))' "$1"
+}
+rss_mib() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
+
+echo "== machine: $(machine)" >&2
+record meta machine "$(machine)"
+record meta date "$(date -u +%F)"
+record meta commit "$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' with uncommitted changes')"
+for v in FILES JOBS RUNS PT_SAMPLES WORKERS NAMES; do record meta "$v" "${!v}"; done
+
+# --- 1. the dataset on ext4 and XFS, packed, and as a squashfs image ----------------------------
+echo "== generating $FILES JPEGs" >&2
+mib=$((FILES * 112640 / 1048576))
+fs_image ext4 $((mib * 4 + 1024)) "$RUN/ext4" # tree, shard set, squashfs image
+fs_image xfs $((mib * 3 + 1024)) "$RUN/xfs"   # tree, shard set
+go run ./integration/gendata --jpeg --files "$FILES" --classes $((FILES / 100 > 0 ? FILES / 100 : 1)) "$RUN/ext4/tree" >&2
+cp -a "$RUN/ext4/tree" "$RUN/xfs/tree"
+"$AIFS" pack --quiet "$RUN/ext4/tree" "$RUN/ext4/set"
+"$AIFS" pack --quiet "$RUN/xfs/tree" "$RUN/xfs/set"
+bytes=$(du -sb --apparent-size "$RUN/ext4/tree" | cut -f1)
+mean=$(( (bytes / FILES + 4095) / 4096 * 4096 )) # fio's O_DIRECT reads need whole blocks
+record meta bytes "$bytes"
+record meta fio_block "$mean"
+
+SYSTEMS=(ext4 xfs aifs-ext4 aifs-xfs)
+DIRS=("$RUN/ext4/tree" "$RUN/xfs/tree" "$RUN/mnt-ext4" "$RUN/mnt-xfs")
+mkdir "$RUN/mnt-ext4" "$RUN/mnt-xfs"
+"$AIFS" mount "$RUN/ext4/set" "$RUN/mnt-ext4"
+"$AIFS" mount "$RUN/xfs/set" "$RUN/mnt-xfs"
+if command -v squashfuse >/dev/null; then
+	mksquashfs "$RUN/ext4/tree" "$RUN/ext4/tree.sqfs" -no-progress -quiet >/dev/null
+	mkdir "$RUN/mnt-sqfs"
+	squashfuse "$RUN/ext4/tree.sqfs" "$RUN/mnt-sqfs"
+	SYSTEMS+=(squashfuse)
+	DIRS+=("$RUN/mnt-sqfs")
+fi
+echo "== dataset ready after $((SECONDS - started)) s" >&2
+
+# --- 2a. cold shuffled epochs, and the device's random-read ceiling ------------------------------
+for j in $JOBS; do
+	"$AIFS" bench --json --drop-caches --relist --epochs "$RUNS" -j "$j" "${DIRS[@]}" >"$RUN/bench.json"
+	record_bench "$RUN/bench.json" "cold-$j" files_per_s 1 "${SYSTEMS[@]}"
+	record "cold-$j" fio "$(fio_ceiling randread "$mean" "$j")"
+	echo "== cold shuffled epochs with $j readers done after $((SECONDS - started)) s" >&2
+done
+
+# --- 2b. warm shuffled epochs ------------------------------------------------------------------
+"$AIFS" bench --json --epochs $((RUNS + 1)) -j 8 "${DIRS[@]}" >"$RUN/bench.json"
+record_bench "$RUN/bench.json" warm-8 files_per_s 2 "${SYSTEMS[@]}"
+
+# --- 2c. memory-constrained epochs: readers and daemon in a cgroup of half the dataset -----------
+limit=$((bytes / 2 > 256 << 20 ? bytes / 2 : 256 << 20)) # a small run still leaves room for the processes
+record meta memory_limit "$limit"
+for i in "${!SYSTEMS[@]}"; do
+	new_cgroup "$limit"
+	dir=${DIRS[i]} mnt=$RUN/mnt-limited-$i
+	case ${SYSTEMS[i]} in
+	aifs-*) mkdir "$mnt" && in_cg "$CG" "$AIFS" mount "$RUN/${SYSTEMS[i]#aifs-}/set" "$mnt" && dir=$mnt ;;
+	squashfuse) mkdir "$mnt" && in_cg "$CG" squashfuse "$RUN/ext4/tree.sqfs" "$mnt" && dir=$mnt ;;
+	esac
+	dropcaches
+	in_cg "$CG" "$AIFS" bench --json --epochs $((RUNS + 1)) -j 8 "$dir" >"$RUN/bench.json"
+	record_bench "$RUN/bench.json" memory-8 files_per_s 2 "${SYSTEMS[i]}"
+	[[ $dir != "$mnt" ]] || fusermount3 -u "$mnt"
+done
+echo "== warm and memory-constrained epochs done after $((SECONDS - started)) s" >&2
+
+# --- 2d. sorted scan, and the device's sequential bandwidth -----------------------------------
+"$AIFS" bench --json --seq --drop-caches --relist --epochs "$RUNS" -j 1 "${DIRS[@]}" >"$RUN/bench.json"
+record_bench "$RUN/bench.json" sorted-1 mb_per_s 1 "${SYSTEMS[@]}"
+record sorted-1 fio "$(fio_ceiling read 4M 1)"
+
+# --- 2e. PyTorch ImageFolder + DataLoader -------------------------------------------------------
+i=0
+while read -r v; do
+	record pytorch "${SYSTEMS[i]}" "$v"
+	i=$((i + 1))
+done < <($PY integration/bench/dataloader.py "$PT_SAMPLES" "$WORKERS" "$RUNS" "${DIRS[@]}")
+[[ $i -eq ${#SYSTEMS[@]} ]] || die "dataloader.py reported $i directories, not ${#SYSTEMS[@]}"
+echo "== sorted scans and PyTorch done after $((SECONDS - started)) s" >&2
+for m in "${DIRS[@]:2}"; do fusermount3 -u "$m"; done
+
+# --- 2f. ImageFolder construction over NAMES names, and daemon RSS ------------------------------
+if [[ $NAMES -gt 0 ]]; then
+	fs_image ext4 $((NAMES / 1000 + 2048)) "$RUN/names-ext4" -O inline_data -N $((NAMES + 10000))
+	fs_image xfs $((NAMES * 5 / 1024 + 2048)) "$RUN/names-xfs" # a block of its own per file
+	go run ./integration/gendata --files "$NAMES" --classes 1000 --mean-size 40 --sigma 0.3 "$RUN/names-ext4/tree" >&2
+	cp -a "$RUN/names-ext4/tree" "$RUN/names-xfs/tree"
+	"$AIFS" pack --quiet "$RUN/names-ext4/tree" "$RUN/names-ext4/set"
+	record meta index_bytes "$(stat -c %s "$RUN/names-ext4/set/index.aifs")"
+	NSYSTEMS=(ext4 xfs aifs-ext4)
+	NDIRS=("$RUN/names-ext4/tree" "$RUN/names-xfs/tree" "$RUN/names-aifs")
+	mkdir "$RUN/names-aifs"
+	"$AIFS" mount "$RUN/names-ext4/set" "$RUN/names-aifs"
+	pids=("" "" "$(daemon_pid "$RUN/names-ext4/set")")
+	if command -v squashfuse >/dev/null; then
+		mksquashfs "$RUN/names-ext4/tree" "$RUN/names-ext4/tree.sqfs" -no-progress -quiet >/dev/null
+		mkdir "$RUN/names-sqfs"
+		squashfuse "$RUN/names-ext4/tree.sqfs" "$RUN/names-sqfs"
+		NSYSTEMS+=(squashfuse)
+		NDIRS+=("$RUN/names-sqfs")
+		pids+=("$(pgrep -f -- "squashfuse $RUN/names-ext4/tree.sqfs" | head -1)")
+	fi
+	echo "== $NAMES names ready after $((SECONDS - started)) s" >&2
+	for d in "${NDIRS[@]}"; do
+		read -r _ n < <(scan "$d") # warms it
+		[[ $n -eq $NAMES ]] || die "ImageFolder found $n samples in $d, not $NAMES"
+	done
+	declare -A secs
+	for _ in $(seq "$RUNS"); do
+		for i in "${!NDIRS[@]}"; do secs[$i]+="$(scan "${NDIRS[i]}" | cut -d' ' -f1) "; done
+	done
+	for i in "${!NDIRS[@]}"; do
+		record imagefolder "${NSYSTEMS[i]}" "$(printf '%s\n' ${secs[$i]} | median)"
+		[[ -z ${pids[i]} ]] || record rss "${NSYSTEMS[i]}" "$(rss_mib "${pids[i]}")"
+	done
+fi
+echo "== measured in $((SECONDS - started)) s" >&2
+record meta seconds $((SECONDS - started))
+
+$PY integration/bench/report.py "$RESULTS" "$OUT"
