@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs the whole aifs test suite on a fresh Debian 12 machine with Go, installing what it needs:
-# formatting and vet, the Python plan module's tests, every package's tests with the race detector (integration tests build and
+# formatting and vet, the Python tests (plan module, benchmark report), every package's tests with the race detector (integration tests build and
 # drive the aifs binary; fuzz seed corpora run as ordinary tests), then the same tests once with
 # GOMAXPROCS=1. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
-need_packages ca-certificates git coreutils tar xfsprogs e2fsprogs util-linux fuse3 python3-pil python3-torch python3-torchvision
+need_packages ca-certificates git coreutils tar xfsprogs e2fsprogs util-linux fuse3 python3-pil python3-torch python3-torchvision python3-matplotlib
 need_versitygw
 
 # Lazily unmount what an interrupted earlier run left under the tests' temporary folders (aifs
@@ -23,6 +23,7 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s python
+PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s integration/bench # the benchmark report
 go test -race -count=1 -timeout 20m ./...
 GOMAXPROCS=1 go test -count=1 -timeout 20m ./...
 echo "all tests passed"

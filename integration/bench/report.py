@@ -79,7 +79,7 @@ def markdown(meta, figs, previous):
     ratio_cols = [r for r in RATIOS if any(k[1] == r[1] for k in figs) and any(k[1] == r[2] for k in figs)]
     gb = int(meta["bytes"]) / 1e9
     lines = [
-        "# aifs against ext4, XFS, squashfuse and the device, side by side",
+        "# aifs against native file systems and the device, side by side",
         "",
         f"Measured by `sudo integration/bench/compare.sh` on {meta['date']} at commit {meta['commit']}, "
         f"in {int(meta['seconds']) // 60} minutes (FILES={meta['FILES']}, JOBS=\"{meta['JOBS']}\", RUNS={meta['RUNS']}, "
@@ -89,8 +89,9 @@ def markdown(meta, figs, previous):
         "",
         f"**Dataset:** {int(meta['FILES']):,} JPEGs, {gb:.2f} GB (mean {int(meta['bytes']) / int(meta['FILES']) / 1000:.0f} KB, "
         "log-normal sizes). ext4 and XFS are image files on the same disk, loop-mounted with direct I/O so the "
-        "host does not cache them; each holds the tree and its aifs shard set, and the ext4 image also holds "
-        "the squashfs image that squashfuse mounts. aifs runs with its defaults. Each figure is the median of "
+        "host does not cache them; each holds the tree and its aifs shard set"
+        + (", and the ext4 image also holds the squashfs image that squashfuse mounts"
+           if any(k[1] == "squashfuse" for k in figs) else "") + ". aifs runs with its defaults. Each figure is the median of "
         f"{meta['RUNS']} passes, the systems interleaved pass by pass; every aifs pass served the same bytes as "
         "ext4 (`aifs bench` digests).",
         "",
