@@ -11,7 +11,7 @@
 #      a. cold shuffled epochs at each reader count in JOBS: caches dropped, then the tree listed
 #         (untimed), as a job builds its ImageFolder before its first epoch; fio O_DIRECT random
 #         reads of the mean sample size, at the same concurrency, are the device's ceiling;
-#      b. warm shuffled epochs at 8 readers (a first epoch warms, then RUNS more);
+#      b. warm shuffled epochs at 8 readers (a first epoch warms, then 2×RUNS more);
 #      c. memory-constrained shuffled epochs at 8 readers: each system's readers, and its FUSE
 #         daemon, in one memory cgroup limited to half the dataset, or 256 MiB if more (epochs 2
 #         to RUNS+1);
@@ -29,14 +29,14 @@
 # drop_caches, cgroups). About 20 minutes with the defaults on 2 cores.
 #
 # Environment (defaults in brackets):
-#   FILES [10000]  JOBS ["1 8 32"]  RUNS [3]  PT_SAMPLES [2000]  WORKERS [nproc]
+#   FILES [10000]  JOBS ["1 8 32"]  RUNS [5]  PT_SAMPLES [1500]  WORKERS [nproc]
 #   NAMES [1280000] (0 skips part f)  WORKDIR [/var/tmp]  OUT [docs/bench, from the checkout]
 set -euo pipefail
 
 FILES=${FILES:-10000}
 JOBS=${JOBS:-1 8 32}
-RUNS=${RUNS:-3}
-PT_SAMPLES=${PT_SAMPLES:-2000}
+RUNS=${RUNS:-5}
+PT_SAMPLES=${PT_SAMPLES:-1500}
 WORKERS=${WORKERS:-$(nproc)}
 NAMES=${NAMES:-1280000}
 WORKDIR=${WORKDIR:-/var/tmp}
@@ -65,12 +65,15 @@ for d in r["dirs"]:
     print(round(s.median(p[sys.argv[2]] for p in r["passes"] if p["dir"]==d["dir"] and p["epoch"]>=int(sys.argv[3])), 1))' "$json" "$field" "$first")
 	[[ $i -eq ${#systems[@]} ]] || die "aifs bench reported $i directories, not ${#systems[@]}"
 }
-# fio_ceiling RW BS JOBS prints fio's O_DIRECT reads/s (randread) or MB/s (read) over an aifs shard.
+# fio_ceiling RW BS JOBS prints fio's O_DIRECT reads/s (randread) or MB/s (read) over an aifs
+# shard: the median of RUNS runs of 3 seconds (one run of this virtual disk varied by half).
 fio_ceiling() {
-	dropcaches
-	fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --rw="$1" --bs="$2" --numjobs="$3" \
-		--direct=1 --ioengine=psync --time_based --runtime=5 --group_reporting --output-format=json |
-		$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(round(r["iops"] if sys.argv[1]=="randread" else r["bw_bytes"]/1e6, 1))' "$1"
+	for _ in $(seq "$RUNS"); do
+		dropcaches
+		fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --rw="$1" --bs="$2" --numjobs="$3" \
+			--direct=1 --ioengine=psync --time_based --runtime=3 --group_reporting --output-format=json |
+			$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(r["iops"] if sys.argv[1]=="randread" else r["bw_bytes"]/1e6)' "$1"
+	done | median
 }
 rss_mib() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 
@@ -116,13 +119,16 @@ for j in $JOBS; do
 	echo "== cold shuffled epochs with $j readers done after $((SECONDS - started)) s" >&2
 done
 
-# --- 2b. warm shuffled epochs ------------------------------------------------------------------
-"$AIFS" bench --json --epochs $((RUNS + 1)) -j 8 "${DIRS[@]}" >"$RUN/bench.json"
+# --- 2b. warm shuffled epochs (a fraction of a second each: twice as many) -----------------------
+"$AIFS" bench --json --epochs $((2 * RUNS + 1)) -j 8 "${DIRS[@]}" >"$RUN/bench.json"
 record_bench "$RUN/bench.json" warm-8 files_per_s 2 "${SYSTEMS[@]}"
 
 # --- 2c. memory-constrained epochs: readers and daemon in a cgroup of half the dataset -----------
 limit=$((bytes / 2 > 256 << 20 ? bytes / 2 : 256 << 20)) # a small run still leaves room for the processes
 record meta memory_limit "$limit"
+# Each system has its own cgroup (and a mount of its own, started in it), and the systems take
+# turns epoch by epoch, as elsewhere, so that the disk's drift over minutes falls on all alike.
+LDIRS=() LCGS=()
 for i in "${!SYSTEMS[@]}"; do
 	new_cgroup "$limit"
 	dir=${DIRS[i]} mnt=$RUN/mnt-limited-$i
@@ -130,10 +136,19 @@ for i in "${!SYSTEMS[@]}"; do
 	aifs-*) mkdir "$mnt" && in_cg "$CG" "$AIFS" mount "$RUN/${SYSTEMS[i]#aifs-}/set" "$mnt" && dir=$mnt ;;
 	squashfuse) mkdir "$mnt" && in_cg "$CG" squashfuse "$RUN/ext4/tree.sqfs" "$mnt" && dir=$mnt ;;
 	esac
-	dropcaches
-	in_cg "$CG" "$AIFS" bench --json --epochs $((RUNS + 1)) -j 8 "$dir" >"$RUN/bench.json"
-	record_bench "$RUN/bench.json" memory-8 files_per_s 2 "${SYSTEMS[i]}"
-	[[ $dir != "$mnt" ]] || fusermount3 -u "$mnt"
+	LDIRS+=("$dir") LCGS+=("$CG")
+done
+dropcaches
+for e in $(seq $((RUNS + 1))); do
+	for i in "${!SYSTEMS[@]}"; do # epoch e of each system: one shuffle per epoch, the same for all
+		in_cg "${LCGS[i]}" "$AIFS" bench --json --seed "$e" -j 8 "${LDIRS[i]}" >"$RUN/limited-$i-$e.json"
+	done
+done
+for i in "${!SYSTEMS[@]}"; do
+	record "memory-8" "${SYSTEMS[i]}" "$(for e in $(seq 2 $((RUNS + 1))); do
+		$PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["passes"][0]["files_per_s"])' "$RUN/limited-$i-$e.json"
+	done | median)"
+	[[ ${LDIRS[i]} != "$RUN/mnt-limited-$i" ]] || fusermount3 -u "${LDIRS[i]}"
 done
 echo "== warm and memory-constrained epochs done after $((SECONDS - started)) s" >&2
 

@@ -77,6 +77,7 @@ class ReportTest(unittest.TestCase):
         self.assertIn("Against the run before this one (2026-11-22, commit abc1234)", md)
         self.assertIn("| cold-8 | aifs/ext4 | 2.00 | 2.20 | +10% |", md)
         self.assertIn("at most 10%", md)
+        self.assertIn("| cold-8 | fio alone (the device; not a ratio) | 16,000 | 16,000 | +0% |", md)
 
     def test_other_settings_are_not_compared(self):
         self.run_report(META, figures(1))
