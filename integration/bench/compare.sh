@@ -72,7 +72,8 @@ fio_ceiling() {
 		dropcaches
 		fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --rw="$1" --bs="$2" --numjobs="$3" \
 			--direct=1 --ioengine=psync --time_based --runtime=3 --group_reporting --output-format=json |
-			$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(r["iops"] if sys.argv[1]=="randread" else r["bw_bytes"]/1e6)' "$1"
+			$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(r["iops"] if sys.argv[1]=="randread" else r["bw_bytes"]/1e6)' "$1" ||
+			exit 1
 	done | median
 }
 rss_mib() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
@@ -115,7 +116,8 @@ echo "== dataset ready after $((SECONDS - started)) s" >&2
 for j in $JOBS; do
 	"$AIFS" bench --json --drop-caches --relist --epochs "$RUNS" -j "$j" "${DIRS[@]}" >"$RUN/bench.json"
 	record_bench "$RUN/bench.json" "cold-$j" files_per_s 1 "${SYSTEMS[@]}"
-	record "cold-$j" fio "$(fio_ceiling randread "$mean" "$j")"
+	f=$(fio_ceiling randread "$mean" "$j") # an assignment, so that a failure stops the script
+	record "cold-$j" fio "$f"
 	echo "== cold shuffled epochs with $j readers done after $((SECONDS - started)) s" >&2
 done
 
@@ -145,9 +147,10 @@ for e in $(seq $((RUNS + 1))); do
 	done
 done
 for i in "${!SYSTEMS[@]}"; do
-	record "memory-8" "${SYSTEMS[i]}" "$(for e in $(seq 2 $((RUNS + 1))); do
-		$PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["passes"][0]["files_per_s"])' "$RUN/limited-$i-$e.json"
-	done | median)"
+	f=$(for e in $(seq 2 $((RUNS + 1))); do
+		$PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["passes"][0]["files_per_s"])' "$RUN/limited-$i-$e.json" || exit 1
+	done | median)
+	record memory-8 "${SYSTEMS[i]}" "$f"
 	[[ ${LDIRS[i]} != "$RUN/mnt-limited-$i" ]] || fusermount3 -u "${LDIRS[i]}"
 done
 echo "== warm and memory-constrained epochs done after $((SECONDS - started)) s" >&2
@@ -155,7 +158,8 @@ echo "== warm and memory-constrained epochs done after $((SECONDS - started)) s"
 # --- 2d. sorted scan, and the device's sequential bandwidth -----------------------------------
 "$AIFS" bench --json --seq --drop-caches --relist --epochs "$RUNS" -j 1 "${DIRS[@]}" >"$RUN/bench.json"
 record_bench "$RUN/bench.json" sorted-1 mb_per_s 1 "${SYSTEMS[@]}"
-record sorted-1 fio "$(fio_ceiling read 4M 1)"
+f=$(fio_ceiling read 4M 1)
+record sorted-1 fio "$f"
 
 # --- 2e. PyTorch ImageFolder + DataLoader -------------------------------------------------------
 i=0
