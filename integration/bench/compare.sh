@@ -5,8 +5,7 @@
 #      an ext4 image and copies it to an XFS image: both are loop-mounted image files on the same
 #      disk, their loop devices reading the image with O_DIRECT so the host does not cache them a
 #      second time. It packs the tree into an aifs shard set on each, and makes a squashfs image
-#      of it (on the ext4 image) for squashfuse (mksquashfs -no-duplicates: its search for
-#      duplicate files took over 30 minutes on 1.28 M tiny files, and reads do not need it);
+#      of it (on the ext4 image) for squashfuse;
 #   2. measures, each figure the median of RUNS passes, the systems interleaved pass by pass:
 #      a. cold shuffled epochs at each reader count in JOBS: caches dropped, then the tree listed
 #         (untimed), as a job builds its ImageFolder before its first epoch; fio O_DIRECT random
@@ -50,20 +49,36 @@ started=$SECONDS
 
 RESULTS=$RUN/results.tsv
 record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; } # CASE SYSTEM VALUE
-# record_bench JSON CASE FIELD FIRST-EPOCH SYSTEM... records, for each DIR of an 'aifs bench
-# --json' run in turn, the median FIELD of its passes from FIRST-EPOCH on, as SYSTEM's CASE.
-record_bench() {
-	local json=$1 case=$2 field=$3 first=$4 i=0 v
-	shift 4
+# record_each CASE SYSTEM... records the values on standard input, one a line, as each SYSTEM's
+# CASE in turn.
+record_each() {
+	local case=$1 i=0 v
+	shift
 	local systems=("$@")
 	while read -r v; do
 		record "$case" "${systems[i]}" "$v"
 		i=$((i + 1))
-	done < <($PY -c 'import json,sys,statistics as s
+	done
+	[[ $i -eq ${#systems[@]} ]] || die "$case: $i figures for ${#systems[@]} systems"
+}
+# record_bench JSON CASE FIELD FIRST-EPOCH SYSTEM... records, for each DIR of an 'aifs bench
+# --json' run in turn, the median FIELD of its passes from FIRST-EPOCH on, as SYSTEM's CASE.
+record_bench() {
+	local json=$1 case=$2 field=$3 first=$4
+	shift 4
+	$PY -c 'import json,sys,statistics as s
 r=json.load(open(sys.argv[1]))
 for d in r["dirs"]:
-    print(round(s.median(p[sys.argv[2]] for p in r["passes"] if p["dir"]==d["dir"] and p["epoch"]>=int(sys.argv[3])), 1))' "$json" "$field" "$first")
-	[[ $i -eq ${#systems[@]} ]] || die "aifs bench reported $i directories, not ${#systems[@]}"
+    print(round(s.median(p[sys.argv[2]] for p in r["passes"] if p["dir"]==d["dir"] and p["epoch"]>=int(sys.argv[3])), 1))' "$json" "$field" "$first" |
+		record_each "$case" "$@"
+}
+# squashfs_mount TREE MNT makes the squashfs image TREE.sqfs and mounts it at MNT with squashfuse.
+# (-no-duplicates: mksquashfs's search for duplicate files took over 30 minutes on 1.28 M tiny
+# files, and reads do not need it.)
+squashfs_mount() {
+	mksquashfs "$1" "$1.sqfs" -no-progress -quiet -no-duplicates >/dev/null
+	mkdir "$2"
+	squashfuse "$1.sqfs" "$2"
 }
 # fio_ceiling RW BS JOBS prints fio's O_DIRECT reads/s (randread) or MB/s (read) over an aifs
 # shard: the median of RUNS runs of 3 seconds (one run of this virtual disk varied by half).
@@ -104,9 +119,7 @@ mkdir "$RUN/mnt-ext4" "$RUN/mnt-xfs"
 "$AIFS" mount "$RUN/ext4/set" "$RUN/mnt-ext4"
 "$AIFS" mount "$RUN/xfs/set" "$RUN/mnt-xfs"
 if command -v squashfuse >/dev/null; then
-	mksquashfs "$RUN/ext4/tree" "$RUN/ext4/tree.sqfs" -no-progress -quiet -no-duplicates >/dev/null
-	mkdir "$RUN/mnt-sqfs"
-	squashfuse "$RUN/ext4/tree.sqfs" "$RUN/mnt-sqfs"
+	squashfs_mount "$RUN/ext4/tree" "$RUN/mnt-sqfs"
 	SYSTEMS+=(squashfuse)
 	DIRS+=("$RUN/mnt-sqfs")
 fi
@@ -162,12 +175,7 @@ f=$(fio_ceiling read 4M 1)
 record sorted-1 fio "$f"
 
 # --- 2e. PyTorch ImageFolder + DataLoader -------------------------------------------------------
-i=0
-while read -r v; do
-	record pytorch "${SYSTEMS[i]}" "$v"
-	i=$((i + 1))
-done < <($PY integration/bench/dataloader.py "$PT_SAMPLES" "$WORKERS" "$RUNS" "${DIRS[@]}")
-[[ $i -eq ${#SYSTEMS[@]} ]] || die "dataloader.py reported $i directories, not ${#SYSTEMS[@]}"
+$PY integration/bench/dataloader.py "$PT_SAMPLES" "$WORKERS" "$RUNS" "${DIRS[@]}" | record_each pytorch "${SYSTEMS[@]}"
 echo "== sorted scans and PyTorch done after $((SECONDS - started)) s" >&2
 for m in "${DIRS[@]:2}"; do fusermount3 -u "$m"; done
 
@@ -185,9 +193,7 @@ if [[ $NAMES -gt 0 ]]; then
 	"$AIFS" mount "$RUN/names-ext4/set" "$RUN/names-aifs"
 	pids=("" "" "$(daemon_pid "$RUN/names-ext4/set")")
 	if command -v squashfuse >/dev/null; then
-		mksquashfs "$RUN/names-ext4/tree" "$RUN/names-ext4/tree.sqfs" -no-progress -quiet -no-duplicates >/dev/null
-		mkdir "$RUN/names-sqfs"
-		squashfuse "$RUN/names-ext4/tree.sqfs" "$RUN/names-sqfs"
+		squashfs_mount "$RUN/names-ext4/tree" "$RUN/names-sqfs"
 		NSYSTEMS+=(squashfuse)
 		NDIRS+=("$RUN/names-sqfs")
 		pids+=("$(pgrep -f -- "squashfuse $RUN/names-ext4/tree.sqfs" | head -1)")

@@ -33,6 +33,11 @@ RATIOS = [  # label, numerator, denominator
 ]
 
 
+def present(figs):
+    """The SYSTEMS that have figures in this run."""
+    return [(s, label) for s, label in SYSTEMS if any(k[1] == s for k in figs)]
+
+
 def cases(meta):
     """The throughput rows, in order: case, label, unit (higher is better in all of them)."""
     rows = [(f"cold-{j}", f"cold shuffled epoch, {j} reader{'s' if j != '1' else ''}", "files/s")
@@ -75,7 +80,7 @@ def fmt(v):
 
 
 def markdown(meta, figs, previous):
-    systems = [(s, label) for s, label in SYSTEMS if any(k[1] == s for k in figs)]
+    systems = present(figs)
     ratio_cols = [r for r in RATIOS if any(k[1] == r[1] for k in figs) and any(k[1] == r[2] for k in figs)]
     gb = int(meta["bytes"]) / 1e9
     lines = [
@@ -170,7 +175,7 @@ def markdown(meta, figs, previous):
 
 def chart(meta, figs, path):
     rows = [(case, label) for case, label, _ in cases(meta) if (case, "ext4") in figs]
-    systems = [(s, label) for s, label in SYSTEMS if s != "ext4" and any(k[1] == s for k in figs)]
+    systems = [(s, label) for s, label in present(figs) if s != "ext4"]
     has_names = ("imagefolder", "ext4") in figs
     fig, axes = plt.subplots(1, 2 if has_names else 1, figsize=(14 if has_names else 10, 7),
                              gridspec_kw={"width_ratios": [3, 1]} if has_names else None, squeeze=False)
