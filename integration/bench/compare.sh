@@ -9,13 +9,14 @@
 #   2. measures, each figure the median of RUNS passes, the systems interleaved pass by pass:
 #      a. cold shuffled epochs at each reader count in JOBS: caches dropped, then the tree listed
 #         (untimed), as a job builds its ImageFolder before its first epoch; fio O_DIRECT random
-#         reads of the mean sample size, at the same concurrency, are the device's ceiling;
+#         reads of the mean sample size, at the same concurrency, are the device's ceiling (one
+#         fio run after each pass of the systems, so that it meets the disk when they do);
 #      b. warm shuffled epochs at 8 readers (a first epoch warms, then 2×RUNS more);
 #      c. memory-constrained shuffled epochs at 8 readers: each system's readers, and its FUSE
 #         daemon, in one memory cgroup limited to half the dataset, or 256 MiB if more (epochs 2
 #         to RUNS+1);
 #      d. a sorted (validation-order) scan with 1 reader, caches dropped and the tree listed,
-#         against fio's sequential O_DIRECT reads of the shard;
+#         against fio's sequential O_DIRECT reads of the shard (interleaved in the same way);
 #      e. unmodified PyTorch: ImageFolder + DataLoader(shuffle=True, num_workers=WORKERS) with the
 #         standard ImageNet training transform, PT_SAMPLES samples per pass (dataloader.py);
 #      f. ImageFolder construction over NAMES tiny files in 1,000 classes (warm: after one
@@ -61,15 +62,17 @@ record_each() {
 	done
 	[[ $i -eq ${#systems[@]} ]] || die "$case: $i figures for ${#systems[@]} systems"
 }
-# record_bench JSON CASE FIELD FIRST-EPOCH SYSTEM... records, for each DIR of an 'aifs bench
-# --json' run in turn, the median FIELD of its passes from FIRST-EPOCH on, as SYSTEM's CASE.
+# record_bench FILES CASE FIELD FIRST-EPOCH SYSTEM... records, for each DIR of the 'aifs bench
+# --json' runs whose output files match the pattern FILES, in the order they first appear, the
+# median FIELD of its passes from FIRST-EPOCH on, as SYSTEM's CASE.
 record_bench() {
-	local json=$1 case=$2 field=$3 first=$4
+	local files=$1 case=$2 field=$3 first=$4
 	shift 4
-	$PY -c 'import json,sys,statistics as s
-r=json.load(open(sys.argv[1]))
-for d in r["dirs"]:
-    print(round(s.median(p[sys.argv[2]] for p in r["passes"] if p["dir"]==d["dir"] and p["epoch"]>=int(sys.argv[3])), 1))' "$json" "$field" "$first" |
+	$PY -c 'import glob,json,sys,statistics as s
+runs=[json.load(open(f)) for f in sorted(glob.glob(sys.argv[1]))]
+passes=[p for r in runs for p in r["passes"]]
+for d in dict.fromkeys(d["dir"] for r in runs for d in r["dirs"]):
+    print(round(s.median(p[sys.argv[2]] for p in passes if p["dir"]==d and p["epoch"]>=int(sys.argv[3])), 1))' "$files" "$field" "$first" |
 		record_each "$case" "$@"
 }
 # squashfs_mount TREE MNT makes the squashfs image TREE.sqfs and mounts it at MNT with squashfuse.
@@ -80,16 +83,29 @@ squashfs_mount() {
 	mkdir "$2"
 	squashfuse "$1.sqfs" "$2"
 }
-# fio_ceiling RW BS JOBS prints fio's O_DIRECT reads/s (randread) or MB/s (read) over an aifs
-# shard: the median of RUNS runs of 3 seconds (one run of this virtual disk varied by half).
-fio_ceiling() {
-	for _ in $(seq "$RUNS"); do
-		dropcaches
-		fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --rw="$1" --bs="$2" --numjobs="$3" \
-			--direct=1 --ioengine=psync --time_based --runtime=3 --group_reporting --output-format=json |
-			$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(r["iops"] if sys.argv[1]=="randread" else r["bw_bytes"]/1e6)' "$1" ||
-			exit 1
-	done | median
+# fio_once RW BS JOBS prints the reads/s (randread) or MB/s (read) of one 3-second run of fio's
+# O_DIRECT reads over an aifs shard, caches dropped first.
+fio_once() {
+	dropcaches
+	fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --rw="$1" --bs="$2" --numjobs="$3" \
+		--direct=1 --ioengine=psync --time_based --runtime=3 --group_reporting --output-format=json |
+		$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(r["iops"] if sys.argv[1]=="randread" else r["bw_bytes"]/1e6)' "$1"
+}
+# cold_passes CASE FIELD RW BS JOBS [BENCH-FLAG...] measures RUNS cold passes with JOBS readers.
+# A pass is one epoch of every system in turn ('aifs bench --seed PASS': caches dropped and the
+# tree listed before each) and then one fio_once RW BS JOBS, the device's ceiling: fio meets the
+# disk in the same minutes as the systems do (this shared virtual disk drifts by half over
+# minutes; fio's runs apart from the systems' moved the aifs/fio ratios by up to 46% between two
+# harness runs). It records the median FIELD of each system, and fio's median, as CASE.
+cold_passes() {
+	local case=$1 field=$2 rw=$3 bs=$4 j=$5 e
+	shift 5
+	for e in $(seq "$RUNS"); do
+		"$AIFS" bench --json --drop-caches --relist --seed "$e" -j "$j" "$@" "${DIRS[@]}" >"$RUN/$case-$e.json"
+		fio_once "$rw" "$bs" "$j" >>"$RUN/$case-fio" || exit 1
+	done
+	record_bench "$RUN/$case-*.json" "$case" "$field" 1 "${SYSTEMS[@]}"
+	record "$case" fio "$(median <"$RUN/$case-fio")"
 }
 rss_mib() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 
@@ -127,16 +143,13 @@ echo "== dataset ready after $((SECONDS - started)) s" >&2
 
 # --- 2a. cold shuffled epochs, and the device's random-read ceiling ------------------------------
 for j in $JOBS; do
-	"$AIFS" bench --json --drop-caches --relist --epochs "$RUNS" -j "$j" "${DIRS[@]}" >"$RUN/bench.json"
-	record_bench "$RUN/bench.json" "cold-$j" files_per_s 1 "${SYSTEMS[@]}"
-	f=$(fio_ceiling randread "$mean" "$j") # an assignment, so that a failure stops the script
-	record "cold-$j" fio "$f"
+	cold_passes "cold-$j" files_per_s randread "$mean" "$j"
 	echo "== cold shuffled epochs with $j readers done after $((SECONDS - started)) s" >&2
 done
 
 # --- 2b. warm shuffled epochs (a fraction of a second each: twice as many) -----------------------
-"$AIFS" bench --json --epochs $((2 * RUNS + 1)) -j 8 "${DIRS[@]}" >"$RUN/bench.json"
-record_bench "$RUN/bench.json" warm-8 files_per_s 2 "${SYSTEMS[@]}"
+"$AIFS" bench --json --epochs $((2 * RUNS + 1)) -j 8 "${DIRS[@]}" >"$RUN/warm.json"
+record_bench "$RUN/warm.json" warm-8 files_per_s 2 "${SYSTEMS[@]}"
 
 # --- 2c. memory-constrained epochs: readers and daemon in a cgroup of half the dataset -----------
 limit=$((bytes / 2 > 256 << 20 ? bytes / 2 : 256 << 20)) # a small run still leaves room for the processes
@@ -156,23 +169,19 @@ done
 dropcaches
 for e in $(seq $((RUNS + 1))); do
 	for i in "${!SYSTEMS[@]}"; do # epoch e of each system: one shuffle per epoch, the same for all
-		in_cg "${LCGS[i]}" "$AIFS" bench --json --seed "$e" -j 8 "${LDIRS[i]}" >"$RUN/limited-$i-$e.json"
+		out=$RUN/memory-$i-$e.json
+		[[ $e -gt 1 ]] || out=/dev/null # the first epoch fills the cache
+		in_cg "${LCGS[i]}" "$AIFS" bench --json --seed "$e" -j 8 "${LDIRS[i]}" >"$out"
 	done
 done
 for i in "${!SYSTEMS[@]}"; do
-	f=$(for e in $(seq 2 $((RUNS + 1))); do
-		$PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["passes"][0]["files_per_s"])' "$RUN/limited-$i-$e.json" || exit 1
-	done | median)
-	record memory-8 "${SYSTEMS[i]}" "$f"
+	record_bench "$RUN/memory-$i-*.json" memory-8 files_per_s 1 "${SYSTEMS[i]}"
 	[[ ${LDIRS[i]} != "$RUN/mnt-limited-$i" ]] || fusermount3 -u "${LDIRS[i]}"
 done
 echo "== warm and memory-constrained epochs done after $((SECONDS - started)) s" >&2
 
 # --- 2d. sorted scan, and the device's sequential bandwidth -----------------------------------
-"$AIFS" bench --json --seq --drop-caches --relist --epochs "$RUNS" -j 1 "${DIRS[@]}" >"$RUN/bench.json"
-record_bench "$RUN/bench.json" sorted-1 mb_per_s 1 "${SYSTEMS[@]}"
-f=$(fio_ceiling read 4M 1)
-record sorted-1 fio "$f"
+cold_passes sorted-1 mb_per_s read 4M 1 --seq
 
 # --- 2e. PyTorch ImageFolder + DataLoader -------------------------------------------------------
 $PY integration/bench/dataloader.py "$PT_SAMPLES" "$WORKERS" "$RUNS" "${DIRS[@]}" | record_each pytorch "${SYSTEMS[@]}"
