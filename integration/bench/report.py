@@ -115,13 +115,15 @@ def markdown(meta, figs, previous):
         "- **cold**: caches dropped, then the tree listed again (untimed), as a job builds its ImageFolder "
         "before its first epoch; each reader opens, reads to the end and closes one file at a time. "
         f"fio reads {int(meta['fio_block']) // 1024} KiB blocks (the mean sample, rounded up to 4 KiB) at random "
-        "from a shard with O_DIRECT, at the same concurrency: the device's ceiling for random samples.",
+        "from a shard with O_DIRECT, at the same concurrency, one fio run after each pass of the systems: "
+        "the device's ceiling for random samples.",
         f"- **warm**: after a first epoch, with nothing dropped; the median of {2 * int(meta['RUNS'])} epochs, as each "
         "takes a fraction of a second.",
         "- **memory limited**: each system's readers and its FUSE daemon in one memory cgroup limited to half "
         f"the dataset ({int(meta['memory_limit']) / 1e6:,.0f} MB), epochs 2 onward; the systems take turns epoch by epoch.",
         "- **sorted scan**: caches dropped and the tree listed, then every file in ImageFolder's sorted order; "
-        "fio reads the shard sequentially in 4 MiB blocks with O_DIRECT.",
+        "fio reads the shard sequentially in 4 MiB blocks with O_DIRECT, 8 in flight (32 MiB, the window "
+        "aifs's read-ahead grows to).",
         "- **PyTorch**: torchvision `ImageFolder` with RandomResizedCrop(224), RandomHorizontalFlip, ToTensor "
         f"and Normalize, `DataLoader(batch_size=32, shuffle=True, num_workers={meta['WORKERS']})`, "
         f"{int(meta['PT_SAMPLES']):,} samples per pass, caches dropped before each "
