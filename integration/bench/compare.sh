@@ -118,7 +118,7 @@ rss_mib() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 echo "== machine: $(machine)" >&2
 record meta machine "$(machine)"
 record meta date "$(date -u +%F)"
-record meta commit "$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' with uncommitted changes')"
+record meta commit "$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- . ":(exclude)$OUT" 2>/dev/null || echo ' with uncommitted changes')"  # the report it replaces in OUT is not a change to the code
 for v in FILES JOBS RUNS PT_SAMPLES WORKERS NAMES; do record meta "$v" "${!v}"; done
 
 # --- 1. the dataset on ext4 and XFS, packed, and as a squashfs image ----------------------------
