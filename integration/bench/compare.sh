@@ -51,29 +51,33 @@ started=$SECONDS
 
 RESULTS=$RUN/results.tsv
 record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; } # CASE SYSTEM VALUE
-# record_each CASE SYSTEM... records the values on standard input, one a line, as each SYSTEM's
-# CASE in turn.
+# record_each CASE SYSTEM... records the lines on standard input, one for each SYSTEM in turn, as
+# its CASE: a line holds the figure (a median) and then the passes it is the median of, which are
+# recorded as CASE/1, CASE/2, ... (report.py pairs the systems' passes to take ratios).
 record_each() {
-	local case=$1 i=0 v
+	local case=$1 i=0 v n
 	shift
-	local systems=("$@")
-	while read -r v; do
-		record "$case" "${systems[i]}" "$v"
+	local systems=("$@") line
+	while read -r -a line; do
+		record "$case" "${systems[i]}" "${line[0]}"
+		for n in $(seq $((${#line[@]} - 1))); do record "$case/$n" "${systems[i]}" "${line[n]}"; done
 		i=$((i + 1))
 	done
 	[[ $i -eq ${#systems[@]} ]] || die "$case: $i figures for ${#systems[@]} systems"
 }
 # record_bench FILES CASE FIELD FIRST-EPOCH SYSTEM... records, for each DIR of the 'aifs bench
-# --json' runs whose output files match the pattern FILES, in the order they first appear, the
-# median FIELD of its passes from FIRST-EPOCH on, as SYSTEM's CASE.
+# --json' runs whose output files match the pattern FILES (in pass order: cold-8-2.json before
+# cold-8-10.json), in the order the DIRs first appear, the median FIELD of its passes from
+# FIRST-EPOCH on, and those passes, as SYSTEM's CASE.
 record_bench() {
 	local files=$1 case=$2 field=$3 first=$4
 	shift 4
 	$PY -c 'import glob,json,sys,statistics as s
-runs=[json.load(open(f)) for f in sorted(glob.glob(sys.argv[1]))]
+runs=[json.load(open(f)) for f in sorted(glob.glob(sys.argv[1]), key=lambda f: (len(f), f))]
 passes=[p for r in runs for p in r["passes"]]
 for d in dict.fromkeys(d["dir"] for r in runs for d in r["dirs"]):
-    print(round(s.median(p[sys.argv[2]] for p in passes if p["dir"]==d and p["epoch"]>=int(sys.argv[3])), 1))' "$files" "$field" "$first" |
+    v=[round(p[sys.argv[2]], 1) for p in passes if p["dir"]==d and p["epoch"]>=int(sys.argv[3])]
+    print(round(s.median(v), 1), *v)' "$files" "$field" "$first" |
 		record_each "$case" "$@"
 }
 # squashfs_mount TREE MNT makes the squashfs image TREE.sqfs and mounts it at MNT with squashfuse.
@@ -111,7 +115,7 @@ cold_passes() {
 		fio_once "$rw" "$bs" "$j" >>"$RUN/$case-fio" || exit 1
 	done
 	record_bench "$RUN/$case-*.json" "$case" "$field" 1 "${SYSTEMS[@]}"
-	record "$case" fio "$(median <"$RUN/$case-fio")"
+	echo "$(median <"$RUN/$case-fio")" $(cat "$RUN/$case-fio") | record_each "$case" fio
 }
 rss_mib() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 
@@ -223,7 +227,7 @@ if [[ $NAMES -gt 0 ]]; then
 		for i in "${!NDIRS[@]}"; do secs[$i]+="$(scan "${NDIRS[i]}" | cut -d' ' -f1) "; done
 	done
 	for i in "${!NDIRS[@]}"; do
-		record imagefolder "${NSYSTEMS[i]}" "$(printf '%s\n' ${secs[$i]} | median)"
+		echo "$(printf '%s\n' ${secs[$i]} | median)" ${secs[$i]} | record_each imagefolder "${NSYSTEMS[i]}"
 		[[ -z ${pids[i]} ]] || record rss "${NSYSTEMS[i]}" "$(rss_mib "${pids[i]}")"
 	done
 fi

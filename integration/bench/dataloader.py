@@ -6,9 +6,10 @@ usage: dataloader.py SAMPLES WORKERS RUNS DIR...
 
 Each run reads the first SAMPLES samples of one shuffled order (the same order on every DIR: the
 shuffle is seeded with the run number) from each DIR in turn, and prints one line per DIR: the
-median samples/s over the runs, decode and transform included. Each pass drops the caches, then
-builds the ImageFolder untimed, as a job lists its dataset before its first epoch; the timing
-starts with the DataLoader's iterator, so forking its workers is inside it, as in every epoch.
+median samples/s over the runs and then each run's, decode and transform included. Each pass
+drops the caches, then builds the ImageFolder untimed, as a job lists its dataset before its
+first epoch; the timing starts with the DataLoader's iterator, so forking its workers is inside
+it, as in every epoch.
 """
 
 import statistics
@@ -58,7 +59,7 @@ def main(argv):
         for d in dirs:
             rates[d].append(samples_per_second(d, samples, workers, seed=run))
     for d in dirs:
-        print(round(statistics.median(rates[d]), 1))
+        print(round(statistics.median(rates[d]), 1), *(round(r, 1) for r in rates[d]))
 
 
 if __name__ == "__main__":

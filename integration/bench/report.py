@@ -3,12 +3,16 @@
 usage: report.py RESULTS.tsv OUTDIR
 
 RESULTS.tsv has one figure per line: CASE, SYSTEM, VALUE, tab-separated; CASE "meta" holds the
-run's description (SYSTEM is the key). If OUTDIR already holds a compare.tsv from an earlier run,
-the report compares every ratio with that run's before replacing it.
+run's description (SYSTEM is the key). A figure is a median of passes, and CASE/N holds pass N
+of it. A ratio between two systems is the median of their passes' ratios where both have passes
+(each pass of each system ran within seconds of the others, so drift of the disk over minutes
+cancels), else the ratio of their figures. If OUTDIR already holds a compare.tsv from an
+earlier run, the report compares every ratio with that run's before replacing it.
 """
 
 import os
 import shutil
+import statistics
 import sys
 
 import matplotlib
@@ -62,16 +66,24 @@ def load(path):
     return meta, figs
 
 
+def ratio(figs, case, a, b):
+    """System a's figure over system b's in case: the median of their passes' ratios, pass by
+    pass, where both have passes; else the ratio of their figures."""
+    paired = [figs[(c, a)] / figs[(c, b)] for c, s in figs
+              if s == a and c.startswith(case + "/") and (c, b) in figs]
+    return statistics.median(paired) if paired else figs[(case, a)] / figs[(case, b)]
+
+
 def ratios(meta, figs):
     """Every ratio the report gives, by (case, ratio label)."""
     out = {}
     for case, _, _ in cases(meta):
         for label, a, b in RATIOS:
             if (case, a) in figs and (case, b) in figs:
-                out[(case, label)] = figs[(case, a)] / figs[(case, b)]
+                out[(case, label)] = ratio(figs, case, a, b)
     for system in ("xfs", "aifs-ext4", "squashfuse"):
         if ("imagefolder", system) in figs:
-            out[("imagefolder", f"{system} time/ext4")] = figs[("imagefolder", system)] / figs[("imagefolder", "ext4")]
+            out[("imagefolder", f"{system} time/ext4")] = ratio(figs, "imagefolder", system, "ext4")
     return out
 
 
@@ -97,8 +109,9 @@ def markdown(meta, figs, previous):
         "host does not cache them; each holds the tree and its aifs shard set"
         + (", and the ext4 image also holds the squashfs image that squashfuse mounts"
            if any(k[1] == "squashfuse" for k in figs) else "") + ". aifs runs with its defaults. Each figure is the median of "
-        f"{meta['RUNS']} passes, the systems interleaved pass by pass; every aifs pass served the same bytes as "
-        "ext4 (`aifs bench` digests).",
+        f"{meta['RUNS']} passes, the systems interleaved pass by pass; a ratio is the median of the passes' "
+        "ratios, pass by pass (drift of the disk over minutes cancels). Every aifs pass served the same bytes "
+        "as ext4 (`aifs bench` digests).",
         "",
         "## Reading the dataset",
         "",
@@ -139,7 +152,7 @@ def markdown(meta, figs, previous):
             "|---|" + "---|" * len(nsys),
             "| construction, warm (s) | " + " | ".join(f"{figs[('imagefolder', s)]:.2f}" for s, _ in nsys) + " |",
             "| time relative to ext4 | " + " | ".join(
-                f"**{figs[('imagefolder', s)] / figs[('imagefolder', 'ext4')]:.2f}**" for s, _ in nsys) + " |",
+                f"**{ratio(figs, 'imagefolder', s, 'ext4'):.2f}**" for s, _ in nsys) + " |",
             "| FUSE daemon RSS after the scans (MiB) | " + " | ".join(
                 f"{figs[('rss', s)]:.0f}" if ("rss", s) in figs else "—" for s, _ in nsys) + " |",
             "",
@@ -168,7 +181,7 @@ def markdown(meta, figs, previous):
                 "|---|---|---|---|---|",
             ]
             lines += [f"| {k[0]} | {k[1]} | {before[k]:.2f} | {now[k]:.2f} | {changes[k] * 100:+.0f}% |" for k in common]
-            fio = [k for k in figs if k[1] == "fio" and k in pfigs]
+            fio = [k for k in figs if k[1] == "fio" and "/" not in k[0] and k in pfigs]
             lines += [f"| {k[0]} | fio alone (the device; not a ratio) | {fmt(pfigs[k])} | {fmt(figs[k])} | "
                       f"{(figs[k] / pfigs[k] - 1) * 100:+.0f}% |" for k in fio]
             lines.append("")
@@ -188,7 +201,7 @@ def chart(meta, figs, path):
         for r, (case, _) in enumerate(rows):
             if (case, s) in figs:
                 ys.append(r + n * height)
-                xs.append(figs[(case, s)] / figs[(case, "ext4")])
+                xs.append(ratio(figs, case, s, "ext4"))
         ax.barh(ys, xs, height=height, label=label)
         for y, x in zip(ys, xs):
             ax.text(x, y, f" {x:.2f}", va="center", fontsize=7)
@@ -205,7 +218,7 @@ def chart(meta, figs, path):
     if has_names:
         ax2 = axes[0][1]
         nsys = [(s, label) for s, label in SYSTEMS if ("imagefolder", s) in figs]
-        xs = [figs[("imagefolder", s)] / figs[("imagefolder", "ext4")] for s, _ in nsys]
+        xs = [ratio(figs, "imagefolder", s, "ext4") for s, _ in nsys]
         ax2.barh(range(len(nsys)), xs, color="gray")
         for y, x in enumerate(xs):
             ax2.text(x, y, f" {x:.2f}", va="center", fontsize=8)

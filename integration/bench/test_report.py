@@ -79,6 +79,26 @@ class ReportTest(unittest.TestCase):
         self.assertIn("at most 10%", md)
         self.assertIn("| cold-8 | fio alone (the device; not a ratio) | 16,000 | 16,000 | +0% |", md)
 
+    def test_ratios_pair_the_passes(self):
+        figs = figures(1)
+        # Three cold-8 passes. aifs on XFS against XFS: 5000/5000, 3000/2000, 4000/8000, pass
+        # by pass 1, 1.5 and 0.5, so the ratio is 1.00; the medians' ratio would be 4000/5000.
+        # aifs on ext4 against ext4: 2, 3 and 1.8, so 2.00.
+        for n, (e, a, x, ax) in enumerate(((4000, 8000, 5000, 5000), (1000, 3000, 2000, 3000),
+                                           (5000, 9000, 8000, 4000)), start=1):
+            figs[(f"cold-8/{n}", "ext4")] = e
+            figs[(f"cold-8/{n}", "aifs-ext4")] = a
+            figs[(f"cold-8/{n}", "xfs")] = x
+            figs[(f"cold-8/{n}", "aifs-xfs")] = ax
+        figs[("cold-8", "aifs-xfs")] = 4000
+        md = self.run_report(META, figs)
+        self.assertIn("| cold shuffled epoch, 8 readers | files/s | 4,000 | 5,000 | 8,000 | 4,000 | 16,000 | "
+                      "**2.00** | **1.00** | **0.50** |", md)
+        self.assertNotIn("cold-8/", md)  # passes are not rows of their own
+        md = self.run_report(dict(META, commit="def5678"), figs)
+        self.assertIn("| cold-8 | aifs/XFS | 1.00 | 1.00 | +0% |", md)
+        self.assertNotIn("| cold-8/1 |", md)
+
     def test_other_settings_are_not_compared(self):
         self.run_report(META, figures(1))
         md = self.run_report(dict(META, FILES="200"), figures(2))
