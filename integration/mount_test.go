@@ -353,8 +353,10 @@ func TestMountAfterDaemonKilled(t *testing.T) {
 	if !waitExit(pid, 10*time.Second) {
 		t.Fatal("the daemon survived SIGKILL")
 	}
-	// ENOTCONN; a request the kernel had queued when the daemon died gets ECONNABORTED.
-	if _, err := os.Stat(filepath.Join(mnt, "c")); !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+	// ENOTCONN; a request the kernel had queued when the daemon died gets ECONNABORTED, and
+	// Linux 6.18 once answered this stat with EIO (1 run in dozens, under a loaded machine): the
+	// kernel's choice among errors, where the point is an error and not a hang.
+	if _, err := os.Stat(filepath.Join(mnt, "c")); !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) && !errors.Is(err, syscall.EIO) {
 		t.Fatalf("stat in the mount of a killed daemon: %v, want ENOTCONN", err)
 	}
 	var st syscall.Statfs_t
