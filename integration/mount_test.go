@@ -353,19 +353,20 @@ func TestMountAfterDaemonKilled(t *testing.T) {
 	if !waitExit(pid, 10*time.Second) {
 		t.Fatal("the daemon survived SIGKILL")
 	}
-	// ENOTCONN; a request caught by the kernel's abort of the connection gets ECONNABORTED,
-	// and Linux 6.18 answered a stat with EIO once and a statfs with ECONNABORTED once (each
-	// 1 run in dozens, on a loaded machine, after the daemon had exited): the kernel's choice
-	// among errors. The point is an error, not a hang, and the recovery below.
+	// ENOTCONN; a request caught by the kernel's abort of the connection gets ECONNABORTED.
+	// Linux 6.18 answered the stat with EIO once and the statfs with ECONNABORTED once, after
+	// the daemon had exited, in 2 of 3 runs of the whole suite on a loaded machine (never in 48
+	// runs of this test alone): the kernel's choice among errors. The point is an error, not a
+	// hang, and the recovery below.
 	dead := func(err error) bool {
 		return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EIO)
 	}
 	if _, err := os.Stat(filepath.Join(mnt, "c")); !dead(err) {
-		t.Fatalf("stat in the mount of a killed daemon: %v, want ENOTCONN", err)
+		t.Fatalf("stat in the mount of a killed daemon: %v, want ENOTCONN, ECONNABORTED or EIO", err)
 	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(mnt, &st); !dead(err) {
-		t.Fatalf("statfs of the mountpoint of a killed daemon: %v, want ENOTCONN", err)
+		t.Fatalf("statfs of the mountpoint of a killed daemon: %v, want ENOTCONN, ECONNABORTED or EIO", err)
 	}
 	for _, fg := range []bool{false, true} {
 		if fg { // kill the new daemon too, and recover in the foreground

@@ -55,7 +55,7 @@ record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"; } # CASE SYSTEM VA
 # its CASE: a line holds the figure (a median) and then the passes it is the median of, which are
 # recorded as CASE/1, CASE/2, ... (report.py pairs the systems' passes to take ratios).
 record_each() {
-	local case=$1 i=0 v n
+	local case=$1 i=0 n
 	shift
 	local systems=("$@") line
 	while read -r -a line; do
