@@ -11,7 +11,7 @@
 #         (untimed), as a job builds its ImageFolder before its first epoch; fio O_DIRECT random
 #         reads of the mean sample size, at the same concurrency, are the device's ceiling (one
 #         fio run after each pass of the systems, so that it meets the disk when they do);
-#      b. warm shuffled epochs at 8 readers (a first epoch warms, then 2×RUNS more);
+#      b. warm shuffled epochs at 8 readers (a first epoch warms, then 4×RUNS more);
 #      c. memory-constrained shuffled epochs at 8 readers: each system's readers, and its FUSE
 #         daemon, in one memory cgroup limited to half the dataset, or 256 MiB if more (epochs 2
 #         to RUNS+1);
@@ -21,7 +21,7 @@
 #      e. unmodified PyTorch: ImageFolder + DataLoader(shuffle=True, num_workers=WORKERS) with the
 #         standard ImageNet training transform, PT_SAMPLES samples per pass (dataloader.py);
 #      f. ImageFolder construction over NAMES tiny files in 1,000 classes (warm: after one
-#         untimed scan), and the FUSE daemons' RSS after it;
+#         untimed scan; 2×RUNS rounds, imagefolder.py), and the FUSE daemons' RSS after it;
 #   3. writes OUT/compare.md (the machine, absolute figures and ratios), OUT/compare.png (each
 #      system relative to ext4) and OUT/compare.tsv (the raw figures). Where OUT already holds a
 #      compare.tsv, the report says how far each ratio moved from that run (repeatability).
@@ -106,15 +106,23 @@ fio_once() {
 # tree listed before each) and then one fio_once RW BS JOBS, the device's ceiling: fio meets the
 # disk in the same minutes as the systems do (this shared virtual disk drifts by half over
 # minutes; fio's runs apart from the systems' moved the aifs/fio ratios by up to 46% between two
-# harness runs). It records the median FIELD of each system, and fio's median, as CASE.
+# harness runs). squashfuse, 10 to 20 s an epoch where the others take 1 to 4, reads first in a
+# pass, so that fio follows the aifs epochs within seconds (after it, fio's per-pass ratios to
+# aifs at 32 readers ranged over 0.57-1.08 in one run). It records the median FIELD of each
+# system, and fio's median, as CASE.
 cold_passes() {
 	local case=$1 field=$2 rw=$3 bs=$4 j=$5 e
 	shift 5
+	local systems=("${SYSTEMS[@]}") dirs=("${DIRS[@]}")
+	if [[ ${systems[-1]} == squashfuse ]]; then
+		systems=(squashfuse "${systems[@]:0:${#systems[@]}-1}")
+		dirs=("${dirs[-1]}" "${dirs[@]:0:${#dirs[@]}-1}")
+	fi
 	for e in $(seq "$RUNS"); do
-		"$AIFS" bench --json --drop-caches --relist --seed "$e" -j "$j" "$@" "${DIRS[@]}" >"$RUN/$case-$e.json"
+		"$AIFS" bench --json --drop-caches --relist --seed "$e" -j "$j" "$@" "${dirs[@]}" >"$RUN/$case-$e.json"
 		fio_once "$rw" "$bs" "$j" >>"$RUN/$case-fio" || exit 1
 	done
-	record_bench "$RUN/$case-*.json" "$case" "$field" 1 "${SYSTEMS[@]}"
+	record_bench "$RUN/$case-*.json" "$case" "$field" 1 "${systems[@]}"
 	echo "$(median <"$RUN/$case-fio")" $(cat "$RUN/$case-fio") | record_each "$case" fio
 }
 rss_mib() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
@@ -157,8 +165,8 @@ for j in $JOBS; do
 	echo "== cold shuffled epochs with $j readers done after $((SECONDS - started)) s" >&2
 done
 
-# --- 2b. warm shuffled epochs (a fraction of a second each: twice as many) -----------------------
-"$AIFS" bench --json --epochs $((2 * RUNS + 1)) -j 8 "${DIRS[@]}" >"$RUN/warm.json"
+# --- 2b. warm shuffled epochs (0.15-0.25 s each, jittery on 2 cores: four times as many) ---------
+"$AIFS" bench --json --epochs $((4 * RUNS + 1)) -j 8 "${DIRS[@]}" >"$RUN/warm.json"
 record_bench "$RUN/warm.json" warm-8 files_per_s 2 "${SYSTEMS[@]}"
 
 # --- 2c. memory-constrained epochs: readers and daemon in a cgroup of half the dataset -----------
@@ -202,8 +210,13 @@ for m in "${DIRS[@]:2}"; do fusermount3 -u "$m"; done
 if [[ $NAMES -gt 0 ]]; then
 	fs_image ext4 $((NAMES / 1000 + 2048)) "$RUN/names-ext4" -O inline_data -N $((NAMES + 10000))
 	fs_image xfs $((NAMES * 5 / 1024 + 2048)) "$RUN/names-xfs" # a block of its own per file
-	go run ./integration/gendata --files "$NAMES" --classes 1000 --mean-size 40 --sigma 0.3 "$RUN/names-ext4/tree" >&2
-	cp -a "$RUN/names-ext4/tree" "$RUN/names-xfs/tree"
+	# The same tree, byte for byte, written to both at once: 77 s, where writing one and copying
+	# it took 42 + 125 s.
+	go build -o "$RUN/gendata" ./integration/gendata
+	"$RUN/gendata" --files "$NAMES" --classes 1000 --mean-size 40 --sigma 0.3 "$RUN/names-ext4/tree" >&2 &
+	gen=$!
+	"$RUN/gendata" --files "$NAMES" --classes 1000 --mean-size 40 --sigma 0.3 "$RUN/names-xfs/tree" >&2
+	wait $gen
 	"$AIFS" pack --quiet "$RUN/names-ext4/tree" "$RUN/names-ext4/set"
 	record meta index_bytes "$(stat -c %s "$RUN/names-ext4/set/index.aifs")"
 	NSYSTEMS=(ext4 xfs aifs-ext4)
@@ -218,16 +231,9 @@ if [[ $NAMES -gt 0 ]]; then
 		pids+=("$(pgrep -f -- "squashfuse $RUN/names-ext4/tree.sqfs" | head -1)")
 	fi
 	echo "== $NAMES names ready after $((SECONDS - started)) s" >&2
-	for d in "${NDIRS[@]}"; do
-		read -r _ n < <(scan "$d") # warms it
-		[[ $n -eq $NAMES ]] || die "ImageFolder found $n samples in $d, not $NAMES"
-	done
-	declare -A secs
-	for _ in $(seq "$RUNS"); do
-		for i in "${!NDIRS[@]}"; do secs[$i]+="$(scan "${NDIRS[i]}" | cut -d' ' -f1) "; done
-	done
+	# 2×RUNS rounds: a scan takes 1.5-3 s, and ext4's came in two modes 25% apart in one run.
+	$PY integration/bench/imagefolder.py "$NAMES" $((2 * RUNS)) "${NDIRS[@]}" | record_each imagefolder "${NSYSTEMS[@]}"
 	for i in "${!NDIRS[@]}"; do
-		echo "$(printf '%s\n' ${secs[$i]} | median)" ${secs[$i]} | record_each imagefolder "${NSYSTEMS[i]}"
 		[[ -z ${pids[i]} ]] || record rss "${NSYSTEMS[i]}" "$(rss_mib "${pids[i]}")"
 	done
 fi
