@@ -11,13 +11,13 @@
 #         (untimed), as a job builds its ImageFolder before its first epoch; fio O_DIRECT random
 #         reads of the mean sample size, at the same concurrency, are the device's ceiling (one
 #         fio run after each pass of the systems, so that it meets the disk when they do);
-#      b. warm shuffled epochs at 8 readers (a first epoch warms, then 4×RUNS more);
+#      b. warm shuffled epochs at 8 readers (two epochs warm, then 4×RUNS more);
 #      c. memory-constrained shuffled epochs at 8 readers: each system's readers, and its FUSE
 #         daemon, in one memory cgroup limited to half the dataset, or 256 MiB if more (epochs 2
 #         to RUNS+1);
 #      d. a sorted (validation-order) scan with 1 reader, caches dropped and the tree listed,
-#         against fio's sequential O_DIRECT reads of the shard, 8 reads of 4 MiB in flight
-#         (interleaved in the same way);
+#         against fio's sequential O_DIRECT reads of the first shard once, 8 reads of 4 MiB in
+#         flight (three such reads after each pass, their median the pass's figure);
 #      e. unmodified PyTorch: ImageFolder + DataLoader(shuffle=True, num_workers=WORKERS) with the
 #         standard ImageNet training transform, PT_SAMPLES samples per pass (dataloader.py);
 #      f. ImageFolder construction over NAMES tiny files in 1,000 classes (warm: after one
@@ -88,18 +88,27 @@ squashfs_mount() {
 	mkdir "$2"
 	squashfuse "$1.sqfs" "$2"
 }
-# fio_once RW BS JOBS prints the reads/s (randread) or MB/s (read) of one 3-second run of fio's
-# O_DIRECT reads over an aifs shard, caches dropped first. Random reads keep one read in flight
-# per job, as each reader does; sequential reads keep 8 in flight (32 MiB of 4 MiB reads, the
-# window aifs's read-ahead grows to): one at a time, 4 MiB reads of this disk measured 801 to
-# 1,603 MB/s across three runs, well below what the device streams.
+# fio_once RW BS JOBS prints the reads/s (randread) or MB/s (read) of fio's O_DIRECT reads of the
+# first aifs shard (1 GiB at most), caches dropped first. Random reads run for 3 seconds and keep
+# one read in flight per job, as each reader does. Sequential reads keep 8 in flight (32 MiB of
+# 4 MiB reads, the window aifs's read-ahead grows to: one at a time measured 801 to 1,603 MB/s
+# across three runs, well below what the device streams) and read the shard once, as a sorted
+# scan does, three times over; the median of the three is the figure (one read of it measured
+# 1,479-2,143 MB/s in six in a row, 3 seconds' reads 945-2,247; aifs's scans in one harness run,
+# 848-1,016 MB/s).
 fio_once() {
-	local depth=1
-	[[ $1 == randread ]] || depth=8
+	if [[ $1 == randread ]]; then
+		fio_run --rw=randread --bs="$2" --numjobs="$3" --iodepth=1 --time_based --runtime=3
+	else
+		for _ in 1 2 3; do fio_run --rw=read --bs="$2" --numjobs="$3" --iodepth=8 || return 1; done | median
+	fi
+}
+# fio_run FIO-FLAG... prints what fio_once does of one fio run over the shard, caches dropped first.
+fio_run() {
 	dropcaches
-	fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --rw="$1" --bs="$2" --numjobs="$3" \
-		--direct=1 --ioengine=libaio --iodepth="$depth" --time_based --runtime=3 --group_reporting --output-format=json |
-		$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(r["iops"] if sys.argv[1]=="randread" else r["bw_bytes"]/1e6)' "$1"
+	fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --direct=1 --ioengine=libaio \
+		--group_reporting --output-format=json "$@" |
+		$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(r["iops"] if "--rw=randread" in sys.argv else r["bw_bytes"]/1e6)' "$@"
 }
 # cold_passes CASE FIELD RW BS JOBS [BENCH-FLAG...] measures RUNS cold passes with JOBS readers.
 # A pass is one epoch of every system in turn ('aifs bench --seed PASS': caches dropped and the
@@ -166,8 +175,10 @@ for j in $JOBS; do
 done
 
 # --- 2b. warm shuffled epochs (0.15-0.25 s each, jittery on 2 cores: four times as many) ---------
-"$AIFS" bench --json --epochs $((4 * RUNS + 1)) -j 8 "${DIRS[@]}" >"$RUN/warm.json"
-record_bench "$RUN/warm.json" warm-8 files_per_s 2 "${SYSTEMS[@]}"
+# Two epochs warm: epoch 2 ran at 1/3 to 1/8 of the later epochs' speed on every system, in both
+# runs that recorded it (likely the kernel moving each page to its active list on its second read).
+"$AIFS" bench --json --epochs $((4 * RUNS + 2)) -j 8 "${DIRS[@]}" >"$RUN/warm.json"
+record_bench "$RUN/warm.json" warm-8 files_per_s 3 "${SYSTEMS[@]}"
 
 # --- 2c. memory-constrained epochs: readers and daemon in a cgroup of half the dataset -----------
 limit=$((bytes / 2 > 256 << 20 ? bytes / 2 : 256 << 20)) # a small run still leaves room for the processes

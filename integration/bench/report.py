@@ -137,13 +137,14 @@ def markdown(meta, figs, previous):
         "the device's ceiling for random samples."
         + (" squashfuse, the slowest, reads first in a pass, so that fio follows aifs within seconds."
            if any(k[1] == "squashfuse" for k in figs) else ""),
-        f"- **warm**: after a first epoch, with nothing dropped; the median of {passes(figs, 'warm-8', 'ext4')} epochs, as each "
+        f"- **warm**: after two epochs, with nothing dropped; the median of {passes(figs, 'warm-8', 'ext4')} epochs, as each "
         "takes a fraction of a second.",
         "- **memory limited**: each system's readers and its FUSE daemon in one memory cgroup limited to half "
         f"the dataset ({int(meta['memory_limit']) / 1e6:,.0f} MB), epochs 2 onward; the systems take turns epoch by epoch.",
         "- **sorted scan**: caches dropped and the tree listed, then every file in ImageFolder's sorted order; "
-        "fio reads the shard sequentially in 4 MiB blocks with O_DIRECT, 8 in flight (32 MiB, the window "
-        "aifs's read-ahead grows to).",
+        "fio reads the first shard (1 GiB at most) once from start to end in 4 MiB blocks with O_DIRECT, 8 in flight (32 MiB, "
+        "the window aifs's read-ahead grows to), three times after each pass; a pass's figure is the median "
+        "of the three.",
         "- **PyTorch**: torchvision `ImageFolder` with RandomResizedCrop(224), RandomHorizontalFlip, ToTensor "
         f"and Normalize, `DataLoader(batch_size=32, shuffle=True, num_workers={meta['WORKERS']})`, "
         f"{int(meta['PT_SAMPLES']):,} samples per pass, caches dropped before each "
