@@ -98,17 +98,20 @@ squashfs_mount() {
 # 848-1,016 MB/s).
 fio_once() {
 	if [[ $1 == randread ]]; then
-		fio_run --rw=randread --bs="$2" --numjobs="$3" --iodepth=1 --time_based --runtime=3
+		fio_run "$@" --iodepth=1 --time_based --runtime=3
 	else
-		for _ in 1 2 3; do fio_run --rw=read --bs="$2" --numjobs="$3" --iodepth=8 || return 1; done | median
+		for _ in 1 2 3; do fio_run "$@" --iodepth=8 || return 1; done | median
 	fi
 }
-# fio_run FIO-FLAG... prints what fio_once does of one fio run over the shard, caches dropped first.
+# fio_run RW BS JOBS [FIO-FLAG...] prints the reads/s (randread) or MB/s (read) of one fio run over
+# the shard, caches dropped first.
 fio_run() {
+	local rw=$1 bs=$2 j=$3
+	shift 3
 	dropcaches
-	fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --direct=1 --ioengine=libaio \
-		--group_reporting --output-format=json "$@" |
-		$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(r["iops"] if "--rw=randread" in sys.argv else r["bw_bytes"]/1e6)' "$@"
+	fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --rw="$rw" --bs="$bs" --numjobs="$j" \
+		--direct=1 --ioengine=libaio --group_reporting --output-format=json "$@" |
+		$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(r["iops"] if sys.argv[1]=="randread" else r["bw_bytes"]/1e6)' "$rw"
 }
 # cold_passes CASE FIELD RW BS JOBS [BENCH-FLAG...] measures RUNS cold passes with JOBS readers.
 # A pass is one epoch of every system in turn ('aifs bench --seed PASS': caches dropped and the
@@ -175,8 +178,9 @@ for j in $JOBS; do
 done
 
 # --- 2b. warm shuffled epochs (0.15-0.25 s each, jittery on 2 cores: four times as many) ---------
-# Two epochs warm: epoch 2 ran at 1/3 to 1/8 of the later epochs' speed on every system, in both
-# runs that recorded it (likely the kernel moving each page to its active list on its second read).
+# Two epochs warm: epoch 2 ran at 0.13-0.35 of the median speed on ext4, XFS and aifs, 0.73-0.76
+# on squashfuse, in both runs that recorded it (likely the kernel moving each page to its active
+# list on its second read).
 "$AIFS" bench --json --epochs $((4 * RUNS + 2)) -j 8 "${DIRS[@]}" >"$RUN/warm.json"
 record_bench "$RUN/warm.json" warm-8 files_per_s 3 "${SYSTEMS[@]}"
 
