@@ -101,11 +101,11 @@ type Loader struct {
 	opt    Options
 
 	cache *ristretto.Cache[uint32, *Sample]
-	// keepBudget and aheadBudget bound the subset and read-ahead; together they never hold
-	// more than CacheBytes.
-	keepBudget, aheadBudget int64
-	keepFraction            uint64 // a sample is in the subset iff its rank < keepFraction (of 2^64)
-	keptBytes, aheadBytes   atomic.Int64
+	// keepBudget and aheadBudget bound the subset (keptBytes) and read-ahead (aheadBytes);
+	// heldBytes, their sum, never exceeds CacheBytes (see take).
+	keepBudget, aheadBudget          int64
+	keepFraction                     uint64 // a sample is in the subset iff its rank < keepFraction (of 2^64)
+	keptBytes, aheadBytes, heldBytes atomic.Int64
 
 	flights [flightShards]flightShard
 
@@ -265,11 +265,11 @@ func (l *Loader) onExit(s *Sample) {
 	}
 	size := int64(len(s.data))
 	if s.ahead.Swap(false) {
-		l.aheadBytes.Add(-size)
+		l.give(&l.aheadBytes, size)
 		l.stats.aheadWasted.Add(uint64(size))
 	}
 	if s.kept.Swap(false) {
-		l.keptBytes.Add(-size)
+		l.give(&l.keptBytes, size)
 	}
 	s.blk.release()
 }
@@ -372,7 +372,7 @@ func (l *Loader) consumed(s *Sample, end int64) {
 		return
 	}
 	size := int64(len(s.data))
-	l.aheadBytes.Add(-size)
+	l.give(&l.aheadBytes, size)
 	l.stats.aheadUsed.Add(uint64(size))
 	if !l.reserveKeep(s.id, size) {
 		l.cache.Del(uint32(s.id))
@@ -415,24 +415,41 @@ func (l *Loader) admit(s *Sample, ahead bool) {
 }
 
 // reserveAhead counts n bytes of read-ahead against the budget, or reports that they do not fit.
-func (l *Loader) reserveAhead(n int64) bool {
-	if a := l.aheadBytes.Add(n); a > l.aheadBudget || a+l.keptBytes.Load() > l.opt.CacheBytes {
-		l.aheadBytes.Add(-n)
-		return false
-	}
-	return true
-}
+func (l *Loader) reserveAhead(n int64) bool { return l.take(&l.aheadBytes, l.aheadBudget, n) }
 
 // reserveKeep counts sample id of n bytes into the subset if it belongs there and fits.
 func (l *Loader) reserveKeep(id layout.ID, n int64) bool {
 	if !l.opt.KeepRead || rank(id) >= l.keepFraction {
 		return false
 	}
-	if k := l.keptBytes.Add(n); k > l.keepBudget || k+l.aheadBytes.Load() > l.opt.CacheBytes {
-		l.keptBytes.Add(-n)
+	return l.take(&l.keptBytes, l.keepBudget, n)
+}
+
+// take counts n bytes into part (aheadBytes or keptBytes), which holds at most limit, and into
+// heldBytes, or reports that they do not fit. heldBytes never exceeds CacheBytes, not even for
+// a moment (the stats file and the tests read it while readers run); part may, briefly, while
+// a reservation that does not fit is undone.
+func (l *Loader) take(part *atomic.Int64, limit, n int64) bool {
+	if part.Add(n) > limit {
+		part.Add(-n)
 		return false
 	}
-	return true
+	for {
+		h := l.heldBytes.Load()
+		if h+n > l.opt.CacheBytes {
+			part.Add(-n)
+			return false
+		}
+		if l.heldBytes.CompareAndSwap(h, h+n) {
+			return true
+		}
+	}
+}
+
+// give returns n bytes that take counted into part.
+func (l *Loader) give(part *atomic.Int64, n int64) {
+	part.Add(-n)
+	l.heldBytes.Add(-n)
 }
 
 // fetchOne reads sample id whole.
@@ -502,7 +519,7 @@ func (l *Loader) observe(id layout.ID) {
 
 // nextLocked asks the planner, under l.mu, for the fetches that fit the read-ahead budget.
 func (l *Loader) nextLocked() []Fetch {
-	room := min(l.aheadBudget-l.aheadBytes.Load(), l.opt.CacheBytes-l.aheadBytes.Load()-l.keptBytes.Load())
+	room := min(l.aheadBudget-l.aheadBytes.Load(), l.opt.CacheBytes-l.heldBytes.Load())
 	if room <= 0 {
 		return nil
 	}
@@ -530,7 +547,7 @@ func (l *Loader) queueFetches(fetches []Fetch) {
 		case l.queue <- f:
 			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
 		default:
-			l.aheadBytes.Add(-n)
+			l.give(&l.aheadBytes, n)
 			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
 		}
 	}
@@ -589,14 +606,14 @@ func (l *Loader) prefetch(f Fetch) {
 		fs.mu.Unlock()
 		claims = append(claims, claim{id, fs, fl})
 	}
-	l.aheadBytes.Add(-unclaimed)
+	l.give(&l.aheadBytes, unclaimed)
 	if len(claims) == 0 {
 		return
 	}
 	blk, data, err := l.readBlock(f.Shard, f.Off, f.Len)
 	if err != nil {
 		for _, c := range claims {
-			l.aheadBytes.Add(-int64(l.x.Entry(c.id).Size))
+			l.give(&l.aheadBytes, int64(l.x.Entry(c.id).Size))
 			l.resolve(c.fs, c.id, c.f, nil, fmt.Errorf("read ahead: %w", err))
 		}
 		return
@@ -607,7 +624,7 @@ func (l *Loader) prefetch(f Fetch) {
 		e := l.x.Entry(c.id)
 		lo := int64(e.Offset) - f.Off
 		if err := l.verify(c.id, e, data[lo:lo+int64(e.Size)]); err != nil {
-			l.aheadBytes.Add(-int64(e.Size))
+			l.give(&l.aheadBytes, int64(e.Size))
 			l.resolve(c.fs, c.id, c.f, nil, fmt.Errorf("read ahead: %w", err))
 			claims[i].f = nil // resolved
 			continue

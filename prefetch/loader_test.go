@@ -276,8 +276,8 @@ func TestLoaderNextEpochHitRate(t *testing.T) {
 					if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
 						t.Fatalf("epoch %d: sample %d: wrong bytes", epoch, id)
 					}
-					if held := l.keptBytes.Load() + l.aheadBytes.Load(); held > budget {
-						t.Fatalf("%d bytes held, budget %d", held, budget)
+					if held := l.heldBytes.Load(); held > budget || held != l.keptBytes.Load()+l.aheadBytes.Load() {
+						t.Fatalf("%d bytes held (%d kept, %d ahead), budget %d", held, l.keptBytes.Load(), l.aheadBytes.Load(), budget)
 					}
 				}
 				l.cache.Wait()
@@ -432,7 +432,7 @@ func TestLoaderBudget(t *testing.T) {
 				if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
 					t.Errorf("sample %d: wrong bytes", id)
 				}
-				if held := l.keptBytes.Load() + l.aheadBytes.Load(); held > budget {
+				if held := l.heldBytes.Load(); held > budget {
 					over.Store(held)
 				}
 			}
@@ -441,6 +441,12 @@ func TestLoaderBudget(t *testing.T) {
 	wg.Wait()
 	if o := over.Load(); o > 0 {
 		t.Errorf("%d bytes held, budget %d", o, budget)
+	}
+	l.cancel() // stop the workers (not the cache, whose Close lets go of every sample)
+	l.wg.Wait()
+	kept, ahead := l.keptBytes.Load(), l.aheadBytes.Load()
+	if held := l.heldBytes.Load(); held != kept+ahead || kept > l.keepBudget || ahead > l.aheadBudget {
+		t.Errorf("%d bytes held, %d kept (of %d), %d ahead (of %d)", held, kept, l.keepBudget, ahead, l.aheadBudget)
 	}
 }
 
