@@ -79,6 +79,16 @@ def passes(figs, case, system):
     return sum(1 for c, s in figs if s == system and c.startswith(case + "/"))
 
 
+def pass_counts(meta, figs):
+    """'N passes' for the throughput rows, naming the rows with another count (warm epochs have
+    their own note)."""
+    counts = {label: passes(figs, case, "ext4") for case, label, _ in cases(meta)
+              if case != "warm-8" and passes(figs, case, "ext4")}
+    usual = statistics.mode(counts.values()) if counts else int(meta["RUNS"])
+    other = [f"{n} for the {label}" for label, n in counts.items() if n != usual]
+    return f"{usual} passes" + (f" ({'; '.join(other)})" if other else "")
+
+
 def ratios(meta, figs):
     """Every ratio the report gives, by (case, ratio label)."""
     out = {}
@@ -114,7 +124,7 @@ def markdown(meta, figs, previous):
         "host does not cache them; each holds the tree and its aifs shard set"
         + (", and the ext4 image also holds the squashfs image that squashfuse mounts"
            if any(k[1] == "squashfuse" for k in figs) else "") + ". aifs runs with its defaults. Each figure is the median of "
-        f"{meta['RUNS']} passes, the systems interleaved pass by pass; a ratio is the median of the passes' "
+        f"{pass_counts(meta, figs)}, the systems interleaved pass by pass; a ratio is the median of the passes' "
         "ratios, pass by pass (drift of the disk over minutes cancels). Every aifs pass served the same bytes "
         "as ext4 (`aifs bench` digests).",
         "",
