@@ -28,7 +28,7 @@
 #      compare.tsv, the report says how far each ratio moved from that run (repeatability).
 # Every aifs row reads the same bytes as ext4: aifs bench exits with an error if the digests of
 # what two systems served differ. Commits nothing. Needs root (loop devices, mounts,
-# drop_caches, cgroups). About 15-18 minutes with the defaults on 2 cores.
+# drop_caches, cgroups). About 17-18 minutes with the defaults on 2 cores.
 #
 # Environment (defaults in brackets):
 #   FILES [10000]  JOBS ["1 8 32"]  RUNS [5]  PT_SAMPLES [1500]  WORKERS [nproc]
