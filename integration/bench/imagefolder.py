@@ -1,12 +1,13 @@
-"""ImageFolder construction time on each DIR, warm: what a training job waits for before its first
-batch over a tree of many small files. Run by compare.sh with /usr/bin/python3.
+"""ImageFolder construction time on each DIR: what a training job waits for before its first batch
+over a tree of many small files. Run by the bench scripts with /usr/bin/python3.
 
-usage: imagefolder.py SAMPLES ROUNDS DIR...
+usage: imagefolder.py [--cold] SAMPLES ROUNDS DIR...
 
-Builds torchvision's ImageFolder(DIR) once on each DIR, untimed (it warms the names), and then
-ROUNDS times on each DIR in turn, timed; prints one line per DIR: the median seconds and then
-each round's. Exits with an error if an ImageFolder does not find SAMPLES samples. One process
-does every scan, so that importing torchvision (a second or two) is paid once, not per scan.
+Builds torchvision's ImageFolder(DIR) once on each DIR, untimed (it warms the names; --cold
+leaves this out, for a first scan after a mount), and then ROUNDS times on each DIR in turn,
+timed; prints one line per DIR: the median seconds and then each round's. Exits with an error if
+an ImageFolder does not find SAMPLES samples. One process does every scan, so that importing
+torchvision (a second or two) is paid once, and is never timed.
 """
 
 import statistics
@@ -27,11 +28,14 @@ def build(root, samples):
 
 
 def main(argv):
+    cold = len(argv) > 1 and argv[1] == "--cold"
+    if cold:
+        argv = argv[1:]
     if len(argv) < 4:
         sys.exit(__doc__)
     samples, rounds = int(argv[1]), int(argv[2])
     dirs = argv[3:]
-    for d in dirs:
+    for d in dirs if not cold else ():
         build(d, samples)
     secs = {d: [] for d in dirs}
     for _ in range(rounds):

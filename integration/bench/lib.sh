@@ -96,14 +96,6 @@ in_cgroup() {
 	in_cg "$CG" "$@"
 }
 
-# scan DIR prints the seconds torchvision's ImageFolder(DIR) took to build (the import is not
-# timed) and the number of samples it found.
-scan() {
-	$PY -c 'import sys,time
-from torchvision import datasets
-t=time.time(); ds=datasets.ImageFolder(sys.argv[1], loader=lambda p: p); print("%.2f %d" % (time.time()-t, len(ds)))' "$1"
-}
-
 dropcaches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 daemon_pid() { pgrep -f -- "aifs mount .*$1( |$)" | head -1; }
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }

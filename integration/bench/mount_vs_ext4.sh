@@ -86,14 +86,10 @@ go run ./integration/gendata --files "$NAMES" --classes 1000 --mean-size 40 --si
 "$AIFS" pack --quiet "$RUN/names/tree" "$RUN/names/set"
 "$AIFS" mount "$RUN/names/set" "$RUN/names-mnt"
 npid=$(daemon_pid "$RUN/names/set")
-for d in "$RUN/names/tree" "$RUN/names-mnt"; do scan "$d" >/dev/null; done # warm both
-ext_s=(); aifs_s=()
-for r in 1 2 3; do
-	ext_s+=("$(scan "$RUN/names/tree" | cut -d' ' -f1)")
-	aifs_s+=("$(scan "$RUN/names-mnt" | cut -d' ' -f1)")
-done
-e=$(printf '%s\n' "${ext_s[@]}" | median)
-a=$(printf '%s\n' "${aifs_s[@]}" | median)
+# one untimed scan of each, then 3 rounds; one median per line
+scans=$($PY integration/bench/imagefolder.py "$NAMES" 3 "$RUN/names/tree" "$RUN/names-mnt" | cut -d' ' -f1)
+e=$(sed -n 1p <<<"$scans")
+a=$(sed -n 2p <<<"$scans")
 rss=$(awk '/VmRSS/ {print $2}' "/proc/$npid/status")
 idx=$(stat -c %s "$RUN/names/set/index.aifs")
 echo

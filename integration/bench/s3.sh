@@ -298,8 +298,7 @@ for r in $(seq "$RUNS"); do
 	t0=$(now)
 	"$AIFS" mount s3://aifs/names "$RUN/mnt-names"
 	t1=$(now)
-	read -r s n < <(scan "$RUN/mnt-names")
-	[[ $n -eq $NAMES ]] || die "ImageFolder over the aifs mount found $n samples, want $NAMES"
+	s=$($PY integration/bench/imagefolder.py --cold "$NAMES" 1 "$RUN/mnt-names" | cut -d' ' -f1) # checks the count
 	echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') $s" >>"$RUN/names-aifs"
 	unmount "$RUN/mnt-names"
 	dropcaches
@@ -313,9 +312,7 @@ done
 for r in $(seq "$NAMES_MOUNT_RUNS"); do
 	dropcaches
 	mount_rclone names "$RUN/mnt-names-rclone"
-	read -r s n < <(scan "$RUN/mnt-names-rclone")
-	[[ $n -eq $NAMES ]] || die "ImageFolder over the rclone mount found $n samples, want $NAMES"
-	echo "$s" >>"$RUN/names-rclone-mount"
+	$PY integration/bench/imagefolder.py --cold "$NAMES" 1 "$RUN/mnt-names-rclone" | cut -d' ' -f1 >>"$RUN/names-rclone-mount"
 	unmount "$RUN/mnt-names-rclone"
 done
 mount_s=$(col 1 "$RUN/names-aifs") scan_s=$(col 2 "$RUN/names-aifs")
