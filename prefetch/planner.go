@@ -141,9 +141,10 @@ func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(i
 // cursor lags the readers by up to that many samples of a 64-sample depth; every 32nd of a
 // sequential run, a few MiB of a window of up to 32 MiB (a sorted scan ran 1.08-1.10× faster
 // than with every 8th: integration/bench/prefetch.sh, sorted scan after a listing). Every 16th
-// of a plan was no faster: 0.94-0.98× every 8th with 1 reader and 0.96-0.98× with 8, two
-// rounds each of 'aifs bench --plan --drop-caches --relist --epochs 3' over both mounts side
-// by side (10,000 files; every 8th ran at 2.4-2.8× no plan at 1 reader in those rounds).
+// of a plan was no faster: 0.94-0.98× every 8th with 1 reader and 0.96-0.98× with 8 (a binary
+// built with each value, both mounted side by side over one shard set of 10,000 files, two
+// rounds each of 'aifs bench --plan --drop-caches --relist --epochs 3'; every 8th ran at
+// 2.4-2.8× a mount without a plan at 1 reader in those rounds).
 const (
 	planBeaconEvery = 8
 	runBeaconEvery  = 32
