@@ -89,31 +89,6 @@ squashfs_mount() {
 	mkdir "$2"
 	squashfuse "$1.sqfs" "$2"
 }
-# fio_once RW BS JOBS prints the reads/s (randread) or MB/s (read) of fio's O_DIRECT reads of the
-# first aifs shard (1 GiB at most), caches dropped first. Random reads run for 3 seconds and keep
-# one read in flight per job, as each reader does. Sequential reads keep 8 in flight (32 MiB of
-# 4 MiB reads, the window aifs's read-ahead grows to: one at a time measured 801 to 1,603 MB/s
-# across three runs, well below what the device streams) and read the shard once, as a sorted
-# scan does, three times over; the median of the three is the figure (one read of it measured
-# 1,479-2,143 MB/s in six in a row, 3 seconds' reads 945-2,247; aifs's scans in one harness run,
-# 848-1,016 MB/s).
-fio_once() {
-	if [[ $1 == randread ]]; then
-		fio_run "$@" --iodepth=1 --time_based --runtime=3
-	else
-		for _ in 1 2 3; do fio_run "$@" --iodepth=8 || return 1; done | median
-	fi
-}
-# fio_run RW BS JOBS [FIO-FLAG...] prints the reads/s (randread) or MB/s (read) of one fio run over
-# the shard, caches dropped first.
-fio_run() {
-	local rw=$1 bs=$2 j=$3
-	shift 3
-	dropcaches
-	fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --rw="$rw" --bs="$bs" --numjobs="$j" \
-		--direct=1 --ioengine=libaio --group_reporting --output-format=json "$@" |
-		$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(r["iops"] if sys.argv[1]=="randread" else r["bw_bytes"]/1e6)' "$rw"
-}
 # cold_passes CASE PASSES FIELD RW BS JOBS [BENCH-FLAG...] measures PASSES cold passes with JOBS
 # readers.
 # A pass is one epoch of every system in turn ('aifs bench --seed PASS': caches dropped and the

@@ -97,6 +97,32 @@ in_cgroup() {
 }
 
 dropcaches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+# fio_run FILE RW BS JOBS [FIO-FLAG...] drops the caches and prints the reads/s (RW randread) or
+# MB/s (RW read) of one run of fio's O_DIRECT reads of FILE (libaio; the caller gives the depth,
+# --iodepth=1 being one read in flight per job, as each reader has, and the length).
+fio_run() {
+	local file=$1 rw=$2 bs=$3 j=$4
+	shift 4
+	dropcaches
+	fio --name=ceiling --filename="$file" --rw="$rw" --bs="$bs" --numjobs="$j" \
+		--direct=1 --ioengine=libaio --group_reporting --output-format=json "$@" |
+		$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(round(r["iops"]) if sys.argv[1]=="randread" else round(r["bw_bytes"]/1e6))' "$rw"
+}
+# fio_once RW BS JOBS prints the reads/s (randread) or MB/s (read) of fio's O_DIRECT reads of the
+# first shard of the set in $RUN/ext4/set (1 GiB at most), caches dropped first. Random reads
+# run for 3 seconds and keep one read in flight per job, as each reader does. Sequential reads
+# keep 8 in flight (32 MiB of 4 MiB reads, the window aifs's read-ahead grows to: one at a time
+# measured 801 to 1,603 MB/s across three runs, well below what the device streams) and read the
+# shard once, as a sorted scan does, three times over; the median of the three is the figure (one
+# read of it measured 1,479-2,143 MB/s in six in a row, 3 seconds' reads 945-2,247; aifs's scans
+# in one harness run, 848-1,016 MB/s).
+fio_once() {
+	if [[ $1 == randread ]]; then
+		fio_run "$RUN/ext4/set/shard-000000.dat" "$@" --iodepth=1 --time_based --runtime=3
+	else
+		for _ in 1 2 3; do fio_run "$RUN/ext4/set/shard-000000.dat" "$@" --iodepth=8 || return 1; done | median
+	fi
+}
 daemon_pid() { pgrep -f -- "aifs mount .*$1( |$)" | head -1; }
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }

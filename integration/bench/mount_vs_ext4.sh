@@ -41,10 +41,7 @@ echo "|---|---|---|---|---|---|"
 for j in $JOBS; do
 	"$AIFS" bench --json --drop-caches --epochs "$EPOCHS" -j "$j" "$RUN/ext4/tree" "$RUN/mnt" >"$RUN/bench.json"
 	read -r ext aifs < <(bench_medians "$RUN/bench.json")
-	dropcaches
-	fio_iops=$(fio --name=ceiling --filename="$RUN/ext4/set/shard-000000.dat" --rw=randread --bs="$mean" \
-		--direct=1 --ioengine=psync --numjobs="$j" --time_based --runtime=10 --group_reporting \
-		--output-format=json | $PY -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["iops"]))')
+	fio_iops=$(fio_run "$RUN/ext4/set/shard-000000.dat" randread "$mean" "$j" --iodepth=1 --time_based --runtime=10)
 	echo "| $j | $ext | $aifs | $(ratio "$aifs" "$ext") | $fio_iops | $(ratio "$aifs" "$fio_iops") |"
 done
 

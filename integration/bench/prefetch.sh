@@ -9,8 +9,10 @@
 #      with -o ro takes no plan), native ext4; with every cache dropped before each epoch, and
 #      with the tree listed again after dropping them (--relist: a training job lists its
 #      dataset before its first epoch, and only then can read-ahead go into the page cache);
+#      and the device's ceiling for read-ahead (fio, 16 random reads in flight);
 #   3. a sorted scan (validation order) with 1 reader: aifs, ext4, and fio's sequential O_DIRECT
-#      read of the shard (the device's sequential bandwidth);
+#      read of the shard (the device's sequential bandwidth, as compare.sh measures it: lib.sh's
+#      fio_once);
 #   4. memory-constrained epochs: readers and the aifs daemon in memory cgroups limited to half
 #      the dataset (aifs with kernel_cache=on, and with kernel_cache=off and mem_cache at 3/4
 #      of the limit), against native ext4 read in a cgroup of the same limit.
@@ -51,22 +53,26 @@ mkdir "$RUN/plan" "$RUN/noplan"
 "$AIFS" mount "$RUN/ext4/set" "$RUN/plan"
 "$AIFS" mount -o ro "$RUN/ext4/set" "$RUN/noplan"
 echo
-echo "| cold shuffled epoch | readers | aifs with a plan files/s | aifs without files/s | native ext4 files/s | plan/no plan | plan/ext4 |"
-echo "|---|---|---|---|---|---|---|"
+# The device's ceiling for read-ahead: fio's O_DIRECT random reads of the mean sample size with
+# 16 in flight (the Loader's 16 workers), right after each row's epochs. Read-ahead cannot read
+# faster than that, so ceiling/no plan is the most a plan can gain over the same readers
+# without one (at 1 reader: the device's parallel rate over one reader's latency-bound rate).
+mean=$(( (data / FILES + 4095) / 4096 * 4096 )) # O_DIRECT needs whole blocks
+echo "| cold shuffled epoch | readers | aifs with a plan files/s | aifs without files/s | native ext4 files/s | device ceiling files/s | plan/no plan | plan/ext4 | plan/ceiling | ceiling/no plan |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for relist in "" --relist; do
 	for j in 1 8; do
 		"$AIFS" bench --json --plan --drop-caches $relist --epochs "$EPOCHS" -j "$j" "$RUN/plan" "$RUN/noplan" "$RUN/ext4/tree" >"$RUN/bench.json"
 		read -r p n e < <(bench_medians "$RUN/bench.json")
-		echo "| $(label "$relist") | $j | $p | $n | $e | $(ratio "$p" "$n") | $(ratio "$p" "$e") |"
+		c=$(fio_run "$RUN/ext4/set/shard-000000.dat" randread "$mean" 1 --iodepth=16 --time_based --runtime=3)
+		echo "| $(label "$relist") | $j | $p | $n | $e | $c | $(ratio "$p" "$n") | $(ratio "$p" "$e") | $(ratio "$p" "$c") | $(ratio "$c" "$n") |"
 	done
 done
 
 # --- 3. sorted scan against the device's sequential bandwidth ---------------------------------
-dropcaches
-f=$(fio --name=seq --filename="$RUN/ext4/set/shard-000000.dat" --rw=read --bs=4M --direct=1 --ioengine=psync \
-	--iodepth=1 --output-format=json | $PY -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e6))')
+f=$(fio_once read 4M 1)
 echo
-echo "| sorted scan, 1 reader | aifs MB/s | native ext4 MB/s | fio sequential O_DIRECT 4 MiB reads MB/s | aifs/fio (target ≥ 0.8) | aifs/ext4 |"
+echo "| sorted scan, 1 reader | aifs MB/s | native ext4 MB/s | fio sequential O_DIRECT 4 MiB reads, 8 in flight, MB/s | aifs/fio (target ≥ 0.8) | aifs/ext4 |"
 echo "|---|---|---|---|---|---|"
 for relist in "" --relist; do
 	"$AIFS" bench --json --seq --drop-caches $relist --epochs "$EPOCHS" -j 1 "$RUN/noplan" "$RUN/ext4/tree" >"$RUN/bench.json"
