@@ -21,7 +21,7 @@
 // keep (outside the stable subset, see below) is read through: only the bytes asked for, so
 // a cache smaller than the data costs no read amplification on the chunks it does not hold.
 //
-// Fetched chunks go to disk through a bounded queue served by two writer goroutines
+// Fetched chunks go to disk through a bounded queue served by six writer goroutines
 // (writer.go): a temporary file written with O_DIRECT from aligned buffers (local.WriteFile),
 // fdatasync, rename into place, so a file under a chunk's name is always complete; a crash
 // leaves at most temporary files, removed by the next New once a minute old. The reader that
@@ -130,10 +130,18 @@ type Stats struct {
 	Budget       int64 `json:"budget"`        // Options.Size
 }
 
+// writers is the number of writer goroutines. A write waits mostly on its fdatasync, so writers
+// in parallel drain the queue faster; a full queue turns chunks away (read through), and their
+// other samples then fetch again. Cold epochs over S3 with no latency on the 2-core VM
+// (integration/bench/s3.sh, JOBS="8 32", RUNS=1, 4-5 rounds): 6 writers ran at 1.01-1.33× the
+// files/s of 2 with 8 readers (median of the rounds' ratios 1.09) and 0.98-1.29× with 32
+// (median 1.18), and fetched 1,235-1,524 MB from S3 at 32 readers for the 1,120 MB dataset,
+// against 1,469-2,043 MB. 12 writers ran at 0.80-0.97× of 6 (two rounds).
+const writers = 6
+
 // Bounds of the background work.
 const (
 	pendingBytes = 64 << 20         // chunks waiting for the writers (at least 4 chunks)
-	writers      = 2                // writer goroutines
 	stageRun     = 8 << 20          // bytes per inner read of the stager (at least one chunk)
 	stageQueue   = 1024             // shards waiting for the stager; more are not staged
 	maxOpenFiles = 1024             // chunk files the fd cache keeps open
