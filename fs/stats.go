@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"math/bits"
+	"runtime/metrics"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -162,6 +163,29 @@ type Snapshot struct {
 	Ops            map[string]OpStats `json:"ops"` // by op name; every op is present
 	prefetch.Stats                    // cache, backend, prefetch, epoch, plans
 	Storage        map[string]any     `json:"storage,omitempty"` // Options.Storage, by name
+	Daemon         DaemonStats        `json:"daemon"`
+}
+
+// DaemonStats are the daemon's own Go runtime figures: what a leak would grow. The live heap is
+// as of the end of the last garbage collection, so it does not move with the garbage made since,
+// as the process's RSS does with when the collector and the scavenger last ran.
+type DaemonStats struct {
+	HeapLiveBytes uint64 `json:"heap_live_bytes"`
+	Goroutines    uint64 `json:"goroutines"`
+}
+
+// daemonStats reads DaemonStats from runtime/metrics.
+func daemonStats() DaemonStats {
+	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/sched/goroutines:goroutines"}}
+	metrics.Read(m)
+	var d DaemonStats
+	if m[0].Value.Kind() == metrics.KindUint64 {
+		d.HeapLiveBytes = m[0].Value.Uint64()
+	}
+	if m[1].Value.Kind() == metrics.KindUint64 {
+		d.Goroutines = m[1].Value.Uint64()
+	}
+	return d
 }
 
 // Snapshot returns the current figures.
@@ -172,6 +196,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
 		Entries: f.x.Len(), Files: f.files, DatasetBytes: f.bytes,
 		ReadBytes: s.bytes.Load(), Ops: make(map[string]OpStats, numOps), Stats: f.loader.Stats(),
+		Daemon: daemonStats(),
 	}
 	if len(f.opt.Storage) > 0 {
 		snap.Storage = make(map[string]any, len(f.opt.Storage))
