@@ -150,6 +150,9 @@ func TestSoak(t *testing.T) {
 	// bursts of goroutines, one per request in flight (2,450 at once seen under GOMAXPROCS=1),
 	// which stay mapped after the burst, and it jumped by 22 MB in one run of four; its bound is
 	// only for a leak outside the heap, which aifs does not allocate.
+	if d0.HeapLiveBytes == 0 || idle == 0 {
+		t.Errorf("the stats file reports a live heap of %d bytes and %d goroutines: not read", d0.HeapLiveBytes, idle)
+	}
 	if grow := int64(d1.HeapLiveBytes) - int64(d0.HeapLiveBytes); grow > 12<<20 {
 		t.Errorf("the daemon's live Go heap grew by %d KiB over %d epochs", grow>>10, epochs-2)
 	}
