@@ -146,7 +146,7 @@ func TestSoak(t *testing.T) {
 	}
 	// Buffers and caches are pooled and bounded (mem_cache=8M): what the later epochs read must
 	// not accumulate. The live Go heap (as of the last collection) is the measure: it grew by
-	// -0.7 to +5.7 MB in fourteen runs under GOMAXPROCS=1. RSS is not: it also holds the stacks of
+	// -0.7 to +5.6 MiB in fourteen runs under GOMAXPROCS=1. RSS is not: it also holds the stacks of
 	// bursts of goroutines, one per request in flight (2,450 at once seen under GOMAXPROCS=1),
 	// which stay mapped after the burst, and it jumped by 22 MB in one run of four; its bound is
 	// only for a leak outside the heap, which aifs does not allocate.
