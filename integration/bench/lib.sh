@@ -18,6 +18,7 @@ AIFS=$REPO/bin/aifs
 RUN=$(mktemp -d "$WORKDIR/aifs-$NAME.XXXXXX")
 LOOPS=""
 CGROUPS=""
+FUSE_MODE="" # /dev/fuse's mode before fuse_for_users, restored on exit
 cleanup() {
 	# aifs mounts first (they live on the loop mounts), deepest first
 	awk -v run="$RUN" 'index($2, run) == 1 && $3 ~ /^fuse/ { print $2 }' /proc/mounts | sort -r |
@@ -29,6 +30,7 @@ cleanup() {
 		for _ in $(seq 50); do [[ -d $c ]] || break; rmdir "$c" 2>/dev/null && break; sleep 0.1; done
 	done
 	rm -rf -- "$RUN"
+	[[ -z $FUSE_MODE ]] || chmod "$FUSE_MODE" /dev/fuse
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -71,6 +73,19 @@ ext4_dataset() {
 	fs_image ext4 "$((files * 112640 * 5 / 2 / 1048576 + 512))" "$dir"
 	go run ./integration/gendata --files "$files" --classes $((files / 100 > 0 ? files / 100 : 1)) "$dir/tree" >&2
 	"$AIFS" pack --quiet "$dir/tree" "$dir/set"
+}
+
+# as_nobody CMD... runs CMD as the user nobody. A FUSE mount that nobody makes lets only nobody
+# in (no allow_other), so its readers run this way too.
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+
+# fuse_for_users lets users other than root open /dev/fuse (mode 666, as Debian ships it; some
+# machines keep it to root) until the script exits, which restores its mode, and lets them into
+# the run directory.
+fuse_for_users() {
+	[[ -n $FUSE_MODE ]] || FUSE_MODE=$(stat -c %a /dev/fuse)
+	chmod 666 /dev/fuse
+	chmod 755 "$RUN"
 }
 
 # new_cgroup BYTES makes a fresh memory cgroup (v2 or v1) limited to BYTES and sets CG to its
