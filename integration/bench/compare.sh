@@ -132,7 +132,7 @@ cp -a "$RUN/ext4/tree" "$RUN/xfs/tree"
 "$AIFS" pack --quiet "$RUN/ext4/tree" "$RUN/ext4/set"
 "$AIFS" pack --quiet "$RUN/xfs/tree" "$RUN/xfs/set"
 bytes=$(du -sb --apparent-size "$RUN/ext4/tree" | cut -f1)
-mean=$(( (bytes / FILES + 4095) / 4096 * 4096 )) # fio's O_DIRECT reads need whole blocks
+mean=$(fio_block "$bytes" "$FILES")
 record meta bytes "$bytes"
 record meta fio_block "$mean"
 

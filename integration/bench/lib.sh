@@ -112,6 +112,9 @@ in_cgroup() {
 }
 
 dropcaches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+# fio_block BYTES FILES prints the mean sample size rounded up to 4 KiB: the block of fio's
+# O_DIRECT random reads that stand for one sample (O_DIRECT reads whole blocks).
+fio_block() { echo $((($1 / $2 + 4095) / 4096 * 4096)); }
 # fio_run FILE RW BS JOBS [FIO-FLAG...] drops the caches and prints the reads/s (RW randread) or
 # MB/s (RW read) of one run of fio's O_DIRECT reads of FILE (libaio; the caller gives the depth,
 # --iodepth=1 being one read in flight per job, as each reader has, and the length).

@@ -36,7 +36,7 @@ ext4_dataset "$FILES" "$RUN/ext4"
 mkdir "$RUN/mnt"
 "$AIFS" mount "$RUN/ext4/set" "$RUN/mnt"
 pid=$(daemon_pid "$RUN/ext4/set")
-mean=$(( ($(du -sb "$RUN/ext4/set" | cut -f1) / FILES + 4095) / 4096 * 4096 )) # O_DIRECT needs whole blocks
+mean=$(fio_block "$(du -sb "$RUN/ext4/set" | cut -f1)" "$FILES")
 
 echo "| readers | native ext4 files/s | aifs files/s | aifs/ext4 | fio O_DIRECT random ${mean}-byte reads/s | aifs/fio |"
 echo "|---|---|---|---|---|---|"

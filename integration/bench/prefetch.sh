@@ -57,7 +57,7 @@ echo
 # 16 in flight (the Loader's 16 workers), right after each row's epochs. Read-ahead cannot read
 # faster than that, so ceiling/no plan is the most a plan can gain over the same readers
 # without one (at 1 reader: the device's parallel rate over one reader's latency-bound rate).
-mean=$(( (data / FILES + 4095) / 4096 * 4096 )) # O_DIRECT needs whole blocks
+mean=$(fio_block "$data" "$FILES")
 echo "| cold shuffled epoch | readers | aifs with a plan files/s | aifs without files/s | native ext4 files/s | device ceiling files/s | plan/no plan | plan/ext4 | plan/ceiling | ceiling/no plan |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for relist in "" --relist; do
