@@ -115,16 +115,27 @@ dropcaches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 # fio_block BYTES FILES prints the mean sample size rounded up to 4 KiB: the block of fio's
 # O_DIRECT random reads that stand for one sample (O_DIRECT reads whole blocks).
 fio_block() { echo $((($1 / $2 + 4095) / 4096 * 4096)); }
-# fio_run FILE RW BS JOBS [FIO-FLAG...] drops the caches and prints the reads/s (RW randread) or
-# MB/s (RW read) of one run of fio's O_DIRECT reads of FILE (libaio; the caller gives the depth,
-# --iodepth=1 being one read in flight per job, as each reader has, and the length).
-fio_run() {
+# fio_json FILE RW BS JOBS [FIO-FLAG...] drops the caches and prints fio's JSON report of one run
+# of O_DIRECT reads of FILE (libaio unless a flag names another engine; the caller gives the
+# depth, --iodepth=1 being one read in flight per job, as each reader has, and the length).
+fio_json() {
 	local file=$1 rw=$2 bs=$3 j=$4
 	shift 4
 	dropcaches
 	fio --name=ceiling --filename="$file" --rw="$rw" --bs="$bs" --numjobs="$j" \
-		--direct=1 --ioengine=libaio --group_reporting --output-format=json "$@" |
-		$PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(round(r["iops"]) if sys.argv[1]=="randread" else round(r["bw_bytes"]/1e6))' "$rw"
+		--direct=1 --ioengine=libaio --group_reporting --output-format=json "$@"
+}
+# fio_run FILE RW BS JOBS [FIO-FLAG...] prints the reads/s (RW randread) or MB/s (RW read) of
+# fio_json's run.
+fio_run() {
+	fio_json "$@" | $PY -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print(round(r["iops"]) if sys.argv[1]=="randread" else round(r["bw_bytes"]/1e6))' "$2"
+}
+# fio_cpu_per_read FILE BS JOBS prints the CPU time (user+system, µs) fio's threads spend per
+# O_DIRECT random read of BS bytes with pread (psync, one in flight per job, 3 seconds): what the
+# disk read alone costs a program that makes it the way aifs does.
+fio_cpu_per_read() {
+	fio_json "$1" randread "$2" "$3" --ioengine=psync --iodepth=1 --time_based --runtime=3 |
+		$PY -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(round((j["usr_cpu"]+j["sys_cpu"])/100*j["job_runtime"]*1000/j["read"]["total_ios"]))'
 }
 # fio_once RW BS JOBS prints the reads/s (randread) or MB/s (read) of fio's O_DIRECT reads of the
 # first shard of the set in $RUN/ext4/set (1 GiB at most), caches dropped first. Random reads

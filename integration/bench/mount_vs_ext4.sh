@@ -6,7 +6,8 @@
 #      random reads of the mean sample size from the shard file (the device ceiling);
 #   2. daemon CPU time per sample (utime+stime from /proc over a cold shuffled epoch at 8
 #      readers) of aifs and of go-fuse's loopback example over the ext4 tree, the reference of
-#      the target, as a user (it serves the reads) and as root (FUSE passthrough);
+#      the target, as a user (it serves the reads) and as root (FUSE passthrough); of aifs over
+#      a tmpfs copy of the set (no disk read), and fio's CPU per pread of the same reads;
 #   3. kernel_cache=on against kernel_cache=off at 8 readers: cold, warm, and with the readers in
 #      a memory cgroup limited to half the dataset (the page cache cannot hold it);
 #   4. ImageFolder construction over NAMES tiny files in 1,000 classes (warm, after one untimed
@@ -55,6 +56,14 @@ done
 # every READ itself, as aifs does and as the target's figure was taken; both are measured. One
 # round is a cold epoch of each (caches dropped by root, then 'aifs bench --relist' by the
 # mount's user, so that the tree is listed as a job lists it); EPOCHS rounds, interleaved.
+# Two more rows split aifs's figure into its parts: aifs over a copy of the shard set in tmpfs
+# (refused O_DIRECT, it reads the page cache: no disk read, only the FUSE round trip and a
+# memory copy), and fio's CPU per pread of the same O_DIRECT reads (the disk read alone).
+mkdir "$RUN/shm" "$RUN/mnt-shm"
+mount -t tmpfs -o size=$(($(du -sb "$RUN/ext4/set" | cut -f1) * 11 / 10)) aifs-bench "$RUN/shm"
+cp -r "$RUN/ext4/set" "$RUN/shm/set"
+"$AIFS" mount "$RUN/shm/set" "$RUN/mnt-shm"
+shm_pid=$(daemon_pid "$RUN/shm/set")
 go build -o "$RUN/loopback" github.com/hanwen/go-fuse/v2/example/loopback
 fuse_for_users
 mkdir "$RUN/lb-root" "$RUN/lb-user"
@@ -84,10 +93,14 @@ for _ in $(seq "$EPOCHS"); do
 	cpu_us_per_sample "$pid" "$AIFS" bench --relist -j 8 "$RUN/mnt" >>"$RUN/cpu-aifs"
 	cpu_us_per_sample "$lb_user" as_nobody "$AIFS" bench --relist -j 8 "$RUN/lb-user" >>"$RUN/cpu-lb-user"
 	cpu_us_per_sample "$lb_root" "$AIFS" bench --relist -j 8 "$RUN/lb-root" >>"$RUN/cpu-lb-root"
+	cpu_us_per_sample "$shm_pid" "$AIFS" bench --relist -j 8 "$RUN/mnt-shm" >>"$RUN/cpu-shm"
+	fio_cpu_per_read "$RUN/ext4/set/shard-000000.dat" "$mean" 8 >>"$RUN/cpu-fio"
 done
 a=$(median <"$RUN/cpu-aifs")
 u=$(median <"$RUN/cpu-lb-user")
 r=$(median <"$RUN/cpu-lb-root")
+m=$(median <"$RUN/cpu-shm")
+f=$(median <"$RUN/cpu-fio")
 echo
 echo "Daemon CPU per sample (utime+stime), cold shuffled epoch, 8 readers, mean $mean bytes, median of $EPOCHS rounds:"
 echo
@@ -96,6 +109,9 @@ echo "|---|---|---|---|"
 echo "| aifs | **$a** | $(paste -sd' ' "$RUN/cpu-aifs") | |"
 echo "| go-fuse loopback example, as a user (serves the READs; the target's reference, ~110 µs there, so target ratio 40/110 = 0.36) | $u | $(paste -sd' ' "$RUN/cpu-lb-user") | **$(ratio "$a" "$u")** |"
 echo "| go-fuse loopback example, as root (FUSE passthrough: the kernel reads the files) | $r | $(paste -sd' ' "$RUN/cpu-lb-root") | $(ratio "$a" "$r") |"
+echo "| aifs over a tmpfs copy of the set (no disk read: the FUSE round trip and a memory copy) | $m | $(paste -sd' ' "$RUN/cpu-shm") | $(ratio "$a" "$m") |"
+echo "| fio, the same reads (pread, O_DIRECT, 8 jobs): CPU a read (the disk read alone) | $f | $(paste -sd' ' "$RUN/cpu-fio") | |"
+fusermount3 -u "$RUN/mnt-shm"
 fusermount3 -u "$RUN/lb-root"
 fusermount3 -u "$RUN/lb-user"
 wait || true
