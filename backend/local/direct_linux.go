@@ -194,20 +194,30 @@ func writeDirect(path string, data []byte) error {
 	return err
 }
 
-// writeAligned is writeDirect's loop over an open O_DIRECT file.
+// writeAligned is writeDirect's loop over an open O_DIRECT file. Where data's address meets the
+// memory alignment, as Go's large allocations do (they start on a page: the disk cache's 1 MiB
+// chunks), its whole blocks are written in place; copying them into aligned buffers took 6% of
+// the daemon's CPU in a cold epoch over S3 (pprof). A piece with a partial last block, or data
+// that is not aligned, goes through a pooled aligned buffer, zero-padded.
 func writeAligned(f *os.File, data []byte) error {
 	mem, align := dioAlign(f)
 	if mem > bufAlign || align > maxOffAlign {
 		return fmt.Errorf("%w: needs memory alignment %d, offset alignment %d", errRefused, mem, align)
 	}
+	inPlace := len(data) > 0 && uintptr(unsafe.Pointer(&data[0]))&uintptr(mem-1) == 0
 	for pos := 0; pos < len(data); { // maxChunk is a multiple of align: only the last piece is padded
 		n := min(len(data)-pos, maxChunk)
 		padded := (int64(n) + align - 1) &^ (align - 1)
-		buf := getBuffer(int(padded))
-		copy(buf.b, data[pos:pos+n])
-		clear(buf.b[n:padded])
-		_, err := f.WriteAt(buf.b[:padded], int64(pos))
-		putBuffer(buf)
+		var err error
+		if inPlace && int64(n) == padded {
+			_, err = f.WriteAt(data[pos:pos+n], int64(pos))
+		} else {
+			buf := getBuffer(int(padded))
+			copy(buf.b, data[pos:pos+n])
+			clear(buf.b[n:padded])
+			_, err = f.WriteAt(buf.b[:padded], int64(pos))
+			putBuffer(buf)
+		}
 		if errors.Is(err, syscall.EINVAL) {
 			return fmt.Errorf("%w: write: %w", errRefused, err)
 		}

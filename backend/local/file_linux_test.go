@@ -15,21 +15,31 @@ import (
 
 // TestFileExt4 writes and reads single files with WriteFile and OpenFile on ext4, which
 // enforces O_DIRECT alignment: the probe accepts it, files of every size round-trip through
-// the direct paths, and neither the writes nor the reads leave pages in the page cache.
+// the direct paths, and neither the writes nor the reads leave pages in the page cache. Each
+// size is written once from a slice that starts on a page (whole blocks go to the disk in
+// place) and once from one a byte past it (everything is copied into aligned buffers).
 func TestFileExt4(t *testing.T) {
 	dir := mount(t, "ext4")
 	if err := ProbeDirect(dir); err != nil {
 		t.Fatalf("ProbeDirect(ext4): %v", err)
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
+	type tc struct{ size, shift int }
+	var cases []tc
 	for _, size := range []int{0, 1, 4095, 4096, 4097, 1 << 20, maxChunk + 3, 2*maxChunk + 4096} {
-		data := make([]byte, size)
+		cases = append(cases, tc{size, 0}, tc{size, 1})
+	}
+	for _, c := range cases {
+		size := c.size
+		arr := make([]byte, size+1+4096)
+		start := int(-uintptr(unsafe.Pointer(&arr[0]))&4095) + c.shift // the first page boundary, plus shift
+		data := arr[start : start+size]
 		for i := range data {
 			data[i] = byte(rng.Uint32())
 		}
 		path, tmp := filepath.Join(dir, "f"), filepath.Join(dir, "f.tmp")
 		if err := WriteFile(path, tmp, data, true); err != nil {
-			t.Fatalf("WriteFile(%d bytes): %v", size, err)
+			t.Fatalf("WriteFile(%d bytes, %d past a page boundary): %v", size, c.shift, err)
 		}
 		if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%d bytes: temporary file left behind: %v", size, err)
