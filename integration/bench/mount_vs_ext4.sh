@@ -112,6 +112,7 @@ echo "| go-fuse loopback example, as root (FUSE passthrough: the kernel reads th
 echo "| aifs over a tmpfs copy of the set (no disk read: the FUSE round trip and a memory copy) | $m | $(paste -sd' ' "$RUN/cpu-shm") | $(ratio "$a" "$m") |"
 echo "| fio, the same reads (pread, O_DIRECT, 8 jobs): CPU a read (the disk read alone) | $f | $(paste -sd' ' "$RUN/cpu-fio") | |"
 fusermount3 -u "$RUN/mnt-shm"
+umount "$RUN/shm"
 fusermount3 -u "$RUN/lb-root"
 fusermount3 -u "$RUN/lb-user"
 wait || true
