@@ -154,6 +154,11 @@ fio_once() {
 }
 daemon_pid() { pgrep -f -- "aifs mount .*$1( |$)" | head -1; }
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+# cpu_busy_idle prints the whole machine's busy and idle clock ticks since boot (/proc/stat: user,
+# nice, system, irq, softirq; idle, iowait); busy_percent B0 I0 B1 I1 prints the busy share
+# between two such readings.
+cpu_busy_idle() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; }
+busy_percent() { awk -v b="$(($3 - $1))" -v i="$(($4 - $2))" 'BEGIN{printf "%.0f", (b + i > 0 ? 100 * b / (b + i) : 0)}'; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
 # bench_medians JSONFILE prints the median files/s of each DIR of an 'aifs bench --json' run.

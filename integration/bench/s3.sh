@@ -155,10 +155,10 @@ check_digest() { # JSONFILE SYSTEM: every pass of every system must read the sam
 
 # --- 1. cold shuffled epoch -------------------------------------------------------------------------
 # one_cold SYSTEM J RUN TAG: mounts SYSTEM afresh on $CUR_EP, reads one shuffled epoch with every
-# cache dropped, unmounts; appends "files/s list_s vgw_cpu_ms s3_requests s3_MB" to
-# $RUN/cold$TAG-SYSTEM-J.
+# cache dropped, unmounts; appends "files/s list_s vgw_cpu_ms s3_requests s3_MB busy%" to
+# $RUN/cold$TAG-SYSTEM-J (busy%: the whole machine's, over the bench).
 one_cold() {
-	local sys=$1 j=$2 r=$3 tag=$4 mnt=$RUN/mnt-$1 t0 t1 req=0 mb=0
+	local sys=$1 j=$2 r=$3 tag=$4 mnt=$RUN/mnt-$1 t0 t1 b0 i0 b1 i1 req=0 mb=0
 	rm -rf "$DISK/cache/cold"
 	mkdir -p "$DISK/cache/cold" "$mnt"
 	case $sys in
@@ -169,14 +169,16 @@ one_cold() {
 	rclone) mount_rclone perfile "$mnt" ;;
 	esac
 	t0=$(vgw_ticks)
+	read -r b0 i0 < <(cpu_busy_idle)
 	"$AIFS" bench --json --drop-caches -j "$j" --seed "$r" "$mnt" >"$RUN/bench.json"
+	read -r b1 i1 < <(cpu_busy_idle)
 	t1=$(vgw_ticks)
 	check_digest "$RUN/bench.json" "$sys"
 	if [[ $sys == aifs* ]]; then
 		req=$(stat_of "$mnt" s3 requests)
 		mb=$(($(stat_of "$mnt" s3 bytes) / 1000000))
 	fi
-	echo "$(files_per_s "$RUN/bench.json") $(list_s "$RUN/bench.json") $(((t1 - t0) * 1000 / HZ)) $req $mb" >>"$RUN/cold$tag-$sys-$j"
+	echo "$(files_per_s "$RUN/bench.json") $(list_s "$RUN/bench.json") $(((t1 - t0) * 1000 / HZ)) $req $mb $(busy_percent "$b0" "$i0" "$b1" "$i1")" >>"$RUN/cold$tag-$sys-$j"
 	unmount "$mnt"
 }
 COLD_SYSTEMS=${SYSTEMS:-aifs aifs-staged aifs-nocache s3fs rclone}
@@ -229,16 +231,16 @@ cold_part() {
 		out "$row"
 	done
 	out ""
-	out "Per cold epoch (medians over the runs): listing of the tree by aifs bench after dropping caches, s; versitygw CPU, ms per 1,000 files read; S3 requests and MB fetched by aifs (its stats):"
+	out "Per cold epoch (medians over the runs): listing of the tree by aifs bench after dropping caches, s; versitygw CPU, ms per 1,000 files read; the whole machine's CPU busy over the epoch ($(nproc) cores; near 100% the epoch is bound by CPU, not by latency); S3 requests and MB fetched by aifs (its stats):"
 	out ""
-	out "| readers | system | listing s | server CPU ms / 1k files | S3 requests | S3 MB (dataset $((DATA / 1000000)) MB) |"
-	out "|---|---|---|---|---|---|"
+	out "| readers | system | listing s | server CPU ms / 1k files | machine busy % | S3 requests | S3 MB (dataset $((DATA / 1000000)) MB) |"
+	out "|---|---|---|---|---|---|---|"
 	for j in $JOBS; do
 		for sys in $COLD_SYSTEMS; do
 			f=$RUN/cold$tag-$sys-$j
 			req=$(icol 4 "$f") mb=$(icol 5 "$f")
 			[[ $sys == aifs* ]] || req="—" mb="—"
-			out "| $j | $(label "$sys") | $(col 2 "$f") | $(awk -v c="$(col 3 "$f")" -v n="$FILES" 'BEGIN{printf "%.0f", c*1000/n}') | $req | $mb |"
+			out "| $j | $(label "$sys") | $(col 2 "$f") | $(awk -v c="$(col 3 "$f")" -v n="$FILES" 'BEGIN{printf "%.0f", c*1000/n}') | $(icol 6 "$f") | $req | $mb |"
 		done
 	done
 }

@@ -1,26 +1,39 @@
-// Command s3delay is an HTTP proxy that adds a fixed latency to every request before passing it
-// on to an S3 server: benchmarks on one machine put it in front of a local server (versitygw on
-// 127.0.0.1, which answers in well under a millisecond) to compare S3 clients at the time to
-// first byte of a real object store (an in-region S3 GET: about 10-30 ms).
+// Command s3delay is a TCP proxy that adds a fixed latency to every HTTP request before passing
+// it on to an S3 server: benchmarks on one machine put it in front of a local server
+// (versitygw on 127.0.0.1, which answers in well under a millisecond) to compare S3 clients at
+// the time to first byte of a real object store (an in-region S3 GET: about 10-30 ms).
 //
 //	s3delay --target http://127.0.0.1:PORT --delay 10ms
 //
 // It listens on 127.0.0.1 at a free port (--listen to choose) and prints its endpoint,
-// http://127.0.0.1:PORT, as its first line of output once it accepts connections. The Host
-// header is passed on unchanged, so SigV4 signatures made for the proxy's address stay valid.
-// It runs until killed.
+// http://127.0.0.1:PORT, as its first line of output once it accepts connections. It runs
+// until killed.
+//
+// It works on the bytes, not on HTTP: each client connection gets its own connection to the
+// target, the bytes of a request are held for the delay before they are passed on, and the
+// answers are moved back with splice(2), without copying them through the proxy. A request
+// is the first bytes a client sends on a connection, or the first it sends after the server
+// has answered (HTTP/1.1 clients, S3's among them, send a request only once the answer to the
+// previous one is read). The Host header and everything else pass unchanged, so SigV4
+// signatures made for the proxy's address stay valid.
+//
+// Why splice: an HTTP reverse proxy (net/http/httputil) reads every answer into its memory and
+// writes it out again. In a cold epoch of aifs over S3 at 32 readers on the 2-core
+// development VM that cost 51-70 µs of CPU a sample, 13% of the machine (docs/bench/README.md):
+// CPU a real object store's latency does not cost its clients.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
-	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -39,34 +52,113 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("http://%s\n", ln.Addr())
-	fmt.Fprintln(os.Stderr, "s3delay:", http.Serve(ln, delayed(u, *delay)))
+	fmt.Fprintln(os.Stderr, "s3delay:", serve(ln, u.Host, *delay))
 	os.Exit(1)
 }
 
-// delayed returns the proxy's handler: it waits delay, then passes the request on to target.
-func delayed(target *url.URL, delay time.Duration) http.Handler {
-	proxy := httputil.NewSingleHostReverseProxy(target) // keeps the request's Host header
-	proxy.Transport = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
-	// Bodies are copied in 1 MiB pieces, each written on as soon as it is read (a write this
-	// large bypasses the response's buffer; GET answers carry a Content-Length, so nothing
-	// waits for a flush). With the default 32 KiB pieces, flushed one by one, the proxy took
-	// 14% of the machine's CPU in a cold epoch of aifs over S3 at 32 readers
-	// (docs/bench/README.md): CPU a real object store's latency does not cost its clients.
-	proxy.BufferPool = &bufferPool{}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(delay)
-		proxy.ServeHTTP(w, r)
-	})
-}
-
-// bufferPool lends the proxy its 1 MiB copy buffers (httputil.BufferPool).
-type bufferPool struct{ p sync.Pool }
-
-func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		return *v
+// serve accepts connections on ln and proxies each to target (HOST:PORT) until ln fails.
+func serve(ln net.Listener, target string, delay time.Duration) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go proxy(c.(*net.TCPConn), target, delay)
 	}
-	return make([]byte, 1<<20)
 }
 
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+// proxy passes the bytes of one client connection to a new connection to target and back,
+// holding each request for delay, until either side closes or fails; then it closes both.
+func proxy(client *net.TCPConn, target string, delay time.Duration) {
+	defer client.Close()
+	c, err := net.Dial("tcp", target)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "s3delay:", err)
+		return
+	}
+	server := c.(*net.TCPConn)
+	defer server.Close()
+	var answered atomic.Bool // the server has sent bytes since the client's last were passed on
+	answered.Store(true)     // the first bytes are a request
+	go func() {
+		if err := spliceAll(client, server, &answered); err != nil && !errors.Is(err, net.ErrClosed) {
+			fmt.Fprintln(os.Stderr, "s3delay: answers:", err)
+		}
+		client.Close() // ends the loop below
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := client.Read(buf)
+		if n > 0 {
+			if answered.Swap(false) {
+				time.Sleep(delay)
+			}
+			if _, err := server.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// spliceMax is the most bytes one splice moves: the pipe is grown to it (Linux's default pipe
+// of 64 KiB would take 16 round trips a 1 MiB chunk).
+const spliceMax = 1 << 20
+
+// spliceAll moves src's bytes to dst through a pipe with splice(2) until src's end, setting
+// answered each time bytes arrive. It returns nil at src's end.
+func spliceAll(dst, src *net.TCPConn, answered *atomic.Bool) error {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return fmt.Errorf("pipe: %w", err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	size := spliceMax
+	if got, err := unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, spliceMax); err != nil {
+		size = 64 << 10 // pipe-max-size refused it: the default
+	} else {
+		size = got
+	}
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return err
+	}
+	wc, err := dst.SyscallConn()
+	if err != nil {
+		return err
+	}
+	const flags = unix.SPLICE_F_MOVE | unix.SPLICE_F_NONBLOCK
+	for {
+		var n int64
+		var serr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, serr = unix.Splice(int(fd), nil, p[1], nil, size, flags)
+			return serr != unix.EAGAIN
+		}); err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("splice from %s: %w", src.RemoteAddr(), serr)
+		}
+		if n == 0 {
+			return nil
+		}
+		answered.Store(true)
+		for n > 0 { // drain the pipe: the next read from src needs it empty
+			var m int64
+			if err := wc.Write(func(fd uintptr) bool {
+				m, serr = unix.Splice(p[0], nil, int(fd), nil, int(n), flags)
+				return serr != unix.EAGAIN
+			}); err != nil {
+				return err
+			}
+			if serr != nil {
+				return fmt.Errorf("splice to %s: %w", dst.RemoteAddr(), serr)
+			}
+			n -= m
+		}
+	}
+}
