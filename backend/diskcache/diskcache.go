@@ -4,7 +4,7 @@
 //
 // # Design
 //
-// A shard is cut into aligned chunks of Options.ChunkSize bytes (1 MiB by default; the last
+// A shard is cut into aligned chunks of Options.ChunkSize bytes (4 MiB by default; the last
 // chunk of a shard is shorter). A chunk's identity is a hash of the namespace, the shard's
 // name, size and CRC32C, its version (the ETag the inner shard reports through
 // backend.Versioned, else layout.Shard.Version), the chunk size and the chunk index; it names
@@ -13,7 +13,7 @@
 // meets a shard whose other versions have files, it deletes them.
 //
 // A read covers one or more chunks. A chunk in the set is read from its file: only the aligned
-// window around the bytes asked for (a 110 KB sample costs a 112-116 KiB read, not 1 MiB),
+// window around the bytes asked for (a 110 KB sample costs a 112-116 KiB read, not 4 MiB),
 // through an fd cache (files.go). A chunk being written is read from memory. A missing chunk
 // the cache would keep is fetched whole, adjacent ones of one read in one inner ReadAt, once
 // however many readers want it (flight.go); a reader whose context ends stops waiting but
@@ -25,7 +25,7 @@
 // (writer.go): a temporary file written with O_DIRECT from aligned buffers (local.WriteFile),
 // fdatasync, rename into place, so a file under a chunk's name is always complete; a crash
 // leaves at most temporary files, removed by the next New once a minute old. The reader that
-// needed a chunk never waits for its write; when the queue is full (64 MiB) the chunk is
+// needed a chunk never waits for its write; when the queue is full (128 MiB) the chunk is
 // served and not kept. A failed write (ENOSPC, EIO) is counted in Stats.WriteErrors, logged
 // once, and the chunk is read from the inner Backend next time.
 //
@@ -61,15 +61,26 @@
 // # Trade-offs (measured on the 2-core development VM, ext4 on virtio, Go 1.26)
 //
 // Chunk size sets the granularity of everything: a miss of a 110 KB sample the cache keeps
-// fetches a whole chunk (9.5× the sample at 1 MiB), repaid by the samples after it in the same
+// fetches a whole chunk (37× the sample at 4 MiB), repaid by the samples after it in the same
 // chunk, so a cold epoch fetches every chunk once; the subset is kept by chunk, so the hit
 // rate under a partial budget follows c exactly only when the data holds many chunks; the
-// set costs about 200 bytes of memory per chunk (1 TB of cache in 1 MiB chunks: 200 MB), and
-// each chunk is one file and one fdatasync. BenchmarkHit reads 112 KiB windows of cached
-// chunks: per read, reading the aligned window with O_DIRECT costs 105 µs serial at 1 MiB
-// chunks against 620 µs for reading the whole chunk, and the fd cache saves the open, statx
-// and close of each hit (12 µs). 1 MiB is the default: 4 MiB chunks quarter the files and the
-// set's memory but fetch 37× a sample on a miss; 256 KiB chunks make files and metadata 4×.
+// set costs about 200 bytes of memory per chunk (1 TB of cache in 4 MiB chunks: 50 MB), and
+// each chunk is one GET, one file and one fdatasync. A hit reads only the aligned window, so
+// the chunk size does not change what a hit costs: BenchmarkHit reads 112 KiB windows of
+// cached chunks, 105 µs serial with O_DIRECT at 1 MiB chunks against 620 µs for reading the
+// whole chunk, and the fd cache saves the open, statx and close of each hit (12 µs).
+//
+// 4 MiB is the default because a cold epoch over S3 pays per chunk: the request, the file's
+// creation, fdatasync and rename, and the goroutine hand-offs around them. A cold shuffled
+// epoch of 10,000 samples (1,120 MB) over versitygw with 10 ms a request, aifs alone, fresh
+// mounts, rounds of each chunk size interleaved (files/s): at 8 readers 1 MiB 2,523-2,901,
+// 2 MiB 3,492-3,571, 4 MiB 3,593-3,871 with a 64 MiB write queue and 4,009-4,010 with 128 MiB,
+// 8 MiB 1,124-1,200 (a queue of 8 chunks is full at once, so most reads go through); at 32
+// readers 1 MiB 2,522-3,586, 2 MiB 3,073-3,548, 4 MiB 3,234-4,108 and 3,360-4,617. Without
+// latency at 32 readers 1 MiB 3,328-3,700, 4 MiB 4,388-4,804. The daemon's CPU a sample fell
+// from 170-200 µs to about 150. The price is memory: the daemon's peak RSS in those epochs was
+// 508-542 MB against 238-252 (32 readers), 348 against 194-196 (8), the write queue and the
+// fetches in flight holding 4 MiB each. 256 KiB chunks would make files and metadata 4× of 1 MiB.
 //
 // This package imports backend, backend/local, layout, zap and the standard library.
 package diskcache
@@ -100,7 +111,7 @@ type Options struct {
 	// Size is the byte budget of cached chunk data on disk; required, > 0.
 	Size int64
 	// ChunkSize is the unit of caching: shards are cut into aligned chunks of this many bytes.
-	// A power of two from 4096 to 64 MiB; default 1 MiB.
+	// A power of two from 4096 to 64 MiB; default 4 MiB (see Trade-offs in the package doc).
 	ChunkSize int64
 	// Namespace names the source, e.g. "s3://bucket/prefix"; part of every chunk's key, so
 	// two sources never share a chunk. Default "".
@@ -114,7 +125,7 @@ type Options struct {
 }
 
 // DefaultChunkSize is Options.ChunkSize when not set.
-const DefaultChunkSize = 1 << 20
+const DefaultChunkSize = 4 << 20
 
 // Stats are the Cache's counters since New. "Chunk reads" count each chunk a read touches.
 type Stats struct {
@@ -132,7 +143,7 @@ type Stats struct {
 
 // writers is the number of writer goroutines. A write waits mostly on its fdatasync, so writers
 // in parallel drain the queue faster; a full queue turns chunks away (read through), and their
-// other samples then fetch again. Cold epochs over S3 with no latency on the 2-core VM
+// other samples then fetch again. Cold epochs over S3 with no latency on the 2-core VM, 1 MiB chunks
 // (integration/bench/s3.sh, JOBS="8 32", RUNS=1, 4-5 rounds): 6 writers ran at 1.01-1.33× the
 // files/s of 2 with 8 readers (median of the rounds' ratios 1.09) and 0.98-1.29× with 32
 // (median 1.18), and fetched 1,235-1,524 MB from S3 at 32 readers for the 1,120 MB dataset,
@@ -141,7 +152,7 @@ const writers = 6
 
 // Bounds of the background work.
 const (
-	pendingBytes = 64 << 20         // chunks waiting for the writers (at least 4 chunks)
+	pendingBytes = 128 << 20        // chunks waiting for the writers (at least 4 chunks)
 	stageRun     = 8 << 20          // bytes per inner read of the stager (at least one chunk)
 	stageQueue   = 1024             // shards waiting for the stager; more are not staged
 	maxOpenFiles = 1024             // chunk files the fd cache keeps open
@@ -265,7 +276,7 @@ func (c *Cache) Open(ctx context.Context, s layout.Shard) (backend.Shard, error)
 }
 
 // Close stops the Cache: it cancels the fetches and the staging in flight and waits for
-// them, lets the writers finish the chunks queued (at most 64 MiB, so that the next New
+// them, lets the writers finish the chunks queued (at most 128 MiB, so that the next New
 // finds them), closes the cached files, and closes the inner Backend, returning its error.
 // Reads of the Cache's Shards fail after Close (fs.ErrClosed). Close is idempotent.
 func (c *Cache) Close() error {

@@ -383,7 +383,7 @@ func TestBudget(t *testing.T) {
 		t.Run(fmt.Sprint(c), func(t *testing.T) {
 			size := int64(c * float64(ds.total))
 			src := newSource(ds.files, "v")
-			cache := newCache(t, src, Options{Dir: t.TempDir(), Size: size})
+			cache := newCache(t, src, Options{Dir: t.TempDir(), Size: size, ChunkSize: 1 << 20}) // 128 chunks
 			var worst atomic.Int64
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -482,23 +482,24 @@ func TestShared(t *testing.T) {
 // TestTorn: a chunk file shorter than its name says (torn, truncated) is not served, and
 // temporary files are removed once a minute old, not before; junk is left alone.
 func TestTorn(t *testing.T) {
+	const chunk = 1 << 20 // the dataset holds chunks 0-4; 2 and 3 are torn below
 	ds := makeDataset(6, 4<<20+100)
 	dir := t.TempDir()
-	c := newCache(t, newSource(ds.files, ""), Options{Dir: dir, Size: 1 << 30})
+	c := newCache(t, newSource(ds.files, ""), Options{Dir: dir, Size: 1 << 30, ChunkSize: chunk})
 	ds.pass(t, ds.open(t, c), 1)
 	flush(t, c)
 	c.Close()
 
-	nameID, ver := shardIDs("", ds.shards[0].Name, int64(ds.shards[0].Size), ds.shards[0].CRC, "", DefaultChunkSize)
+	nameID, ver := shardIDs("", ds.shards[0].Name, int64(ds.shards[0].Size), ds.shards[0].CRC, "", chunk)
 	k := chunkKey{name: nameID, ver: ver, idx: 2}
-	path := filepath.Join(fanDir(dir, nameID), fileName(k, DefaultChunkSize))
+	path := filepath.Join(fanDir(dir, nameID), fileName(k, chunk))
 	if err := os.Truncate(path, 4096); err != nil {
 		t.Fatal(err)
 	}
 	k3 := k
 	k3.idx = 3
-	path3 := filepath.Join(fanDir(dir, nameID), fileName(k3, DefaultChunkSize))
-	if err := os.WriteFile(path3, bytes.Repeat([]byte{1}, DefaultChunkSize+1), 0o644); err != nil { // too long: torn too
+	path3 := filepath.Join(fanDir(dir, nameID), fileName(k3, chunk))
+	if err := os.WriteFile(path3, bytes.Repeat([]byte{1}, chunk+1), 0o644); err != nil { // too long: torn too
 		t.Fatal(err)
 	}
 	oldTmp, newTmp, junk := filepath.Join(dir, tmpDir, "0123.tmp"), filepath.Join(dir, tmpDir, "4567.tmp"), filepath.Join(fanDir(dir, 0), "junk")
@@ -513,7 +514,7 @@ func TestTorn(t *testing.T) {
 	}
 
 	src := newSource(ds.files, "")
-	c2 := newCache(t, src, Options{Dir: dir, Size: 1 << 30})
+	c2 := newCache(t, src, Options{Dir: dir, Size: 1 << 30, ChunkSize: chunk})
 	for p, want := range map[string]bool{oldTmp: false, newTmp: true, junk: true} {
 		if _, err := os.Stat(p); (err == nil) != want {
 			t.Errorf("%s: exists %v, want %v", p, err == nil, want)
@@ -521,13 +522,13 @@ func TestTorn(t *testing.T) {
 	}
 	shs := ds.open(t, c2)
 	ds.pass(t, shs, 2)
-	if got := src.fetched.Load(); got < 2*DefaultChunkSize || got > 4*DefaultChunkSize {
+	if got := src.fetched.Load(); got < 2*chunk || got > 4*chunk {
 		t.Errorf("fetched %d bytes, want the two torn chunks' (once through, once to cache)", got)
 	}
 	ds.pass(t, shs, 3)
 	flush(t, c2)
 	for _, p := range []string{path, path3} {
-		if fi, err := os.Stat(p); err != nil || fi.Size() != DefaultChunkSize {
+		if fi, err := os.Stat(p); err != nil || fi.Size() != chunk {
 			t.Errorf("%s: %v, want a whole chunk again", p, err)
 		}
 	}
@@ -539,7 +540,7 @@ func TestTorn(t *testing.T) {
 func TestInnerErrors(t *testing.T) {
 	ds := makeDataset(7, 3<<20)
 	src := newSource(ds.files, "v")
-	c := newCache(t, src, Options{Dir: t.TempDir(), Size: 1 << 30})
+	c := newCache(t, src, Options{Dir: t.TempDir(), Size: 1 << 30, ChunkSize: 1 << 20}) // 3 chunks
 	if _, err := c.Open(t.Context(), layout.Shard{Name: layout.ShardName(5), Size: 1}); !errors.Is(err, backend.ErrNotExist) {
 		t.Errorf("Open of a missing shard: %v, want ErrNotExist", err)
 	}
@@ -669,7 +670,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // TestHitAllocs: a hit allocates nothing, read from disk or from memory, copied or lent.
 func TestHitAllocs(t *testing.T) {
 	ds := makeDataset(11, 2<<20)
-	c := newCache(t, newSource(ds.files, ""), Options{Dir: t.TempDir(), Size: 1 << 30})
+	c := newCache(t, newSource(ds.files, ""), Options{Dir: t.TempDir(), Size: 1 << 30, ChunkSize: 1 << 20}) // 2 chunks
 	sh := ds.open(t, c)[0]
 	ds.pass(t, []backend.Shard{sh}, 1)
 	flush(t, c)
