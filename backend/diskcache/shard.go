@@ -226,9 +226,10 @@ func (s *shard) sources(ctx context.Context, first int64, srcs []src) error {
 }
 
 // fetch fills the empty elements of srcs (missing chunks). For each: wait for a fetch in
-// flight; else take the chunk's file if another process wrote it; else, if the cache would
-// keep the chunk, fetch it (the chunks this reader leads are fetched together on a goroutine
-// of the Cache, adjacent ones in one inner read); else read it through.
+// flight; else take the chunk's file if another process wrote it; else, if the set would take
+// the chunk and the writers' queue has room for it (reserved now, for the fetch), fetch it
+// (the chunks this reader leads are fetched together on a goroutine of the Cache, adjacent
+// ones in one inner read); else read it through.
 func (s *shard) fetch(ctx context.Context, first int64, srcs []src) error {
 	c := s.c
 	type wait struct {
@@ -252,7 +253,7 @@ func (s *shard) fetch(ctx context.Context, first int64, srcs []src) error {
 			srcs[j] = src{e: e, hit: true}
 			continue
 		}
-		if !c.wouldKeep(k, n) {
+		if !c.set.wouldAdmit(k.rank(), n) || !c.pend.reserve(n, c.pend.maxBytes) {
 			srcs[j].through = true
 			continue
 		}
@@ -260,14 +261,19 @@ func (s *shard) fetch(ctx context.Context, first int64, srcs []src) error {
 		if leader {
 			if sr, ok := c.present(k); ok { // admitted since our look
 				c.flights.resolve(k, f, sr, nil)
+				leader = false
 			} else {
 				lead, leadF = append(lead, i), append(leadF, f)
 			}
 		}
+		if !leader {
+			c.pend.release(n)
+		}
 		waits = append(waits, wait{j, f})
 	}
-	if len(lead) > 0 && !c.start(func() { c.fetchRuns(c.ctx, s, lead, leadF, false) }) {
+	if len(lead) > 0 && !c.start(func() { c.fetchRuns(c.ctx, s, lead, leadF, true) }) {
 		for j, f := range leadF {
+			c.pend.release(s.chunkLen(lead[j]))
 			c.flights.resolve(s.key(lead[j]), f, src{}, fs.ErrClosed)
 		}
 	}
@@ -296,12 +302,6 @@ func (c *Cache) present(k chunkKey) (src, bool) {
 		}
 	}
 	return src{}, false
-}
-
-// wouldKeep predicts whether a fetched chunk k of n bytes would be kept: the writer's queue
-// has room and the set would admit it.
-func (c *Cache) wouldKeep(k chunkKey, n int64) bool {
-	return c.pend.room(n) && c.set.wouldAdmit(k.rank(), n)
 }
 
 // fetchRuns fetches chunks idx (ascending) of s from the inner shard, each run of adjacent

@@ -14,8 +14,9 @@ import (
 	"github.com/aifs/aifs/backend/local"
 )
 
-// pending bounds the chunks held in memory for the writers, in bytes and in number; a place
-// is reserved before a chunk is admitted, so sending it to Cache.jobs never blocks.
+// pending bounds the chunks held in memory for the writers, being fetched or waiting to be
+// written, in bytes and in number; a place is reserved when a fetch to keep a chunk starts,
+// so sending it to Cache.jobs never blocks.
 type pending struct {
 	bytes, jobs       atomic.Int64
 	maxBytes, maxJobs int64
@@ -43,11 +44,6 @@ func (p *pending) reserve(n, limit int64) bool {
 func (p *pending) release(n int64) {
 	p.bytes.Add(-n)
 	p.jobs.Add(-1)
-}
-
-// room reports whether reserve(n, maxBytes) would succeed now.
-func (p *pending) room(n int64) bool {
-	return p.jobs.Load() < p.maxJobs && p.bytes.Load()+n <= p.maxBytes
 }
 
 // writer writes the chunks queued in jobs and deletes the files of evicted chunks, those
