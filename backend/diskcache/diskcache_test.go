@@ -597,6 +597,53 @@ func TestInnerErrors(t *testing.T) {
 	}
 }
 
+// TestQueueReserved: a fetch to keep a chunk holds its place in the writers' queue from its
+// start, so a queue that fills while the chunk is on its way does not turn it away (it used to:
+// whole chunks were fetched, dropped and fetched again); a miss that finds the queue full
+// reads only its bytes through.
+func TestQueueReserved(t *testing.T) {
+	const chunk = 1 << 20
+	ds := makeDataset(12, 3<<20)
+	src := newSource(ds.files, "v")
+	c := newCache(t, src, Options{Dir: t.TempDir(), Size: 1 << 30, ChunkSize: chunk})
+	sh := ds.open(t, c)[0]
+	gate := make(chan struct{})
+	src.gate.Store(&gate)
+	done := make(chan bool)
+	go func() { done <- ds.check(t, sh, sample{0, 100, 1000}, false) }()
+	for deadline := time.Now().Add(10 * time.Second); c.flights.get(sh.(*shard).key(0)) == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the fetch of chunk 0 did not start")
+		}
+	}
+	var filled int64 // the rest of the queue, taken while chunk 0 is on its way
+	for c.pend.reserve(chunk, c.pend.maxBytes) {
+		filled += chunk
+	}
+	src.gate.Store(nil)
+	close(gate)
+	<-done
+	if got := src.fetched.Load(); got != chunk {
+		t.Errorf("chunk 0 fetched %d bytes, want %d", got, chunk)
+	}
+	// With the queue full, a miss of chunk 2 reads its 500 bytes through.
+	ds.check(t, sh, sample{0, 2*chunk + 10, 500}, false)
+	if got := src.fetched.Load(); got != chunk+500 {
+		t.Errorf("after a miss with the queue full, %d bytes fetched, want %d", got, chunk+500)
+	}
+	for ; filled > 0; filled -= chunk {
+		c.pend.release(chunk)
+	}
+	flush(t, c)
+	if st := c.Stats(); st.WrittenBytes != chunk || st.UsedBytes != chunk {
+		t.Errorf("%+v: want chunk 0 written and kept", st)
+	}
+	ds.check(t, sh, sample{0, 100, 1000}, false)
+	if got := src.fetched.Load(); got != chunk+500 {
+		t.Errorf("a read of the kept chunk fetched %d bytes more", got-chunk-500)
+	}
+}
+
 // TestAdjacentChunks: a read across missing chunks fetches them in one inner read.
 func TestAdjacentChunks(t *testing.T) {
 	ds := makeDataset(8, 1<<20)

@@ -271,7 +271,7 @@ func (s *shard) fetch(ctx context.Context, first int64, srcs []src) error {
 		}
 		waits = append(waits, wait{j, f})
 	}
-	if len(lead) > 0 && !c.start(func() { c.fetchRuns(c.ctx, s, lead, leadF, true) }) {
+	if len(lead) > 0 && !c.start(func() { c.fetchRuns(c.ctx, s, lead, leadF) }) {
 		for j, f := range leadF {
 			c.pend.release(s.chunkLen(lead[j]))
 			c.flights.resolve(s.key(lead[j]), f, src{}, fs.ErrClosed)
@@ -306,9 +306,9 @@ func (c *Cache) present(k chunkKey) (src, bool) {
 
 // fetchRuns fetches chunks idx (ascending) of s from the inner shard, each run of adjacent
 // chunks in one read, offers each to the set and resolves its flight (fls, in step with idx).
-// reserved says the writer's queue room was reserved for each chunk already (the stager).
-// It returns the bytes fetched.
-func (c *Cache) fetchRuns(ctx context.Context, s *shard, idx []int64, fls []*flight, reserved bool) int64 {
+// The caller has reserved each chunk's place in the writers' queue; fetchRuns hands the
+// reservations on or releases them. It returns the bytes fetched.
+func (c *Cache) fetchRuns(ctx context.Context, s *shard, idx []int64, fls []*flight) int64 {
 	var fetched int64
 	for a := 0; a < len(idx); {
 		b := a
@@ -331,8 +331,8 @@ func (c *Cache) fetchRuns(ctx context.Context, s *shard, idx []int64, fls []*fli
 				sr.data = data
 				e := newEntry(k, n, stateWriting)
 				e.mem.Store(&data)
-				c.offer(e, reserved)
-			} else if reserved {
+				c.offer(e)
+			} else {
 				c.pend.release(n)
 			}
 			c.flights.resolve(k, fls[j], sr, err)
@@ -342,12 +342,9 @@ func (c *Cache) fetchRuns(ctx context.Context, s *shard, idx []int64, fls []*fli
 	return fetched
 }
 
-// offer admits e (stateWriting, with mem) to the set and queues it for the writers, if the
-// queue has room (reserved: the caller reserved it) and the policy takes it.
-func (c *Cache) offer(e *entry, reserved bool) {
-	if !reserved && !c.pend.reserve(e.size, c.pend.maxBytes) {
-		return
-	}
+// offer admits e (stateWriting, with mem, its place in the writers' queue reserved) to the
+// set and queues it for the writers, if the policy takes it; else it releases the place.
+func (c *Cache) offer(e *entry) {
 	c.closeMu.RLock()
 	defer c.closeMu.RUnlock()
 	var doomed []*entry

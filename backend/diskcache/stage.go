@@ -54,7 +54,7 @@ func (c *Cache) stageShard(s *shard) {
 			i++
 			continue
 		}
-		c.staged.Add(c.fetchRuns(c.ctx, s, idx, fls, true))
+		c.staged.Add(c.fetchRuns(c.ctx, s, idx, fls))
 		i = idx[len(idx)-1] + 1
 	}
 }
