@@ -104,7 +104,7 @@ func proxy(client *net.TCPConn, target string, delay time.Duration) {
 }
 
 // spliceMax is the most bytes one splice moves: the pipe is grown to it (Linux's default pipe
-// of 64 KiB would take 16 round trips a 1 MiB chunk).
+// of 64 KiB would take 64 round trips for a 4 MiB cache chunk).
 const spliceMax = 1 << 20
 
 // spliceAll moves src's bytes to dst through a pipe with splice(2) until src's end, setting
@@ -116,10 +116,8 @@ func spliceAll(dst, src *net.TCPConn, answered *atomic.Bool) error {
 	}
 	defer unix.Close(p[0])
 	defer unix.Close(p[1])
-	size := spliceMax
-	if got, err := unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, spliceMax); err != nil {
-		size = 64 << 10 // pipe-max-size refused it: the default
-	} else {
+	size := 64 << 10 // Linux's default, if pipe-max-size refuses more
+	if got, err := unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, spliceMax); err == nil {
 		size = got
 	}
 	rc, err := src.SyscallConn()
