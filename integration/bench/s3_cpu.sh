@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# s3_cpu.sh — where the CPU of a cold shuffled epoch of aifs over S3 goes, for builds of aifs side
+# by side: each round mounts every build in BINS afresh on an empty --cache-dir, drops the
+# kernel's caches and reads one epoch (aifs bench --relist, J readers); builds alternate within
+# a round, so the machine's drift hits them alike. Per epoch it prints files/s, the CPU a
+# sample of the daemon, of versitygw and of the latency proxy (integration/s3delay, with
+# DELAY), the whole machine's busy share and CPU a sample, the daemon's page faults a sample
+# and peak RSS, and the bytes and requests the daemon fetched from S3. The figures of the
+# experiments in docs/bench/README.md (chunk sizes, the write queue, the proxy) come from it.
+# Needs root.
+#
+# Environment (defaults in brackets):
+#   BINS ["cur=bin/aifs"]: LABEL=PATH of each build (build others with go build -o PATH ./cmd/aifs)
+#   FILES [10000]   J [32]   ROUNDS [2]   DELAY [10ms] ("" for none)   WORKDIR [/var/tmp]
+set -euo pipefail
+
+FILES=${FILES:-10000}
+J=${J:-32}
+ROUNDS=${ROUNDS:-2}
+DELAY=${DELAY-10ms}
+BINS=${BINS:-cur=bin/aifs}
+WORKDIR=${WORKDIR:-/var/tmp}
+NAME=s3cpu
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_versitygw
+unset AWS_CA_BUNDLE AWS_PROFILE AWS_SESSION_TOKEN AWS_DEFAULT_REGION
+export AWS_ACCESS_KEY_ID=aifsbench AWS_SECRET_ACCESS_KEY=aifsbenchsecret AWS_REGION=us-east-1
+
+PIDS="" # the server and the proxy
+s3cpu_cleanup() {
+	awk -v run="$RUN" 'index($2, run) == 1 && $3 ~ /^fuse/ { print $2 }' /proc/mounts |
+		while read -r m; do fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; done
+	for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+	cleanup
+}
+trap s3cpu_cleanup EXIT
+
+fs_image ext4 $((FILES * 112640 * 4 / 1048576 + 1024)) "$RUN/disk"
+mkdir -p "$RUN/disk/root/aifs"
+PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT
+"$AIFS_VERSITYGW" --port "127.0.0.1:$PORT" --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" \
+	--quiet --keep-alive posix "$RUN/disk/root" >"$RUN/versitygw.log" 2>&1 &
+VGW=$!
+PIDS=$VGW
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+go run ./integration/gendata --files "$FILES" --classes $((FILES / 100 > 0 ? FILES / 100 : 1)) "$RUN/tree" >&2
+"$AIFS" pack --quiet "$RUN/tree" s3://aifs/data
+PROXY=""
+if [[ -n $DELAY ]]; then
+	go build -o "$RUN/s3delay" ./integration/s3delay
+	"$RUN/s3delay" --target "$AWS_ENDPOINT_URL" --delay "$DELAY" >"$RUN/s3delay.out" 2>"$RUN/s3delay.log" &
+	PROXY=$!
+	PIDS="$PIDS $PROXY"
+	for _ in $(seq 100); do [[ -s $RUN/s3delay.out ]] && break; sleep 0.1; done
+	AWS_ENDPOINT_URL=$(head -1 "$RUN/s3delay.out")
+	[[ $AWS_ENDPOINT_URL == http://* ]] || die "s3delay did not start: $(cat "$RUN/s3delay.log")"
+fi
+
+HZ=$(getconf CLK_TCK)
+per_sample() { awk -v t="$1" -v hz="$HZ" -v n="$FILES" 'BEGIN{printf "%.0f", t / hz * 1e6 / n}'; } # TICKS → µs a sample
+echo "s3_cpu.sh: $(date -u +%Y-%m-%dT%H:%MZ), $(machine), FILES=$FILES J=$J ROUNDS=$ROUNDS DELAY=$DELAY BINS=\"$BINS\""
+for r in $(seq "$ROUNDS"); do
+	for b in $BINS; do
+		label=${b%%=*} bin=${b#*=} mnt=$RUN/mnt-${b%%=*} cache=$RUN/disk/cache-${b%%=*}
+		rm -rf "$cache"
+		mkdir -p "$cache" "$mnt"
+		"$bin" mount --cache-dir "$cache" s3://aifs/data "$mnt"
+		pid=$(pgrep -f -- " mount .*$mnt( |$)" | head -1)
+		dropcaches
+		d0=$(cpu_ticks "$pid") v0=$(cpu_ticks "$VGW") x0=$([[ -n $PROXY ]] && cpu_ticks "$PROXY" || echo 0)
+		f0=$(awk '{print $10}' "/proc/$pid/stat")
+		read -r b0 i0 < <(cpu_busy_idle)
+		fps=$("$AIFS" bench --json -j "$J" "$mnt" | $PY -c 'import json,sys; print(round(json.load(sys.stdin)["passes"][0]["files_per_s"]))')
+		read -r b1 i1 < <(cpu_busy_idle)
+		d1=$(cpu_ticks "$pid") v1=$(cpu_ticks "$VGW") x1=$([[ -n $PROXY ]] && cpu_ticks "$PROXY" || echo 0)
+		f1=$(awk '{print $10}' "/proc/$pid/stat")
+		rss=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$pid/status")
+		s3=$("$AIFS" stats --json "$mnt" | $PY -c 'import json,sys; s=json.load(sys.stdin)["storage"]["s3"]; print(round(s["bytes"] / 1e6), s["requests"])')
+		echo "round $r, $label: $fps files/s; CPU µs a sample: daemon $(per_sample $((d1 - d0))), server $(per_sample $((v1 - v0))), proxy $(per_sample $((x1 - x0))), machine $(per_sample $((b1 - b0))) ($(busy_percent "$b0" "$i0" "$b1" "$i1")% busy); faults a sample $(awk -v f=$((f1 - f0)) -v n="$FILES" 'BEGIN{printf "%.1f", f / n}'); peak RSS ${rss} MB; from S3: ${s3% *} MB in ${s3#* } requests"
+		fusermount3 -u "$mnt"
+		for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done # the next mount starts on an idle machine
+	done
+done
