@@ -91,7 +91,8 @@ type FS struct {
 	fuse.RawFileSystem // ENOSYS for every op not defined below
 
 	x      *layout.Index
-	shards []backend.Shard // by shard number; immutable after New
+	shards []backend.Shard   // by shard number; immutable after New
+	shardN map[string]uint32 // shard name → number, for Arrived; immutable after New
 	loader *prefetch.Loader
 	srv    atomic.Pointer[fuse.Server] // set by Mount, for NOTIFY_STORE
 	opt    Options
@@ -126,7 +127,9 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 	if f.log == nil {
 		f.log = zap.NewNop()
 	}
-	for _, s := range x.Shards() {
+	f.shardN = make(map[string]uint32, len(x.Shards()))
+	for i, s := range x.Shards() {
+		f.shardN[s.Name] = uint32(i)
 		sh, err := b.Open(ctx, s)
 		if err != nil {
 			f.Close()
@@ -174,6 +177,16 @@ func (f *FS) store(id layout.ID, data []byte) bool {
 		f.log.Debug("NOTIFY_STORE refused", zap.Uint32("id", uint32(id)), zap.Stringer("status", st))
 	}
 	return st == fuse.OK
+}
+
+// Arrived is told that bytes data of the shard named shard, from offset off, have just come
+// from a slow source (a disk cache's fetch from S3; diskcache.Options.Arrived): with
+// CacheOn, the samples inside them that this epoch has not read yet go into the kernel's page
+// cache (prefetch.Loader.Arrived). Call it after the readers waiting for the bytes were woken.
+func (f *FS) Arrived(shard string, off int64, data []byte) {
+	if i, ok := f.shardN[shard]; ok {
+		f.loader.Arrived(i, off, data)
+	}
 }
 
 // Stats returns the FS's request statistics.

@@ -120,6 +120,45 @@ func TestS3CacheReuse(t *testing.T) {
 	}
 }
 
+// TestS3PushChunks reads a shuffled epoch through a mount with a disk cache after listing the
+// tree (as ImageFolder does, so the kernel knows every file): with push_chunks=auto (on, for a
+// set this small) the samples of each chunk fetched go into the page cache as it arrives, so
+// most files are read with no READ at all, and they count as read in the epoch; with
+// push_chunks=off every file is a READ (or read ahead, when the planner takes some reads for a
+// sequential run). The bytes are the source's either way.
+func TestS3PushChunks(t *testing.T) {
+	srv := s3Server(t)
+	src, url := s3JPEGSet(t, srv, "push")
+	var files []string
+	for _, e := range sourceEntries(t, src, false) {
+		if !e.dir {
+			files = append(files, e.path)
+		}
+	}
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(files), func(i, j int) { files[i], files[j] = files[j], files[i] })
+	for _, mode := range []string{"auto", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			mnt := mountSet(t, url, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "-o", "push_chunks="+mode)
+			sourceEntries(t, mnt, false)
+			for _, rel := range files {
+				sameFile(t, src, mnt, rel)
+			}
+			s := readStats(t, mnt)
+			reads, arrived := s.Ops["read"].Count, s.Prefetch.Arrived
+			t.Logf("%d files: %d READs, %d samples pushed as their chunk arrived, %d read ahead into the page cache, epoch coverage %.2f", len(files), reads, arrived, s.Prefetch.Stored, s.Epoch.Coverage)
+			switch {
+			case mode == "off" && (arrived != 0 || reads+s.Prefetch.Stored < uint64(len(files))):
+				t.Errorf("push_chunks=off: %d pushed, %d READs and %d read ahead for %d files; want none pushed, each file a READ or read ahead",
+					arrived, reads, s.Prefetch.Stored, len(files))
+			case mode == "auto" && (arrived < uint64(len(files))/2 || reads > uint64(len(files))/2):
+				t.Errorf("push_chunks=auto: %d pushed, %d READs for %d files; want most pushed and read with no READ", arrived, reads, len(files))
+			case mode == "auto" && s.Epoch.Coverage < 1:
+				t.Errorf("push_chunks=auto: epoch coverage %.2f after reading every file, want 1 (pushed samples count as read)", s.Epoch.Coverage)
+			}
+		})
+	}
+}
+
 // TestS3StaleCache re-uploads the set with different bytes of the same sizes (new ETags) and
 // remounts over the old cache: the new bytes are served, never the cached old ones. A shard
 // replaced behind the index's back is refused at mount time, naming the object.
@@ -293,6 +332,15 @@ func TestS3MountRefusals(t *testing.T) {
 	}
 	if r := aifs(t, "mount", "-o", "cache_size=1G", url, mnt); r.code != 2 || !strings.Contains(r.stderr, "mem_cache") {
 		t.Errorf("cache_size without cache_dir: %s", r)
+	}
+	if r := aifs(t, "mount", "-o", "push_chunks=on", url, mnt); r.code != 2 || !strings.Contains(r.stderr, "cache_dir") {
+		t.Errorf("push_chunks=on without cache_dir: %s", r)
+	}
+	if r := aifs(t, "mount", "-o", "push_chunks=on,kernel_cache=off", "--cache-dir", t.TempDir(), url, mnt); r.code != 2 || !strings.Contains(r.stderr, "kernel_cache=on") {
+		t.Errorf("push_chunks=on with kernel_cache=off: %s", r)
+	}
+	if r := aifs(t, "mount", "-o", "push_chunks=yes", url, mnt); r.code != 2 || !strings.Contains(r.stderr, "push_chunks=yes") {
+		t.Errorf("push_chunks=yes: %s", r)
 	}
 	srv.Stop()
 	start := time.Now()

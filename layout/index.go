@@ -387,6 +387,34 @@ func (x *Index) Shards() []Shard { return x.shards }
 // Entry decodes entry id. It panics if id is out of range; ids from this Index are always valid.
 func (x *Index) Entry(id ID) Entry { return x.raw(id) }
 
+// FirstFileAt returns the first regular file whose extent in shard starts at or after off, or
+// Len() if there is none. File ids ascend in pack order (check enforces it), so this is a binary
+// search; a directory between files stands for the file after it. It allocates nothing.
+func (x *Index) FirstFileAt(shard uint32, off uint64) ID {
+	n := ID(x.Len())
+	lo, hi := ID(0), n
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if f := x.fileFrom(mid); f < n {
+			if e := x.raw(f); e.Shard < shard || e.Shard == shard && e.Offset < off {
+				lo = f + 1
+				continue
+			}
+		}
+		hi = mid
+	}
+	return x.fileFrom(lo)
+}
+
+// fileFrom returns the first regular file at or after id, or Len() if none.
+func (x *Index) fileFrom(id ID) ID {
+	n := ID(x.Len())
+	for id < n && x.raw(id).IsDir() {
+		id++
+	}
+	return id
+}
+
 func (x *Index) raw(id ID) Entry {
 	b := x.entries[int(id)*entrySize : int(id+1)*entrySize]
 	e := Entry{

@@ -105,6 +105,42 @@ func TestPackOrder(t *testing.T) {
 	}
 }
 
+// TestFirstFileAt checks the binary search against a scan in id order, for every offset of
+// every shard and one past each end, over a tree with directories between its files and a
+// zero-byte file, packed into several shards.
+func TestFirstFileAt(t *testing.T) {
+	nodes, shards := tree(8, "b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c", "d/e/f/g")
+	x, err := Parse(encodeIndex(nodes, shards))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x.Shards()) < 3 {
+		t.Fatalf("%d shards, want several", len(x.Shards()))
+	}
+	n := ID(x.Len())
+	scan := func(shard uint32, off uint64) ID {
+		for id := ID(0); id < n; id++ {
+			if e := x.Entry(id); !e.IsDir() && (e.Shard > shard || e.Shard == shard && e.Offset >= off) {
+				return id
+			}
+		}
+		return n
+	}
+	for si, sh := range x.Shards() {
+		for off := uint64(0); off <= sh.Size+1; off++ {
+			if got, want := x.FirstFileAt(uint32(si), off), scan(uint32(si), off); got != want {
+				t.Errorf("FirstFileAt(%d, %d) = %d, want %d", si, off, got, want)
+			}
+		}
+	}
+	if got := x.FirstFileAt(uint32(len(x.Shards())), 0); got != n {
+		t.Errorf("FirstFileAt past the last shard = %d, want %d", got, n)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { x.FirstFileAt(0, 10) }); allocs != 0 {
+		t.Errorf("FirstFileAt allocates %.0f times", allocs)
+	}
+}
+
 func TestLookupAllocatesNothing(t *testing.T) {
 	x, err := Parse(testIndex(t))
 	if err != nil {

@@ -130,7 +130,8 @@ type loaderStats struct {
 	aheadUsed, aheadWasted     atomic.Uint64 // bytes
 	aheadDropped, aheadIssued  atomic.Uint64 // samples
 	planWriteError             atomic.Uint64
-	stored                     atomic.Uint64 // samples handed to the kernel's page cache
+	stored                     atomic.Uint64 // samples read ahead into the kernel's page cache
+	arrivedStored              atomic.Uint64 // samples put in the kernel's page cache by Arrived
 	corrupt                    atomic.Uint64 // samples that failed Options.Verify
 }
 
@@ -670,6 +671,49 @@ func (l *Loader) prefetch(f Fetch) {
 	blk.release()
 }
 
+// Arrived is told that bytes data of shard, from offset off, have just come from a slow source
+// (a chunk the disk cache fetched from S3 for a reader). With Options.Store it pushes into the
+// kernel's page cache each sample lying wholly inside them that this epoch has not read and
+// that is neither cached nor being fetched: a shuffled epoch reads every sample once, so the
+// other samples of a chunk fetched for one of them are read later in the same epoch, and from
+// the page cache they cost no request, no read of the disk cache and no wait. Samples of one
+// page or less are left to their READ, as in read-ahead. Call it after the readers waiting
+// for these bytes were woken: the kernel locks a file's pages to store into them, and a READ
+// holding them must be able to finish. It runs on the caller's goroutine; data is not kept.
+func (l *Loader) Arrived(shard uint32, off int64, data []byte) {
+	if l.opt.Store == nil || off < 0 || len(data) == 0 {
+		return
+	}
+	end := uint64(off) + uint64(len(data))
+	n := layout.ID(l.x.Len())
+	var ids []layout.ID
+	l.mu.Lock()
+	for id := l.x.FirstFileAt(shard, uint64(off)); id < n; id++ {
+		e := l.x.Entry(id)
+		if e.IsDir() {
+			continue
+		}
+		if e.Shard != shard || e.Offset+e.Size > end {
+			break
+		}
+		if e.Size > pageSize && !l.planner.ReadThisEpoch(id) && !l.have(id) {
+			ids = append(ids, id)
+		}
+	}
+	l.mu.Unlock()
+	for _, id := range ids {
+		e := l.x.Entry(id)
+		b := data[e.Offset-uint64(off) : e.Offset-uint64(off)+e.Size]
+		if l.verify(id, e, b) != nil || !l.opt.Store(id, b) {
+			continue // its READ fetches it, and reports a corrupt one
+		}
+		l.stats.arrivedStored.Add(1)
+		l.mu.Lock()
+		l.planner.Delivered(id)
+		l.mu.Unlock()
+	}
+}
+
 // pageSize is the kernel's page: a sample of one page costs one READ either way.
 const pageSize = 4096
 
@@ -710,6 +754,7 @@ type PrefetchStats struct {
 	WastedBytes uint64 `json:"wasted_bytes"`
 	QueueDepth  int    `json:"queue_depth"`
 	Stored      uint64 `json:"stored"`      // samples read ahead into the kernel's page cache
+	Arrived     uint64 `json:"arrived"`     // samples put in the page cache as their chunk arrived (Loader.Arrived)
 	PlanErrors  uint64 `json:"plan_errors"` // plan writes refused (EINVAL)
 }
 
@@ -732,7 +777,7 @@ func (l *Loader) Stats() Stats {
 		Backend: BackendStats{Reads: st.backendReads.Load(), Bytes: st.backendBytes.Load(), Corrupt: st.corrupt.Load()},
 		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Dropped: st.aheadDropped.Load(),
 			HeldBytes: l.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
-			QueueDepth: len(l.queue), PlanErrors: st.planWriteError.Load(), Stored: st.stored.Load()},
+			QueueDepth: len(l.queue), PlanErrors: st.planWriteError.Load(), Stored: st.stored.Load(), Arrived: st.arrivedStored.Load()},
 		Epoch: EpochStats{Number: epoch},
 		Plans: plans,
 	}

@@ -216,6 +216,68 @@ func TestLoaderErrors(t *testing.T) {
 // ErrCorrupt naming its path, whether read on demand or read ahead in a sequential run, is
 // never served or cached, and is counted; every other sample reads right. Without Verify the
 // changed bytes are served (aifs verify finds them).
+// TestLoaderArrived: bytes that arrive from a slow source put in the page cache exactly the
+// samples lying wholly inside them, over a page, not yet read this epoch, whose checksum
+// matches (with Verify) and that the kernel takes; those then count as read this epoch.
+func TestLoaderArrived(t *testing.T) {
+	x, shards, content := dataset(t, 90, 8<<10)
+	var in0 []layout.ID // shard 0's samples, in pack order
+	for _, id := range sortedIDs(content) {
+		if x.Entry(id).Shard == 0 {
+			in0 = append(in0, id)
+		}
+	}
+	if len(in0) < 20 {
+		t.Fatalf("%d samples in shard 0, want 20 or more", len(in0))
+	}
+	first, last := x.Entry(in0[3]), x.Entry(in0[18])
+	off, end := int64(first.Offset)+1, int64(last.Offset+last.Size/2) // cuts in0[3] and in0[18]
+	data := bytes.Clone(shards[0].b[off:end])
+	corrupt, refused, read := in0[10], in0[12], in0[6]
+	data[int64(x.Entry(corrupt).Offset)-off+5] ^= 1
+	stored := map[layout.ID][]byte{}
+	l := newTestLoader(t, x, shards, Options{Verify: true, Store: func(id layout.ID, b []byte) bool {
+		if id == refused {
+			return false // the kernel holds no inode for it
+		}
+		stored[id] = bytes.Clone(b)
+		return true
+	}})
+	l.readAll(t, read)
+	l.Arrived(0, off, data)
+	want := 0
+	for _, id := range in0 {
+		b, ok := stored[id]
+		inside := id > in0[3] && id < in0[18]
+		switch {
+		case !inside || id == corrupt || id == refused || id == read || len(content[id]) <= pageSize:
+			if ok {
+				t.Errorf("sample %d (position %d in its shard) stored, want it left to its READ", id, slices.Index(in0, id))
+			}
+		case !ok:
+			t.Errorf("sample %d (position %d in its shard) not stored", id, slices.Index(in0, id))
+		case !bytes.Equal(b, content[id]):
+			t.Errorf("sample %d stored with wrong bytes", id)
+		default:
+			want++
+			if !l.planner.ReadThisEpoch(id) {
+				t.Errorf("stored sample %d does not count as read this epoch", id)
+			}
+		}
+	}
+	if l.planner.ReadThisEpoch(refused) || l.planner.ReadThisEpoch(corrupt) {
+		t.Error("a sample the kernel refused, or a corrupt one, counts as read this epoch")
+	}
+	if st := l.Stats(); st.Prefetch.Arrived != uint64(want) || st.Backend.Corrupt != 1 || want < 10 {
+		t.Errorf("stats: %d arrived (want %d, at least 10), %d corrupt (want 1)", st.Prefetch.Arrived, want, st.Backend.Corrupt)
+	}
+	l.Arrived(0, off, data) // again: every sample is read or stored by now
+	if st := l.Stats(); st.Prefetch.Arrived != uint64(want) {
+		t.Errorf("the same bytes again stored %d more samples", st.Prefetch.Arrived-uint64(want))
+	}
+	newTestLoader(t, x, shards, Options{}).Arrived(0, off, data) // no Store: nothing to do
+}
+
 func TestLoaderVerify(t *testing.T) {
 	x, shards, content := dataset(t, 300, 8<<10)
 	ids := sortedIDs(content)

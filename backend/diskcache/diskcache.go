@@ -21,6 +21,9 @@
 // keep (outside the stable subset, see below) is read through: only the bytes asked for, so
 // a cache smaller than the data costs no read amplification on the chunks it does not hold.
 //
+// Options.Arrived is told of each run of chunks fetched, with its bytes, once its readers are
+// woken (fs pushes the other samples in it into the kernel's page cache; docs/s3.md).
+//
 // Fetched chunks go to disk through a bounded queue served by six writer goroutines
 // (writer.go): a temporary file written with O_DIRECT from aligned buffers (local.WriteFile),
 // fdatasync, rename into place, so a file under a chunk's name is always complete; a crash
@@ -123,6 +126,11 @@ type Options struct {
 	// StageShards stages whole shards in the background, in the order they are first read
 	// (-o prefetch_shards=on). Default off.
 	StageShards bool
+	// Arrived, if set, is called with the bytes of each run of chunks fetched to be kept,
+	// at offset off of the shard named shard, once the readers waiting for them were woken,
+	// on the goroutine of the fetch (fs pushes the other samples in them into the kernel's
+	// page cache: prefetch.Loader.Arrived). data is immutable; Arrived must not keep it.
+	Arrived func(shard string, off int64, data []byte)
 	// Logger receives the notices (O_DIRECT refused, the first write error); per-read detail
 	// only at Debug. Default: a no-op logger.
 	Logger *zap.Logger

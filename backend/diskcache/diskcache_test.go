@@ -661,6 +661,51 @@ func TestAdjacentChunks(t *testing.T) {
 	}
 }
 
+// TestArrived: Options.Arrived gets each run of chunks fetched, with its shard, offset and
+// bytes, once its readers were woken (its flights are gone); hits do not call it.
+func TestArrived(t *testing.T) {
+	ds := makeDataset(8, 1<<20)
+	src := newSource(ds.files, "")
+	type call struct {
+		shard   string
+		off     int64
+		n       int
+		ok      bool // the bytes are the shard's
+		pending bool // a flight of the run was still there
+	}
+	var mu sync.Mutex
+	var calls []call
+	n := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls)
+	}
+	var sh *shard
+	c := newCache(t, src, Options{Dir: t.TempDir(), Size: 1 << 30, ChunkSize: 64 << 10,
+		Arrived: func(name string, off int64, data []byte) {
+			pending := false
+			for i := off / sh.c.chunk; i*sh.c.chunk < off+int64(len(data)); i++ {
+				pending = pending || sh.c.flights.get(sh.key(i)) != nil
+			}
+			mu.Lock()
+			calls = append(calls, call{name, off, len(data), bytes.Equal(data, ds.files[name][off:off+int64(len(data))]), pending})
+			mu.Unlock()
+		}})
+	sh = ds.open(t, c)[0].(*shard)
+	name := ds.shards[0].Name
+	ds.check(t, sh, sample{0, 100, 300 << 10}, false) // chunks 0-4
+	waitFor(t, func() bool { return n() == 1 }, "the first run's Arrived")
+	flush(t, c)
+	ds.check(t, sh, sample{0, 200 << 10, 300 << 10}, true) // chunks 3-7: 5-7 missing
+	waitFor(t, func() bool { return n() == 2 }, "the second run's Arrived")
+	ds.check(t, sh, sample{0, 10, 100}, false) // a hit
+	c.Close()                                  // waits for the fetches
+	want := []call{{name, 0, 320 << 10, true, false}, {name, 320 << 10, 192 << 10, true, false}}
+	if fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Errorf("Arrived calls %v, want %v", calls, want)
+	}
+}
+
 // TestStage: with StageShards one read of a shard stages all of it, and a shard not read is
 // not staged; under a budget smaller than a shard, staging stops at the subset.
 func TestStage(t *testing.T) {

@@ -337,6 +337,9 @@ func (c *Cache) fetchRuns(ctx context.Context, s *shard, idx []int64, fls []*fli
 			}
 			c.flights.resolve(k, fls[j], sr, err)
 		}
+		if err == nil && c.opt.Arrived != nil {
+			c.opt.Arrived(s.name, start, buf)
+		}
 		a = b + 1
 	}
 	return fetched

@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/aifs/aifs/backend/diskcache"
 	"github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/prefetch"
 )
 
@@ -47,6 +49,10 @@ Mount options (-o, comma-separated, repeatable):
   verify=on|off             on: check each sample's CRC32C (from the index) when it is read;
                             a corrupt sample gets EIO and is logged once with its path and
                             shard offset (default off: 'aifs verify' finds corruption)
+  push_chunks=auto|on|off   with cache_dir and kernel_cache=on: when the disk cache fetches a
+                            chunk from S3, the other samples in it go into the kernel's page
+                            cache, so the epoch reads them with no request; auto (default): on
+                            when the shard set is at most half the memory available at mount
   cache_dir=DIR, cache_size=SIZE, prefetch_shards=on|off, s3_endpoint=URL, s3_region=R,
   s3_addressing=A, s3_timeout=D, s3_retries=N   the same as the flags below
   ro                        mount read-only in the kernel too: then no plans can be written
@@ -80,7 +86,8 @@ type mountConfig struct {
 	cacheSize       int64 // bytes of the disk cache
 	cacheSizeSet    bool  // cache_size or --cache-size given
 	prefetchShards  bool
-	verify          bool // -o verify=on
+	pushChunks      string // -o push_chunks: "auto" (default), "on" or "off"
+	verify          bool   // -o verify=on
 	s3              s3Config
 	readOnly        bool // kernel mount MS_RDONLY (no plan file writes)
 	allowOther      bool
@@ -99,7 +106,7 @@ func (o *optList) Set(v string) error { *o = append(*o, v); return nil }
 
 func runMount(ctx context.Context, args []string) int {
 	flags := newFlags("mount", "[flags] SRC MOUNTPOINT [-o opt,opt=value...]", mountHelp)
-	c := mountConfig{kernelCache: fs.CacheOn}
+	c := mountConfig{kernelCache: fs.CacheOn, pushChunks: "auto"}
 	var opts optList
 	flags.BoolVar(&c.foreground, "f", false, "stay in the foreground (logs go to stderr unless --log-file)")
 	flags.Var(&opts, "o", "mount options, comma-separated (see above); repeatable")
@@ -122,6 +129,9 @@ func runMount(ctx context.Context, args []string) int {
 	flags.Visit(func(f *flag.Flag) { c.cacheSizeSet = c.cacheSizeSet || f.Name == "cache-size" })
 	if c.cacheSizeSet && c.cacheDir == "" {
 		return usageError(flags, "cache_size (--cache-size) is the size of the local disk cache and needs cache_dir (--cache-dir); aifs's memory for samples is -o mem_cache=SIZE")
+	}
+	if c.pushChunks == "on" && (c.cacheDir == "" || c.kernelCache != fs.CacheOn) {
+		return usageError(flags, "push_chunks=on puts the samples of the chunks that the disk cache fetches into the kernel's page cache: it needs cache_dir (--cache-dir) and kernel_cache=on")
 	}
 	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
 		return usageError(flags, fmt.Sprintf("invalid --log-level %q", c.logLevel))
@@ -191,6 +201,8 @@ func (c *mountConfig) applyOptions(opts []string) error {
 				c.cacheDir = val
 			case key == "prefetch_shards" && (val == "on" || val == "off"):
 				c.prefetchShards = val == "on"
+			case key == "push_chunks" && (val == "auto" || val == "on" || val == "off"):
+				c.pushChunks = val
 			case key == "verify" && (val == "on" || val == "off"):
 				c.verify = val == "on"
 			case key == "log_level" && hasVal:
@@ -383,6 +395,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	if src.s3 != nil {
 		storage["s3"] = func() any { return src.s3.Stats() }
 	}
+	var arrived atomic.Pointer[fs.FS] // the FS, once made: the disk cache's fetches come before
 	if c.cacheDir != "" {
 		if src.s3 == nil {
 			return nil, nil, fmt.Errorf("--cache-dir is for shard sets in S3; %s is read directly from local disk", src.name)
@@ -391,8 +404,16 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		if err != nil {
 			return nil, nil, err
 		}
-		dc, err := diskcache.New(be, diskcache.Options{Dir: c.cacheDir, Size: size, Namespace: src.name,
-			StageShards: c.prefetchShards, Logger: log.Named("diskcache")})
+		opt := diskcache.Options{Dir: c.cacheDir, Size: size, Namespace: src.name,
+			StageShards: c.prefetchShards, Logger: log.Named("diskcache")}
+		if c.pushOn(log, src.x) {
+			opt.Arrived = func(shard string, off int64, data []byte) {
+				if f := arrived.Load(); f != nil {
+					f.Arrived(shard, off, data)
+				}
+			}
+		}
+		dc, err := diskcache.New(be, opt)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--cache-dir: %w", err)
 		}
@@ -407,6 +428,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		return nil, nil, err
 	}
 	closers = append(closers, f.Close)
+	arrived.Store(f)
 	if c.metricsAddr != "" {
 		metrics, err := net.Listen("tcp", listenAddr(c.metricsAddr))
 		if err != nil {
@@ -600,6 +622,45 @@ func setMemoryLimit(log *zap.Logger, indexBytes int64, cacheSize int64) {
 		}
 	}
 	debug.SetMemoryLimit(limit)
+}
+
+// pushOn decides -o push_chunks for a mount with a disk cache: on, off, or with auto, on when
+// kernel_cache=on and the shard set takes at most half the memory available now (MemAvailable,
+// and the memory cgroup's limit): every sample pushed stays in the page cache until it is
+// read, and a set that does not fit would push out samples before their reads came.
+func (c *mountConfig) pushOn(log *zap.Logger, x *layout.Index) bool {
+	if c.pushChunks != "auto" || c.kernelCache != fs.CacheOn {
+		return c.pushChunks == "on"
+	}
+	var set int64
+	for _, s := range x.Shards() {
+		set += int64(s.Size)
+	}
+	avail := memAvailable()
+	if cg := cgroupMemoryLimit(); cg > 0 && (avail == 0 || cg < avail) {
+		avail = cg
+	}
+	on := avail > 0 && set <= avail/2
+	log.Info("push_chunks=auto: the samples of each chunk fetched go into the page cache when the shard set is at most half the memory available",
+		zap.Bool("on", on), zap.Int64("shard_set_bytes", set), zap.Int64("memory_available", avail))
+	return on
+}
+
+// memAvailable returns MemAvailable of /proc/meminfo in bytes, or 0 if it cannot be read.
+func memAvailable() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
 }
 
 // defaultDiskCache is --cache-size when not given; diskCacheSize caps it to the free space.

@@ -63,6 +63,9 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	p := s.Prefetch
 	fmt.Fprintf(w, "read-ahead    %d samples queued, %d dropped, %d stored in the page cache; %s held, %s used, %s wasted\n",
 		p.Issued, p.Dropped, p.Stored, humanBytes(p.HeldBytes), humanBytes(int64(p.UsedBytes)), humanBytes(int64(p.WastedBytes)))
+	if p.Arrived > 0 {
+		fmt.Fprintf(w, "push_chunks   %d samples put in the page cache as their chunk arrived from S3\n", p.Arrived)
+	}
 	fmt.Fprintf(w, "epoch         %d, %.0f%% of the files seen (reads that the page cache answers are not)\n", s.Epoch.Number, 100*s.Epoch.Coverage)
 	for _, pl := range s.Plans {
 		fmt.Fprintf(w, "plan          writer %d: %d samples, read to %d, fetched to %d\n", pl.Writer, pl.Samples, pl.Read, pl.Fetched)

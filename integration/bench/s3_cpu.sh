@@ -12,6 +12,9 @@
 # Environment (defaults in brackets):
 #   BINS ["cur=bin/aifs"]: LABEL=PATH of each build (build others with go build -o PATH ./cmd/aifs)
 #   FILES [10000]   J [32]   ROUNDS [2]   DELAY [10ms] ("" for none)   WORKDIR [/var/tmp]
+#   PERF [""]: a directory; each epoch's daemon is also profiled (perf record -g) into
+#              PERF/LABEL-ROUND.data (perf report -i FILE); the profiling adds to its CPU.
+#              PERFARGS ["-g"]: perf record's options, e.g. "-g -e page-faults"
 set -euo pipefail
 
 FILES=${FILES:-10000}
@@ -71,8 +74,15 @@ for r in $(seq "$ROUNDS"); do
 		d0=$(cpu_ticks "$pid") v0=$(cpu_ticks "$VGW") x0=$([[ -n $PROXY ]] && cpu_ticks "$PROXY" || echo 0)
 		f0=$(awk '{print $10}' "/proc/$pid/stat")
 		read -r b0 i0 < <(cpu_busy_idle)
+		perfpid=""
+		if [[ -n ${PERF:-} ]]; then
+			mkdir -p "$PERF"
+			perf record ${PERFARGS:--g} -q -p "$pid" -o "$PERF/$label-$r.data" 2>/dev/null &
+			perfpid=$!
+		fi
 		fps=$("$AIFS" bench --json -j "$J" "$mnt" | $PY -c 'import json,sys; print(round(json.load(sys.stdin)["passes"][0]["files_per_s"]))')
 		read -r b1 i1 < <(cpu_busy_idle)
+		if [[ -n $perfpid ]]; then kill -INT "$perfpid" && wait "$perfpid" || true; fi
 		d1=$(cpu_ticks "$pid") v1=$(cpu_ticks "$VGW") x1=$([[ -n $PROXY ]] && cpu_ticks "$PROXY" || echo 0)
 		f1=$(awk '{print $10}' "/proc/$pid/stat")
 		rss=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$pid/status")
