@@ -5,8 +5,9 @@
 # a round, so the machine's drift hits them alike. Per epoch it prints files/s, the CPU a
 # sample of the daemon, of versitygw and of the latency proxy (integration/s3delay, with
 # DELAY), the whole machine's busy share and CPU a sample, the daemon's page faults a sample
-# and peak RSS, and the bytes and requests the daemon fetched from S3. The figures of the
-# experiments in docs/bench/README.md (chunk sizes, the write queue, the proxy) come from it.
+# and peak RSS, the bytes and requests the daemon fetched from S3, its READs and the samples
+# push_chunks put in the page cache. The figures of the experiments in docs/bench/README.md
+# (chunk sizes, the write queue, the proxy, push_chunks) come from it.
 # Needs root.
 #
 # Environment (defaults in brackets):
@@ -86,8 +87,8 @@ for r in $(seq "$ROUNDS"); do
 		d1=$(cpu_ticks "$pid") v1=$(cpu_ticks "$VGW") x1=$([[ -n $PROXY ]] && cpu_ticks "$PROXY" || echo 0)
 		f1=$(awk '{print $10}' "/proc/$pid/stat")
 		rss=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$pid/status")
-		s3=$("$AIFS" stats --json "$mnt" | $PY -c 'import json,sys; s=json.load(sys.stdin)["storage"]["s3"]; print(round(s["bytes"] / 1e6), s["requests"])')
-		echo "round $r, $label: $fps files/s; CPU µs a sample: daemon $(per_sample $((d1 - d0))), server $(per_sample $((v1 - v0))), proxy $(per_sample $((x1 - x0))), machine $(per_sample $((b1 - b0))) ($(busy_percent "$b0" "$i0" "$b1" "$i1")% busy); faults a sample $(awk -v f=$((f1 - f0)) -v n="$FILES" 'BEGIN{printf "%.1f", f / n}'); peak RSS ${rss} MB; from S3: ${s3% *} MB in ${s3#* } requests"
+		read -r s3mb s3req reads pushed < <("$AIFS" stats --json "$mnt" | $PY -c 'import json,sys; j=json.load(sys.stdin); s=j["storage"]["s3"]; print(round(s["bytes"] / 1e6), s["requests"], j["ops"]["read"]["count"], j["prefetch"]["arrived"])')
+		echo "round $r, $label: $fps files/s; CPU µs a sample: daemon $(per_sample $((d1 - d0))), server $(per_sample $((v1 - v0))), proxy $(per_sample $((x1 - x0))), machine $(per_sample $((b1 - b0))) ($(busy_percent "$b0" "$i0" "$b1" "$i1")% busy); faults a sample $(awk -v f=$((f1 - f0)) -v n="$FILES" 'BEGIN{printf "%.1f", f / n}'); peak RSS ${rss} MB; from S3: $s3mb MB in $s3req requests; $reads READs, $pushed samples pushed (push_chunks)"
 		fusermount3 -u "$mnt"
 		for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done # the next mount starts on an idle machine
 	done
