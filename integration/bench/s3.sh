@@ -6,7 +6,9 @@
 #      no disk cache at all) against s3fs-fuse and `rclone mount` reading the same files stored
 #      one object per file (target: aifs ≥ 5× the better of the two). Each run mounts every
 #      system afresh and drops the kernel's caches: nothing is cached anywhere but the names
-#      (aifs bench lists the tree before it reads, as a training job does);
+#      (aifs bench lists the tree, timed, drops the caches and lists it again, untimed, before
+#      it reads: a training job lists its dataset and then reads it, with the names in the
+#      kernel's caches and the data cold);
 #   1b. the same with DELAY added to every S3 request by a proxy (integration/s3delay) in front
 #      of the server: the time to first byte of a real object store (versitygw on 127.0.0.1
 #      answers in well under a millisecond; an in-region S3 GET takes about 10-30 ms), which a
@@ -170,7 +172,7 @@ one_cold() {
 	esac
 	t0=$(vgw_ticks)
 	read -r b0 i0 < <(cpu_busy_idle)
-	"$AIFS" bench --json --drop-caches -j "$j" --seed "$r" "$mnt" >"$RUN/bench.json"
+	"$AIFS" bench --json --drop-caches --relist -j "$j" --seed "$r" "$mnt" >"$RUN/bench.json"
 	read -r b1 i1 < <(cpu_busy_idle)
 	t1=$(vgw_ticks)
 	check_digest "$RUN/bench.json" "$sys"
@@ -274,7 +276,7 @@ first=1
 for j in $JOBS; do
 	fill="—"
 	if [[ $first -eq 1 ]]; then
-		"$AIFS" bench --json --drop-caches -j "$j" "$RUN/mnt-cached" >"$RUN/bench.json"
+		"$AIFS" bench --json --drop-caches --relist -j "$j" "$RUN/mnt-cached" >"$RUN/bench.json"
 		check_digest "$RUN/bench.json" "aifs (filling the disk cache)"
 		fill=$(files_per_s "$RUN/bench.json")
 		first=0
