@@ -121,7 +121,8 @@ func TestS3CacheReuse(t *testing.T) {
 }
 
 // TestS3PushChunks reads a shuffled epoch through a mount with a disk cache after listing the
-// tree (as ImageFolder does, so the kernel knows every file): with push_chunks=auto (on, for a
+// tree as ImageFolder does (names and types only, no stat: READDIRPLUS tells the kernel of
+// every file): with push_chunks=auto (on, for a
 // set this small) the samples of each chunk fetched go into the page cache as it arrives, so
 // most files are read with no READ at all, and they count as read in the epoch; with
 // push_chunks=off every file is a READ (or read ahead, when the planner takes some reads for a
@@ -139,7 +140,7 @@ func TestS3PushChunks(t *testing.T) {
 	for _, mode := range []string{"auto", "off"} {
 		t.Run(mode, func(t *testing.T) {
 			mnt := mountSet(t, url, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "-o", "push_chunks="+mode)
-			sourceEntries(t, mnt, false)
+			listNames(t, mnt)
 			for _, rel := range files {
 				sameFile(t, src, mnt, rel)
 			}
@@ -271,6 +272,21 @@ func TestS3Outage(t *testing.T) {
 }
 
 // sameFile checks that rel reads the same through the mount as in the source.
+// listNames lists the tree under root as torchvision's ImageFolder does: directory entries
+// and their types, no stat of the files.
+func listNames(t *testing.T, root string) {
+	t.Helper()
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range ents {
+		if de.IsDir() && de.Name() != ".aifs" {
+			listNames(t, filepath.Join(root, de.Name()))
+		}
+	}
+}
+
 func sameFile(t *testing.T, src, mnt, rel string) {
 	t.Helper()
 	want, err := os.ReadFile(filepath.Join(src, rel))
