@@ -146,7 +146,7 @@ func TestS3PushChunks(t *testing.T) {
 			}
 			s := readStats(t, mnt)
 			reads, arrived := s.Ops["read"].Count, s.Prefetch.Arrived
-			t.Logf("%d files: %d READs, %d samples pushed as their chunk arrived, %d read ahead into the page cache, epoch coverage %.2f", len(files), reads, arrived, s.Prefetch.Stored, s.Epoch.Coverage)
+			t.Logf("%d files: %d READs, %d samples pushed as their chunk arrived, %d read ahead into the page cache, epoch %d coverage %.2f, misses %d hits %d", len(files), reads, arrived, s.Prefetch.Stored, s.Epoch.Number, s.Epoch.Coverage, s.Cache.Misses, s.Cache.Hits)
 			switch {
 			case mode == "off" && (arrived != 0 || reads+s.Prefetch.Stored < uint64(len(files))):
 				t.Errorf("push_chunks=off: %d pushed, %d READs and %d read ahead for %d files; want none pushed, each file a READ or read ahead",

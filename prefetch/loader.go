@@ -753,9 +753,13 @@ type PrefetchStats struct {
 	UsedBytes   uint64 `json:"used_bytes"`
 	WastedBytes uint64 `json:"wasted_bytes"`
 	QueueDepth  int    `json:"queue_depth"`
-	Stored      uint64 `json:"stored"`      // samples read ahead into the kernel's page cache
-	Arrived     uint64 `json:"arrived"`     // samples put in the page cache as their chunk arrived (Loader.Arrived)
-	PlanErrors  uint64 `json:"plan_errors"` // plan writes refused (EINVAL)
+	Stored      uint64 `json:"stored"`  // samples read ahead into the kernel's page cache
+	Arrived     uint64 `json:"arrived"` // samples put in the page cache as their chunk arrived (Loader.Arrived)
+	// DroppedEarly counts the samples stored or arrived that came as a READ all the same: the
+	// kernel dropped their pages before the reader came (memory pressure). A large share of
+	// Stored+Arrived says that the page cache cannot hold what is pushed ahead (push_chunks=off).
+	DroppedEarly uint64 `json:"dropped_early"`
+	PlanErrors   uint64 `json:"plan_errors"` // plan writes refused (EINVAL)
 }
 
 // EpochStats say which epoch the reads are in and what fraction of the files it has read.
@@ -769,6 +773,7 @@ func (l *Loader) Stats() Stats {
 	l.mu.Lock()
 	epoch, covered, files := l.planner.Epoch()
 	plans := l.planner.Plans()
+	dropped := l.planner.DroppedDelivered()
 	l.mu.Unlock()
 	st := &l.stats
 	s := Stats{
@@ -777,7 +782,8 @@ func (l *Loader) Stats() Stats {
 		Backend: BackendStats{Reads: st.backendReads.Load(), Bytes: st.backendBytes.Load(), Corrupt: st.corrupt.Load()},
 		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Dropped: st.aheadDropped.Load(),
 			HeldBytes: l.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
-			QueueDepth: len(l.queue), PlanErrors: st.planWriteError.Load(), Stored: st.stored.Load(), Arrived: st.arrivedStored.Load()},
+			QueueDepth: len(l.queue), PlanErrors: st.planWriteError.Load(), Stored: st.stored.Load(), Arrived: st.arrivedStored.Load(),
+			DroppedEarly: dropped},
 		Epoch: EpochStats{Number: epoch},
 		Plans: plans,
 	}

@@ -72,7 +72,8 @@ const recentReads = 256
 //
 // It knows three things:
 //   - epochs: which samples were read in the current epoch; a sample read a second time (not a
-//     repeat of one of the last recentReads) starts the next epoch;
+//     repeat of one of the last recentReads, nor the first READ of a sample Delivered to the
+//     page cache, which the kernel dropped before it was read) starts the next epoch;
 //   - sequential runs: reads of consecutive samples in pack order (a sorted scan) open a run
 //     whose read-ahead window grows from SeqStart to SeqMax;
 //   - plans: each writer's coming order; the planner keeps PlanDepth samples past the last one
@@ -83,6 +84,8 @@ type Planner struct {
 
 	// epoch tracking
 	seen    []uint64 // bit per id: read in this epoch
+	handed  []uint64 // bit per id: Delivered in this epoch and not READ since
+	dropped uint64   // READs of Delivered samples (the kernel dropped them first), ever
 	covered int      // samples read in this epoch
 	epoch   int
 	recent  [recentReads]layout.ID
@@ -124,7 +127,8 @@ type planState struct {
 // NewPlanner returns a planner for the samples of cat.
 func NewPlanner(cat Catalog, cfg PlannerConfig) *Planner {
 	cfg.defaults()
-	p := &Planner{cat: cat, cfg: cfg, seen: make([]uint64, (cat.Len()+63)/64), epoch: 1}
+	words := (cat.Len() + 63) / 64
+	p := &Planner{cat: cat, cfg: cfg, seen: make([]uint64, words), handed: make([]uint64, words), epoch: 1}
 	for id := 0; id < cat.Len(); id++ {
 		if !cat.Entry(layout.ID(id)).IsDir() {
 			p.files++
@@ -159,6 +163,10 @@ func (p *Planner) IsBeacon(id layout.ID) bool {
 	return id%runBeaconEvery == 0
 }
 
+// DroppedDelivered returns how many samples Delivered to the page cache came as a READ all the
+// same, in every epoch so far: the kernel dropped their pages before the reader came.
+func (p *Planner) DroppedDelivered() uint64 { return p.dropped }
+
 // Epoch returns the current epoch (from 1) and how many distinct samples it has read.
 func (p *Planner) Epoch() (epoch, covered, files int) { return p.epoch, p.covered, p.files }
 
@@ -181,17 +189,25 @@ func (p *Planner) Read(id layout.ID) {
 // Delivered records that sample id was handed to the kernel's page cache ahead of its reader
 // (Options.Store): it counts as read in this epoch (no READ will come for it, and reading it
 // ahead again would be wasted) but moves no plan cursor or run, which only READs do.
+//
+// If a READ of it comes after all (the kernel dropped its pages before the reader came: memory
+// pressure), that READ is its read in this epoch, not the start of the next.
 func (p *Planner) Delivered(id layout.ID) {
 	if word, bit := id/64, uint64(1)<<(id%64); p.seen[word]&bit == 0 {
 		p.seen[word] |= bit
+		p.handed[word] |= bit
 		p.covered++
 	}
 }
 
 func (p *Planner) trackEpoch(id layout.ID) {
 	word, bit := id/64, uint64(1)<<(id%64)
-	if p.seen[word]&bit != 0 && !p.isRecent(id) {
+	if p.handed[word]&bit != 0 {
+		p.handed[word] &^= bit // read at last: seen in this epoch already
+		p.dropped++
+	} else if p.seen[word]&bit != 0 && !p.isRecent(id) {
 		clear(p.seen)
+		clear(p.handed)
 		p.covered = 0
 		p.epoch++
 	}

@@ -91,6 +91,36 @@ func shuffled(ids []layout.ID, seed uint64) []layout.ID {
 	return out
 }
 
+// TestPlannerDelivered: a sample Delivered to the page cache counts as read; a READ of it
+// later in the epoch (the kernel dropped its pages first) does not start the next epoch, and
+// in the next epoch a second read of anything does.
+func TestPlannerDelivered(t *testing.T) {
+	cat := newCatalog(1000, 10, 100<<10, 1<<30)
+	order := shuffled(cat.files(), 1)
+	p := NewPlanner(cat, PlannerConfig{})
+	for i, id := range order {
+		if i%2 == 0 {
+			p.Delivered(id)
+		} else {
+			p.Read(id)
+		}
+	}
+	for _, id := range order[:600:600] { // long after their delivery: READs of dropped pages
+		if slices.Index(order, id)%2 == 0 {
+			p.Read(id)
+		}
+	}
+	if epoch, covered, _ := p.Epoch(); epoch != 1 || covered != 1000 || p.DroppedDelivered() != 300 {
+		t.Fatalf("after READs of delivered samples: epoch %d, covered %d, %d dropped; want 1, 1000 and 300", epoch, covered, p.DroppedDelivered())
+	}
+	for _, id := range shuffled(cat.files(), 2)[:500] {
+		p.Read(id)
+	}
+	if epoch, covered, _ := p.Epoch(); epoch != 2 || covered < 490 {
+		t.Errorf("half of the next epoch: epoch %d, covered %d; want 2 and about 500", epoch, covered)
+	}
+}
+
 // TestPlannerEpochs replays whole epochs and checks the epoch number and coverage.
 func TestPlannerEpochs(t *testing.T) {
 	cat := newCatalog(1000, 10, 100<<10, 1<<30)

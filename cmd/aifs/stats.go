@@ -66,6 +66,9 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	if p.Arrived > 0 {
 		fmt.Fprintf(w, "push_chunks   %d samples put in the page cache as their chunk arrived from S3\n", p.Arrived)
 	}
+	if p.DroppedEarly > 0 {
+		fmt.Fprintf(w, "dropped early %d samples put in the page cache were dropped by the kernel before their read (memory pressure)\n", p.DroppedEarly)
+	}
 	fmt.Fprintf(w, "epoch         %d, %.0f%% of the files seen (reads that the page cache answers are not)\n", s.Epoch.Number, 100*s.Epoch.Coverage)
 	for _, pl := range s.Plans {
 		fmt.Fprintf(w, "plan          writer %d: %d samples, read to %d, fetched to %d\n", pl.Writer, pl.Samples, pl.Read, pl.Fetched)
