@@ -92,9 +92,11 @@ func OpenFile(path string, size int64, direct bool) (backend.Shard, error) {
 // WriteFile writes data to path so that path never holds anything but all of data: it creates
 // the new file tmp (which must not exist, and must be in path's filesystem), writes data to it
 // (with O_DIRECT from aligned buffers if direct, falling back to the page cache where the
-// filesystem refuses), makes it durable with fdatasync and renames it to path, replacing any
-// file there. On error tmp is removed and path is untouched. The rename itself is not synced
-// (no fsync of the directory): after a crash path may be missing, never short.
+// filesystem refuses), makes it durable with fdatasync (not needed after a direct write on
+// ext4 or XFS, whose journals order it before the rename: journalOrdersDirect) and renames it
+// to path, replacing any file there. On error tmp is removed and path is untouched. The rename
+// itself is not synced (no fsync of the directory): after a crash path may be missing, or on
+// ext4 and XFS shorter than data (a reader checks the size), never hold other bytes.
 func WriteFile(path, tmp string, data []byte, direct bool) error {
 	err := writeTemp(tmp, data, direct)
 	if err == nil {
