@@ -26,7 +26,9 @@
 //
 // Fetched chunks go to disk through a bounded queue served by six writer goroutines
 // (writer.go): a temporary file written with O_DIRECT from aligned buffers (local.WriteFile),
-// fdatasync, rename into place, so a file under a chunk's name is always complete; a crash
+// fdatasync (except where the filesystem's journal orders a direct write before the rename:
+// ext4, XFS), rename into place, so a file under a chunk's name is complete, or shorter than
+// its name says and never served (the size is checked at open); a crash
 // leaves at most temporary files, removed by the next New once a minute old. The reader that
 // needed a chunk never waits for its write. A chunk's place in the queue (128 MiB) is reserved
 // when its fetch starts, so a chunk fetched to be kept always is; while the fetches in flight
@@ -153,7 +155,8 @@ type Stats struct {
 	Budget       int64 `json:"budget"`        // Options.Size
 }
 
-// writers is the number of writer goroutines. A write waits mostly on its fdatasync, so writers
+// writers is the number of writer goroutines. A write waited mostly on its fdatasync (now left
+// out on ext4 and XFS: local.WriteFile), so writers
 // in parallel drain the queue faster; a full queue turns chunks away (read through), and their
 // other samples then fetch again. Cold epochs over S3 with no latency on the 2-core VM, 1 MiB chunks
 // (integration/bench/s3.sh, JOBS="8 32", RUNS=1, 4-5 rounds): 6 writers ran at 1.01-1.33× the
