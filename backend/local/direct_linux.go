@@ -13,8 +13,6 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 const (
@@ -290,7 +288,10 @@ func mountedWriteback(dev uint64) bool {
 	if err != nil {
 		return true
 	}
-	want := fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev))
+	// Linux's dev_t: the major number in bits 8-19 and 32-43, the minor in bits 0-7 and 20-31.
+	major := (dev>>8)&0xfff | (dev>>32)&0xfffff000
+	minor := dev&0xff | (dev>>12)&0xffffff00
+	want := fmt.Sprintf("%d:%d", major, minor)
 	for _, line := range strings.Split(string(b), "\n") {
 		// id parent major:minor root mountpoint options [tags] - fstype source superoptions
 		fields := strings.Fields(line)
