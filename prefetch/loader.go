@@ -677,7 +677,8 @@ func (l *Loader) prefetch(f Fetch) {
 // that is neither cached nor being fetched: a shuffled epoch reads every sample once, so the
 // other samples of a chunk fetched for one of them are read later in the same epoch, and from
 // the page cache they cost no request, no read of the disk cache and no wait. Samples of one
-// page or less are left to their READ, as in read-ahead. Call it after the readers waiting
+// page or less, and the beacons of a plan (Planner.IsPlanBeacon), are left to their READ, as
+// in read-ahead. Call it after the readers waiting
 // for these bytes were woken: the kernel locks a file's pages to store into them, and a READ
 // holding them must be able to finish. It runs on the caller's goroutine; data is not kept.
 func (l *Loader) Arrived(shard uint32, off int64, data []byte) {
@@ -696,7 +697,7 @@ func (l *Loader) Arrived(shard uint32, off int64, data []byte) {
 		if e.Shard != shard || e.Offset+e.Size > end {
 			break
 		}
-		if e.Size > pageSize && !l.planner.ReadThisEpoch(id) && !l.have(id) {
+		if e.Size > pageSize && !l.planner.ReadThisEpoch(id) && !l.planner.IsPlanBeacon(id) && !l.have(id) {
 			ids = append(ids, id)
 		}
 	}

@@ -276,6 +276,26 @@ func TestLoaderArrived(t *testing.T) {
 		t.Errorf("the same bytes again stored %d more samples", st.Prefetch.Arrived-uint64(want))
 	}
 	newTestLoader(t, x, shards, Options{}).Arrived(0, off, data) // no Store: nothing to do
+
+	// With a plan, its beacons still come as READs: the plan's cursor moves only with READs.
+	// (A budget of one byte keeps the plan from being read ahead, which would take them first.)
+	planned := newInlineLoader(t, x, shards, Options{CacheBytes: 1, Store: func(id layout.ID, b []byte) bool { return true }})
+	var plan strings.Builder
+	plan.WriteString(planHeaderPaths + "\n")
+	for _, id := range in0 {
+		plan.WriteString(x.Path(id) + "\n")
+	}
+	if err := planned.WritePlan(1, 0, []byte(plan.String())); err != nil {
+		t.Fatal(err)
+	}
+	planned.Arrived(0, int64(x.Entry(in0[0]).Offset), shards[0].b[x.Entry(in0[0]).Offset:end])
+	for i, id := range in0 {
+		if got, beacon := planned.planner.ReadThisEpoch(id), planned.planner.IsPlanBeacon(id); beacon && got {
+			t.Errorf("plan beacon %d (position %d) was stored", id, i)
+		} else if !beacon && !got && id < in0[18] && len(content[id]) > pageSize {
+			t.Errorf("sample %d (position %d) of the plan was not stored", id, i)
+		}
+	}
 }
 
 func TestLoaderVerify(t *testing.T) {

@@ -157,11 +157,19 @@ const (
 // IsBeacon reports whether sample id must still come as a READ when read ahead, so that the
 // planner sees the readers' progress.
 func (p *Planner) IsBeacon(id layout.ID) bool {
-	if int(id) < len(p.slot) && p.slot[id] > 0 {
-		return p.pos[id]%planBeaconEvery == 0
+	if p.inPlan(id) {
+		return p.IsPlanBeacon(id)
 	}
 	return id%runBeaconEvery == 0
 }
+
+// IsPlanBeacon reports whether sample id is a beacon of a plan: one that must come as a READ
+// however it reaches the page cache, or the plan's cursor would stop.
+func (p *Planner) IsPlanBeacon(id layout.ID) bool {
+	return p.inPlan(id) && p.pos[id]%planBeaconEvery == 0
+}
+
+func (p *Planner) inPlan(id layout.ID) bool { return int(id) < len(p.slot) && p.slot[id] > 0 }
 
 // DroppedDelivered returns how many samples Delivered to the page cache came as a READ all the
 // same, in every epoch so far: the kernel dropped their pages before the reader came.
