@@ -126,6 +126,19 @@ func (l *Loader) readAll(t testing.TB, id layout.ID) []byte {
 	return bytes.Clone(s.Bytes())
 }
 
+// writePathPlan writes ids to l as writer 1's plan, in the paths form.
+func writePathPlan(t testing.TB, l *Loader, ids []layout.ID) {
+	t.Helper()
+	var plan strings.Builder
+	plan.WriteString(planHeaderPaths + "\n")
+	for _, id := range ids {
+		plan.WriteString(l.x.Path(id) + "\n")
+	}
+	if err := l.WritePlan(1, 0, []byte(plan.String())); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func sortedIDs(content map[layout.ID][]byte) []layout.ID {
 	return slices.Sorted(maps.Keys(content))
 }
@@ -280,14 +293,7 @@ func TestLoaderArrived(t *testing.T) {
 	// With a plan, its beacons still come as READs: the plan's cursor moves only with READs.
 	// (A budget of one byte keeps the plan from being read ahead, which would take them first.)
 	planned := newInlineLoader(t, x, shards, Options{CacheBytes: 1, Store: func(id layout.ID, b []byte) bool { return true }})
-	var plan strings.Builder
-	plan.WriteString(planHeaderPaths + "\n")
-	for _, id := range in0 {
-		plan.WriteString(x.Path(id) + "\n")
-	}
-	if err := planned.WritePlan(1, 0, []byte(plan.String())); err != nil {
-		t.Fatal(err)
-	}
+	writePathPlan(t, planned, in0)
 	planned.Arrived(0, int64(x.Entry(in0[0]).Offset), shards[0].b[x.Entry(in0[0]).Offset:end])
 	for i, id := range in0 {
 		if got, beacon := planned.planner.ReadThisEpoch(id), planned.planner.IsPlanBeacon(id); beacon && got {
@@ -490,14 +496,7 @@ func TestLoaderBudget(t *testing.T) {
 	ids := sortedIDs(content)
 	const budget = 1 << 20
 	l := newTestLoader(t, x, shards, Options{CacheBytes: budget, KeepRead: true, Planner: PlannerConfig{PlanDepth: 256}})
-	var plan strings.Builder
-	plan.WriteString(planHeaderPaths + "\n")
-	for _, id := range ids {
-		plan.WriteString(x.Path(id) + "\n")
-	}
-	if err := l.WritePlan(1, 0, []byte(plan.String())); err != nil {
-		t.Fatal(err)
-	}
+	writePathPlan(t, l, ids)
 	var next atomic.Int64
 	var over atomic.Int64
 	var wg sync.WaitGroup
@@ -552,14 +551,7 @@ func TestLoaderStore(t *testing.T) {
 		stored[id] = bytes.Clone(data)
 		return true
 	}})
-	var plan strings.Builder
-	plan.WriteString(planHeaderPaths + "\n")
-	for _, id := range order {
-		plan.WriteString(x.Path(id) + "\n")
-	}
-	if err := l.WritePlan(1, 0, []byte(plan.String())); err != nil {
-		t.Fatal(err)
-	}
+	writePathPlan(t, l, order)
 	for _, id := range order {
 		if _, ok := stored[id]; ok {
 			continue // the kernel has it: no READ comes
