@@ -34,8 +34,9 @@
 // when its fetch starts, so a chunk fetched to be kept always is; while the fetches in flight
 // and the chunks waiting fill the queue, missing chunks are read through. (Checking for room
 // only when the chunk arrived fetched whole chunks that were then turned away: 1.33-1.82 GB
-// from S3 for a 1.12 GB epoch at 32 readers, against 1.16-1.24.) A failed write (ENOSPC, EIO) is counted in
-// Stats.WriteErrors, logged once, and the chunk is read from the inner Backend next time.
+// from S3 for a 1.12 GB epoch at 32 readers, against 1.16-1.24.) A failed write (ENOSPC,
+// EIO) is counted in Stats.WriteErrors, logged once, and the chunk is read from the inner
+// Backend next time.
 //
 // # Budget and eviction
 //
