@@ -16,6 +16,10 @@
 #   PERF [""]: a directory; each epoch's daemon is also profiled (perf record -g) into
 #              PERF/LABEL-ROUND.data (perf report -i FILE); the profiling adds to its CPU.
 #              PERFARGS ["-g"]: perf record's options, e.g. "-g -e page-faults"
+#              PERF_ALL [""]: 1 profiles the whole machine instead (perf record -a; perf report
+#              --sort comm splits it into aifs (the daemon and aifs bench), versitygw, kernel threads)
+#   CACHE_ROOT [the run's ext4 image]: where each epoch's --cache-dir goes; /dev/shm takes the
+#              disk out of the measurement (tmpfs takes O_DIRECT writes as copies)
 set -euo pipefail
 
 FILES=${FILES:-10000}
@@ -31,7 +35,9 @@ unset AWS_CA_BUNDLE AWS_PROFILE AWS_SESSION_TOKEN AWS_DEFAULT_REGION
 export AWS_ACCESS_KEY_ID=aifsbench AWS_SECRET_ACCESS_KEY=aifsbenchsecret AWS_REGION=us-east-1
 
 PIDS="" # the server and the proxy
+CACHES=""  # the disk caches' directory, when outside the run directory (CACHE_ROOT)
 s3cpu_cleanup() {
+	[[ -z $CACHES || $CACHES == "$RUN"/* ]] || rm -rf "$CACHES"
 	awk -v run="$RUN" 'index($2, run) == 1 && $3 ~ /^fuse/ { print $2 }' /proc/mounts |
 		while read -r m; do fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; done
 	for p in $PIDS; do kill "$p" 2>/dev/null || true; done
@@ -41,6 +47,8 @@ trap s3cpu_cleanup EXIT
 
 fs_image ext4 $((FILES * 112640 * 4 / 1048576 + 1024)) "$RUN/disk"
 mkdir -p "$RUN/disk/root/aifs"
+CACHES=$RUN/disk
+[[ -z ${CACHE_ROOT:-} ]] || CACHES=$(mktemp -d "$CACHE_ROOT/aifs-s3cpu.XXXXXX")
 PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT
 "$AIFS_VERSITYGW" --port "127.0.0.1:$PORT" --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" \
@@ -66,7 +74,7 @@ per_sample() { awk -v t="$1" -v hz="$HZ" -v n="$FILES" 'BEGIN{printf "%.0f", t /
 echo "s3_cpu.sh: $(date -u +%Y-%m-%dT%H:%MZ), $(machine), FILES=$FILES J=$J ROUNDS=$ROUNDS DELAY=$DELAY BINS=\"$BINS\""
 for r in $(seq "$ROUNDS"); do
 	for b in $BINS; do
-		label=${b%%=*} bin=${b#*=} mnt=$RUN/mnt-${b%%=*} cache=$RUN/disk/cache-${b%%=*}
+		label=${b%%=*} bin=${b#*=} mnt=$RUN/mnt-${b%%=*} cache=$CACHES/cache-${b%%=*}
 		rm -rf "$cache"
 		mkdir -p "$cache" "$mnt"
 		"$bin" mount --cache-dir "$cache" s3://aifs/data "$mnt"
@@ -78,7 +86,9 @@ for r in $(seq "$ROUNDS"); do
 		perfpid=""
 		if [[ -n ${PERF:-} ]]; then
 			mkdir -p "$PERF"
-			perf record ${PERFARGS:--g} -q -p "$pid" -o "$PERF/$label-$r.data" 2>/dev/null &
+			target=(-p "$pid")
+			if [[ -n ${PERF_ALL:-} ]]; then target=(-a); fi
+			perf record ${PERFARGS:--g} -q "${target[@]}" -o "$PERF/$label-$r.data" 2>/dev/null &
 			perfpid=$!
 		fi
 		fps=$("$AIFS" bench --json -j "$J" "$mnt" | $PY -c 'import json,sys; print(round(json.load(sys.stdin)["passes"][0]["files_per_s"]))')
