@@ -271,7 +271,6 @@ func TestS3Outage(t *testing.T) {
 	}
 }
 
-// sameFile checks that rel reads the same through the mount as in the source.
 // listNames lists the tree under root as torchvision's ImageFolder does: directory entries
 // and their types, no stat of the files.
 func listNames(t *testing.T, root string) {
@@ -287,6 +286,7 @@ func listNames(t *testing.T, root string) {
 	}
 }
 
+// sameFile checks that rel reads the same through the mount as in the source.
 func sameFile(t *testing.T, src, mnt, rel string) {
 	t.Helper()
 	want, err := os.ReadFile(filepath.Join(src, rel))

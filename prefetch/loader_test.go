@@ -225,10 +225,6 @@ func TestLoaderErrors(t *testing.T) {
 	}
 }
 
-// TestLoaderVerify: with Verify, a sample whose bytes were changed in the shard fails with
-// ErrCorrupt naming its path, whether read on demand or read ahead in a sequential run, is
-// never served or cached, and is counted; every other sample reads right. Without Verify the
-// changed bytes are served (aifs verify finds them).
 // TestLoaderArrived: bytes that arrive from a slow source put in the page cache exactly the
 // samples lying wholly inside them, over a page, not yet read this epoch, whose checksum
 // matches (with Verify) and that the kernel takes; those then count as read this epoch.
@@ -304,6 +300,10 @@ func TestLoaderArrived(t *testing.T) {
 	}
 }
 
+// TestLoaderVerify: with Verify, a sample whose bytes were changed in the shard fails with
+// ErrCorrupt naming its path, whether read on demand or read ahead in a sequential run, is
+// never served or cached, and is counted; every other sample reads right. Without Verify the
+// changed bytes are served (aifs verify finds them).
 func TestLoaderVerify(t *testing.T) {
 	x, shards, content := dataset(t, 300, 8<<10)
 	ids := sortedIDs(content)

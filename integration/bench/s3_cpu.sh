@@ -37,10 +37,10 @@ export AWS_ACCESS_KEY_ID=aifsbench AWS_SECRET_ACCESS_KEY=aifsbenchsecret AWS_REG
 PIDS="" # the server and the proxy
 CACHES=""  # the disk caches' directory, when outside the run directory (CACHE_ROOT)
 s3cpu_cleanup() {
-	[[ -z $CACHES || $CACHES == "$RUN"/* ]] || rm -rf "$CACHES"
 	awk -v run="$RUN" 'index($2, run) == 1 && $3 ~ /^fuse/ { print $2 }' /proc/mounts |
 		while read -r m; do fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; done
 	for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+	[[ -z $CACHES || $CACHES == "$RUN"/* ]] || rm -rf "$CACHES"
 	cleanup
 }
 trap s3cpu_cleanup EXIT
