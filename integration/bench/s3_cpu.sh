@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # s3_cpu.sh — where the CPU of a cold shuffled epoch of aifs over S3 goes, for builds of aifs side
 # by side: each round mounts every build in BINS afresh on an empty --cache-dir, drops the
-# kernel's caches and reads one epoch (aifs bench --relist, J readers); builds alternate within
+# kernel's caches and reads one epoch (aifs bench, J readers: it lists the tree first, so the
+# names are known and the data cold, as in a training job); builds alternate within
 # a round, so the machine's drift hits them alike. Per epoch it prints files/s, the CPU a
 # sample of the daemon, of versitygw and of the latency proxy (integration/s3delay, with
 # DELAY), the whole machine's busy share and CPU a sample, the daemon's page faults a sample
