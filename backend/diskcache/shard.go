@@ -316,7 +316,7 @@ func (c *Cache) fetchRuns(ctx context.Context, s *shard, idx []int64, fls []*fli
 			b++
 		}
 		start := idx[a] * c.chunk
-		buf := make([]byte, min((idx[b]+1)*c.chunk, s.size)-start)
+		buf := newChunkBuffer(min((idx[b]+1)*c.chunk, s.size) - start)
 		err := s.inner.ReadAt(ctx, buf, start)
 		if err == nil {
 			fetched += int64(len(buf))

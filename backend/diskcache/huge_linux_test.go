@@ -1,0 +1,82 @@
+package diskcache
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// TestChunkBufferHuge: a 4 MiB chunk buffer is zeroed, and the whole huge pages inside it lie in
+// a mapping advised for huge pages ("hg" in the VmFlags of /proc/self/smaps).
+func TestChunkBufferHuge(t *testing.T) {
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage"); err != nil {
+		t.Skip("the kernel has no transparent huge pages, so there is no advice to see")
+	}
+	b := newChunkBuffer(4 << 20)
+	for i, v := range b {
+		if v != 0 {
+			t.Fatalf("byte %d is %d, want a zeroed buffer", i, v)
+		}
+	}
+	p := uintptr(unsafe.Pointer(&b[0]))
+	lo, hi := wholeHugePages(p, uintptr(len(b)))
+	if hi <= lo {
+		t.Fatalf("a 4 MiB buffer at %#x holds no whole huge page", p)
+	}
+	for _, a := range []uintptr{lo, hi - 1} {
+		if f := vmFlags(t, a); !strings.Contains(" "+f+" ", " hg ") {
+			t.Errorf("address %#x of the buffer [%#x, %#x): VmFlags %q, want hg", a, p, p+uintptr(len(b)), f)
+		}
+	}
+	if small := newChunkBuffer(100 << 10); len(small) != 100<<10 {
+		t.Errorf("len %d, want %d", len(small), 100<<10)
+	}
+}
+
+// TestWholeHugePages: the advised range never leaves the buffer.
+func TestWholeHugePages(t *testing.T) {
+	const m = hugePage
+	for _, c := range []struct{ p, n, lo, hi uintptr }{
+		{10 * m, 2 * m, 10 * m, 12 * m},         // aligned: all of it
+		{10*m + 8192, 4 * m, 11 * m, 14 * m},    // 8 KiB in: the 3 whole pages after
+		{10*m + 8192, 2 * m, 11 * m, 12 * m},    // one whole page
+		{10*m + 8192, m, 11 * m, 11 * m},        // none whole
+		{10*m - 8192, m + 8192, 10 * m, 11 * m}, // ends on a boundary
+		{10*m - 8192, m, 10 * m, 10 * m},        // across a boundary, none whole
+	} {
+		if lo, hi := wholeHugePages(c.p, c.n); lo != c.lo || hi != c.hi {
+			t.Errorf("wholeHugePages(%#x, %#x) = [%#x, %#x), want [%#x, %#x)", c.p, c.n, lo, hi, c.lo, c.hi)
+		}
+	}
+}
+
+// vmFlags returns the VmFlags of the mapping in /proc/self/smaps that contains a.
+func vmFlags(t *testing.T, a uintptr) string {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		var start, end uintptr
+		if n, _ := fmt.Sscanf(line, "%x-%x ", &start, &end); n == 2 {
+			in = start <= a && a < end
+			continue
+		}
+		if in && strings.HasPrefix(line, "VmFlags:") {
+			return strings.TrimSpace(strings.TrimPrefix(line, "VmFlags:"))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Fatalf("no mapping in /proc/self/smaps holds %#x", a)
+	return ""
+}
