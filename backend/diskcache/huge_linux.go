@@ -16,12 +16,18 @@ const hugePage = 2 << 20
 // Why: in a cold epoch over S3 the daemon's page faults were 8 a sample, 93% of them the
 // socket reads filling fresh chunk buffers (the Go heap growing to its peak). With the advice
 // they fell to about 4 (a 4 MiB buffer starts anywhere on an 8 KiB page, so on average half of
-// it lies in whole huge pages) and the daemon's CPU a sample by a median 9-25% in four runs of
-// interleaved rounds (docs/bench, "Huge pages for chunk buffers"). Only the buffer's own pages
-// are advised, never a neighbour's. The advice stays on the address range after the buffer
-// is freed; Go reuses that memory for later chunk buffers, and the peak RSS did not grow.
-// Where THP is off ("never") the advice does nothing, and where the kernel lacks THP it fails:
-// both are ignored, the buffer works as any other.
+// it lies in whole huge pages). Cold epochs at 32 readers without latency, 41 rounds
+// interleaved with the build before (5 runs of integration/bench/s3_cpu.sh): files/s a median
+// 1.13× of it, 32 of the 41 rounds faster; the runs' medians 1.03-1.23×, the daemon's CPU a
+// sample 16-30% lower in three runs and unchanged in two. The VM's host backs freed guest
+// memory lazily, so a fresh 4 KiB page can cost a fault in the host as well, and how much
+// that weighs changes with the machine's state (docs/bench, "Huge pages for chunk buffers").
+// Only the buffer's own pages are advised, never a neighbour's. The advice stays on the
+// address range after the buffer is freed, and Go reuses that memory for later chunk buffers:
+// the peak RSS was the same (288-332 MB against 302-365), and 90 s after an epoch the RSS was
+// 180 MB against 232 (khugepaged had merged 84 MB of it into huge pages). Where THP is off
+// ("never") the advice does nothing, and where the kernel lacks THP it fails: both are
+// ignored, the buffer works as any other.
 func newChunkBuffer(n int64) []byte {
 	b := make([]byte, n)
 	if n < hugePage {
