@@ -21,7 +21,8 @@ const hugePage = 2 << 20
 // 1.13× of it, 32 of the 41 rounds faster; the runs' medians 1.03-1.23×, the daemon's CPU a
 // sample 16-30% lower in three runs and unchanged in two. The VM's host backs freed guest
 // memory lazily, so a fresh 4 KiB page can cost a fault in the host as well, and how much
-// that weighs changes with the machine's state (docs/bench, "Huge pages for chunk buffers").
+// that weighs changes with the machine's state (docs/bench/README.md, "Chunk buffers in huge
+// pages").
 // Only the buffer's own pages are advised, never a neighbour's. The advice stays on the
 // address range after the buffer is freed, and Go reuses that memory for later chunk buffers:
 // the peak RSS was the same (288-332 MB against 302-365), and 90 s after an epoch the RSS was
