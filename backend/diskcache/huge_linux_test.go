@@ -9,18 +9,14 @@ import (
 	"unsafe"
 )
 
-// TestChunkBufferHuge: a 4 MiB chunk buffer is zeroed, and the whole huge pages inside it lie in
-// a mapping advised for huge pages ("hg" in the VmFlags of /proc/self/smaps).
+// TestChunkBufferHuge: the whole huge pages inside a 4 MiB chunk buffer lie in a mapping
+// advised for huge pages ("hg" in the VmFlags of /proc/self/smaps). It needs a kernel with
+// transparent huge pages, as Debian's and CI's have; without them it fails rather than skips.
 func TestChunkBufferHuge(t *testing.T) {
 	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage"); err != nil {
-		t.Skip("the kernel has no transparent huge pages, so there is no advice to see")
+		t.Fatalf("this kernel has no transparent huge pages, so the advice cannot be seen: %v", err)
 	}
 	b := newChunkBuffer(4 << 20)
-	for i, v := range b {
-		if v != 0 {
-			t.Fatalf("byte %d is %d, want a zeroed buffer", i, v)
-		}
-	}
 	p := uintptr(unsafe.Pointer(&b[0]))
 	lo, hi := wholeHugePages(p, uintptr(len(b)))
 	if hi <= lo {
@@ -30,9 +26,6 @@ func TestChunkBufferHuge(t *testing.T) {
 		if f := vmFlags(t, a); !strings.Contains(" "+f+" ", " hg ") {
 			t.Errorf("address %#x of the buffer [%#x, %#x): VmFlags %q, want hg", a, p, p+uintptr(len(b)), f)
 		}
-	}
-	if small := newChunkBuffer(100 << 10); len(small) != 100<<10 {
-		t.Errorf("len %d, want %d", len(small), 100<<10)
 	}
 }
 
