@@ -1,0 +1,102 @@
+package fs
+
+import "github.com/hanwen/go-fuse/v2/fuse"
+
+// Everything that would change the tree is refused with EROFS. The kernel mount is read-write
+// only so that the plan file can be written (unless mounted with -o ro): these handlers are
+// what keeps the tree read-only.
+
+// SetAttr accepts only truncating the plan file (open with O_TRUNC), which changes nothing.
+func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	if in.NodeId == ctlPlanIno && in.Valid&^(fuse.FATTR_SIZE|fuse.FATTR_FH|fuse.FATTR_LOCKOWNER) == 0 && in.Size == 0 {
+		return f.ctl.getAttr(in.NodeId, out)
+	}
+	return f.refuse()
+}
+func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	return f.refuse()
+}
+func (f *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	return f.refuse()
+}
+
+// Write accepts the plan file's content (see control.go) and refuses everything else.
+func (f *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	if in.NodeId != ctlPlanIno {
+		return 0, f.refuse()
+	}
+	t := f.stats.start()
+	n, st := f.ctl.writePlan(in.Pid, in.Offset, data)
+	f.stats.done(opPlan, t, st)
+	return n, st
+}
+func (f *FS) CopyFileRange(cancel <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
+	return 0, f.refuse()
+}
+func (f *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	return f.refuse()
+}
+
+// Requests aifs does not implement are counted, then answered with ENOSYS, which most of them
+// make the kernel remember (it stops sending them).
+
+func (f *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	return nil, f.other()
+}
+func (f *FS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status { return f.other() }
+func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	return 0, f.other()
+}
+func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	return 0, f.other()
+}
+func (f *FS) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
+	return f.other()
+}
+func (f *FS) SetLk(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status  { return f.other() }
+func (f *FS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status { return f.other() }
+func (f *FS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	return f.other()
+}
+func (f *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status    { return f.other() }
+func (f *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status { return f.other() }
+func (f *FS) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
+	return f.other()
+}
+
+func (f *FS) other() fuse.Status {
+	f.stats.done(opOther, f.stats.start(), fuse.ENOSYS)
+	return fuse.ENOSYS
+}
+
+func (f *FS) refuse() fuse.Status {
+	f.stats.done(opWrite, f.stats.start(), fuse.EROFS)
+	return fuse.EROFS
+}
