@@ -5,7 +5,6 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"go.uber.org/zap"
 )
 
 // The control directory, /.aifs, is found by LOOKUP but appears in no listing of the root. It
@@ -20,9 +19,9 @@ const (
 	ctlPlanIno = ctlBase | 1<<61 // above every stats snapshot's
 )
 
-// The plan file takes the coming order of samples from trainers (format in prefetch/plan.go;
-// python/aifs_plan.py writes it). Anyone who may read the tree may write a plan: a plan only
-// steers read-ahead, and its size is bounded. It always reads as empty.
+// The plan file takes the coming order of samples from trainers by ioctl (plan.go; the format is
+// in prefetch/plan.go). Anyone who may read the tree may send a plan: a plan only steers
+// read-ahead, and its size is bounded. It always reads as empty.
 
 // Each LOOKUP of .aifs/stats takes a snapshot of the statistics and gives it a new inode number
 // whose size and bytes never change: a reader always sees one consistent JSON document, and the
@@ -93,11 +92,8 @@ func (c *control) fillAttr(a *fuse.Attr, ino, size uint64) {
 	now := uint64(c.f.stats.started.Unix())
 	*a = fuse.Attr{Ino: ino, Size: size, Blocks: (size + 511) / 512, Mtime: now, Atime: now, Ctime: now,
 		Mode: syscall.S_IFREG | 0o444, Nlink: 1, Blksize: blksize, Owner: fuse.Owner{Uid: c.f.uid, Gid: c.f.gid}}
-	switch ino {
-	case ctlDirIno:
+	if ino == ctlDirIno {
 		a.Mode, a.Nlink, a.Size, a.Blocks = syscall.S_IFDIR|0o555, 2, 4096, 8
-	case ctlPlanIno:
-		a.Mode = syscall.S_IFREG | 0o666
 	}
 }
 
@@ -156,13 +152,4 @@ func (c *control) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fu
 		}
 	}
 	return fuse.OK
-}
-
-// writePlan hands bytes written to the plan file to the loader; writer is the writing thread.
-func (c *control) writePlan(writer uint32, off uint64, data []byte) (uint32, fuse.Status) {
-	if err := c.f.loader.WritePlan(writer, int64(off), data); err != nil {
-		c.f.log.Warn("plan refused", zap.Uint32("pid", writer), zap.Error(err))
-		return 0, fuse.EINVAL
-	}
-	return uint32(len(data)), fuse.OK
 }

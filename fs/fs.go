@@ -5,14 +5,21 @@
 // is 1, FUSE_ROOT_ID), FORGET is a no-op, and every attribute is decoded from the index on
 // demand. The data is immutable, so entry and attribute timeouts are long.
 //
-// The request count per sample is kept as low as the kernel allows (DESIGN.md): st_blksize is
-// 1 MiB so Python's buffered reader asks for a whole sample in one READ, OPEN and FLUSH are
-// answered with ENOSYS so the kernel stops sending them (and RELEASE), and ioctls get ENOTTY at
-// once. With that, one PIL.Image.open(f).convert() costs IOCTL(TCGETS) + READ.
+// The request count per sample is kept as low as the kernel allows (docs/design.md): a sample's
+// st_blksize is 1 MiB so Python's buffered reader asks for all of it in one read(2), OPEN and
+// FLUSH are answered with ENOSYS so the kernel stops sending them (and RELEASE), ioctls get
+// ENOTTY at once, and the first READ of a sample pushes the rest of it into the page cache
+// (read.go). With that, one PIL.Image.open(f).convert() costs IOCTL(TCGETS) + READ. Files larger
+// than a sample look like ext4's to readers (4 KiB blocks, the kernel's own read-ahead), so
+// random access to them costs what it costs natively.
+//
+// The kernel mount is read-only (mount.go): no write, writable shared mapping or truncate reaches
+// the tree, whoever asks; the handlers in readonly.go answer EROFS as a second line.
 //
 // A hidden control directory, /.aifs, is reachable by name but never listed (ImageFolder would
-// take it for a class); it holds the stats file (control.go). Counters and latencies of every
-// request live in Stats (stats.go); errors become errnos in one place (errno.go).
+// take it for a class); it holds the stats file (control.go) and the plan file, which takes plans
+// by ioctl (plan.go). Counters and latencies of every request live in Stats (stats.go); errors
+// become errnos in one place (errno.go).
 //
 // This package may import layout, backend and prefetch.
 package fs
@@ -69,6 +76,9 @@ type Options struct {
 	// Its KeepRead is set from KernelCache: with CacheOff aifs's memory cache is the only one
 	// and keeps a stable subset of the samples read; with CacheOn the kernel keeps them.
 	Prefetch prefetch.Options
+	// NoPlans refuses plans (EPERM): the mount reads ahead only from the reads it sees
+	// (-o plans=off, for measuring what plans are worth). Default: false, plans are taken.
+	NoPlans bool
 	// Storage adds the statistics of the storage below the loader to the stats file, under
 	// "storage" by name (s3 requests, disk cache hits). Each func is called once per snapshot
 	// and returns a value that encodes as a JSON object of numbers. Default: none.
@@ -79,9 +89,23 @@ type Options struct {
 // is mounted, so an hour is as good as forever and still lets a pathological kernel cache age.
 const cacheTimeout = time.Hour
 
-// blksize is the st_blksize of every file: Python's io.open sizes its buffer from it, and a
-// buffer of 1 MiB reads a whole sample in one read(2) and so one READ (DESIGN.md).
+// blksize is the st_blksize of a sample (a file of at most blksize bytes) and of the control
+// files: Python's io.open sizes its buffer from it, and a buffer of 1 MiB reads a whole sample
+// in one read(2) and so one READ (docs/design.md).
 const blksize = 1 << 20
+
+// largeBlksize is the st_blksize of a file larger than blksize, as ext4 reports it: a buffered
+// reader that seeks and reads a little at a time (numpy, h5py, Python's io at random offsets)
+// then reads about a page per read, not 1 MiB (256 times the bytes for a 4 KiB read).
+const largeBlksize = 4096
+
+// blksizeOf returns the st_blksize of a file of size bytes.
+func blksizeOf(size uint64) uint32 {
+	if size > blksize {
+		return largeBlksize
+	}
+	return blksize
+}
 
 // FS answers FUSE requests for one shard set. Create it with New, serve it with Mount, and
 // Close it after the server has stopped.
@@ -216,7 +240,7 @@ func (f *FS) entry(ino uint64) (layout.ID, layout.Entry, bool) {
 
 // fillAttr sets a from entry e with inode ino.
 func (f *FS) fillAttr(a *fuse.Attr, ino uint64, e layout.Entry) {
-	*a = fuse.Attr{Ino: ino, Mode: e.Mode, Blksize: blksize, Owner: fuse.Owner{Uid: f.uid, Gid: f.gid}}
+	*a = fuse.Attr{Ino: ino, Mode: e.Mode, Blksize: blksizeOf(e.Size), Owner: fuse.Owner{Uid: f.uid, Gid: f.gid}}
 	a.Mtime, a.Mtimensec = uint64(e.MTime/1e9), uint32(e.MTime%1e9)
 	if e.MTime%1e9 < 0 { // before 1970: floor division, so the nanoseconds stay in [0, 1e9)
 		a.Mtime, a.Mtimensec = uint64(e.MTime/1e9-1), uint32(e.MTime%1e9+1e9)
@@ -319,11 +343,17 @@ func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	f.stats.done(opRelease, f.stats.start(), fuse.OK)
 }
 
-// Ioctl answers ENOTTY at once: aifs files are not terminals (Python asks, with TCGETS, on
-// every open) and support no other ioctl.
+// Ioctl takes plans on the plan file (plan.go) and answers every other ioctl ENOTTY at once:
+// aifs files are not terminals (Python asks, with TCGETS, on every open).
 func (f *FS) Ioctl(cancel <-chan struct{}, in *fuse.IoctlIn, inbuf []byte, out *fuse.IoctlOut, outbuf []byte) fuse.Status {
+	t := f.stats.start()
+	if in.NodeId == ctlPlanIno && in.Cmd == PlanIoctl {
+		st := f.ctl.ioctlPlan(in.Pid, inbuf)
+		f.stats.done(opPlan, t, st)
+		return st
+	}
 	st := fuse.Status(syscall.ENOTTY)
-	f.stats.done(opIoctl, f.stats.start(), st)
+	f.stats.done(opIoctl, t, st)
 	return st
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"go.uber.org/zap"
 )
 
 // MountOptions are the kernel-facing settings of a mount. The zero value is ready to use.
@@ -17,16 +16,15 @@ type MountOptions struct {
 	// DirectMount calls mount(2) itself instead of running fusermount3, which needs root.
 	// Default: false.
 	DirectMount bool
-	// ReadOnly mounts with MS_RDONLY: the kernel refuses every write itself, including to the
-	// plan file. Default: false, a read-write kernel mount in which aifs refuses every change
-	// to the tree with EROFS and accepts only plans.
-	ReadOnly bool
 	// Debug logs every request and reply through the standard logger (go-fuse's debug mode).
 	Debug bool
 }
 
-// maxRead is the largest READ the kernel may send: 1 MiB carries a whole typical sample (the
-// kernel caps it at its own maximum, 1 MiB on Linux 4.20+).
+// maxRead is the largest READ the kernel may send (the kernel caps it at its own maximum, 1 MiB
+// on Linux 4.20+). The kernel's read-ahead is left at its 128 KiB: a READ of a sample's first
+// 128 KiB pushes the rest of it into the page cache (read.go), and a large file is read ahead
+// as ext4 reads it (a 1 MiB read-ahead read 8 times the bytes for each random page fault of a
+// memory-mapped file).
 const maxRead = 1 << 20
 
 // maxBackground bounds the asynchronous requests (read-ahead) the kernel keeps in flight; it is
@@ -52,14 +50,14 @@ func Mount(f *FS, mountpoint string, opt MountOptions) (*Server, error) {
 	if name == "" {
 		name = "aifs"
 	}
-	options := []string{"default_permissions"}
-	if opt.ReadOnly {
-		options = append(options, "ro")
-	}
 	mo := &fuse.MountOptions{
 		AllowOther: opt.AllowOther,
 		// default_permissions makes the kernel check modes itself, so no ACCESS requests come.
-		Options:                  options,
+		// ro (MS_RDONLY) makes it refuse every open for writing, writable shared mapping and
+		// truncate, for every user, root included, before any reaches aifs: with OPEN answered
+		// ENOSYS (no-open mode) aifs never sees an open, so only the kernel can refuse one.
+		// Plans come by ioctl (plan.go), which a read-only mount allows.
+		Options:                  []string{"default_permissions", "ro"},
 		MaxBackground:            maxBackground,
 		MaxWrite:                 maxRead,
 		MaxReadAhead:             maxRead,
@@ -79,9 +77,6 @@ func Mount(f *FS, mountpoint string, opt MountOptions) (*Server, error) {
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
-	}
-	if err := setReadAhead(mountpoint, maxRead>>10); err != nil {
-		f.log.Info("could not raise the kernel read-ahead of the mount to 1 MiB (needs root); samples over 128 KiB take more than one READ", zap.Error(err))
 	}
 	return &Server{srv}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"go.uber.org/zap"
 
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/layout"
@@ -49,9 +50,21 @@ func (f *FS) read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte, r *readRe
 		return fuse.OK
 	}
 	n := min(e.Size-in.Offset, uint64(in.Size), uint64(len(buf)))
-	s, err := f.loader.Read(cancel, id, e, int64(in.Offset), int64(in.Offset+n))
+	end := in.Offset + n
+	// The first READ of a sample larger than the READ takes all of it: the rest goes into the
+	// page cache (pushTail), so the loader need not keep it for READs that will not come. (If
+	// the kernel refuses the push, those READs come and fetch the sample again.)
+	srv := f.srv.Load()
+	push := in.Offset == 0 && n < e.Size && f.opt.KernelCache == CacheOn && srv != nil
+	if push {
+		end = e.Size
+	}
+	s, err := f.loader.Read(cancel, id, e, int64(in.Offset), int64(end))
 	if err == nil {
 		r.view, r.data = s, s.Bytes()[in.Offset:in.Offset+n]
+		if push {
+			f.pushTail(srv, id, s.Bytes()[n:], n)
+		}
 		return fuse.OK
 	}
 	if !prefetch.IsTooLarge(err) {
@@ -85,6 +98,18 @@ func (f *FS) read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte, r *readRe
 		return f.errno("read", id, err)
 	}
 	return fuse.OK
+}
+
+// pushTail pushes data, sample id from offset off to its end, into the kernel's page cache
+// (NOTIFY_STORE) before the READ of its first off bytes is answered: the kernel asks for a
+// sample 128 KiB at a time (its read-ahead), and the reader then finds the rest cached, so a
+// sample costs one READ whatever its size. It runs before the reply, while the reader waits for
+// the first pages, so the kernel has not yet asked for the pages pushed; if it refuses them,
+// they are read by READ as usual.
+func (f *FS) pushTail(srv *fuse.Server, id layout.ID, data []byte, off uint64) {
+	if st := srv.InodeNotifyStoreCache(uint64(id)+1, int64(off), data); st != fuse.OK {
+		f.log.Debug("NOTIFY_STORE of a sample's tail refused", zap.Uint32("id", uint32(id)), zap.Stringer("status", st))
+	}
 }
 
 // verifyLarge checks the checksum of sample id, too large for the loader, by reading it

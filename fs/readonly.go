@@ -2,15 +2,11 @@ package fs
 
 import "github.com/hanwen/go-fuse/v2/fuse"
 
-// Everything that would change the tree is refused with EROFS. The kernel mount is read-write
-// only so that the plan file can be written (unless mounted with -o ro): these handlers are
-// what keeps the tree read-only.
+// Everything that would change the tree is refused with EROFS. The kernel mount is read-only
+// (mount.go), so the kernel refuses these itself before they reach aifs; the handlers are the
+// second line, for a mount made by other means (go-fuse's own tests, a future rw option).
 
-// SetAttr accepts only truncating the plan file (open with O_TRUNC), which changes nothing.
 func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	if in.NodeId == ctlPlanIno && in.Valid&^(fuse.FATTR_SIZE|fuse.FATTR_FH|fuse.FATTR_LOCKOWNER) == 0 && in.Size == 0 {
-		return f.ctl.getAttr(in.NodeId, out)
-	}
 	return f.refuse()
 }
 func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
@@ -47,21 +43,27 @@ func (f *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Create
 	return f.refuse()
 }
 
-// Write accepts the plan file's content (see control.go) and refuses everything else.
 func (f *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
-	if in.NodeId != ctlPlanIno {
-		return 0, f.refuse()
-	}
-	t := f.stats.start()
-	n, st := f.ctl.writePlan(in.Pid, in.Offset, data)
-	f.stats.done(opPlan, t, st)
-	return n, st
+	return 0, f.refuse()
 }
 func (f *FS) CopyFileRange(cancel <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
 	return 0, f.refuse()
 }
 func (f *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
 	return f.refuse()
+}
+
+// Files have no extended attributes, answered as a native file system without any answers:
+// LISTXATTR an empty list, GETXATTR ENODATA ("No data available"), so that getfattr -d and
+// tar --xattrs are silent. ENOSYS would make the kernel answer EOPNOTSUPP, which they report.
+
+func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	f.stats.done(opXattr, f.stats.start(), fuse.OK) // ENODATA is the answer, not a failure
+	return 0, fuse.ENODATA
+}
+func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	f.stats.done(opXattr, f.stats.start(), fuse.OK)
+	return 0, fuse.OK
 }
 
 // Requests aifs does not implement are counted, then answered with ENOSYS, which most of them
@@ -71,12 +73,6 @@ func (f *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.St
 	return nil, f.other()
 }
 func (f *FS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status { return f.other() }
-func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
-	return 0, f.other()
-}
-func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
-	return 0, f.other()
-}
 func (f *FS) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
 	return f.other()
 }

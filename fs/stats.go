@@ -34,13 +34,14 @@ const (
 	opReadDirPlus
 	opStatFs
 	opWrite // every request that would modify the tree; all get EROFS
-	opPlan  // WRITEs of the plan file
-	opOther // requests aifs does not implement (xattrs, locks, lseek, ...); all get ENOSYS
+	opPlan  // pieces of plans (ioctls of the plan file)
+	opXattr // GETXATTR and LISTXATTR: there are none (ENODATA, an empty list)
+	opOther // requests aifs does not implement (locks, lseek, ...); all get ENOSYS
 	numOps
 )
 
 var opNames = [numOps]string{"lookup", "forget", "getattr", "open", "read", "ioctl", "flush",
-	"release", "opendir", "readdir", "readdirplus", "statfs", "write", "plan", "other"}
+	"release", "opendir", "readdir", "readdirplus", "statfs", "write", "plan", "xattr", "other"}
 
 // Stats counts the requests an FS answers: per op the number, the errors and a latency
 // histogram, plus the bytes READ returned. Recording is a few atomic adds with no lock and no

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,9 +10,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	aifsfs "github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/layout"
 )
 
@@ -103,8 +106,8 @@ func TestPrefetchBudget64Readers(t *testing.T) {
 	// Four epochs, each after writing the plan, so that the sampler sees the budget under load
 	// many times.
 	for range 4 {
-		if err := os.WriteFile(filepath.Join(mnt, ".aifs", "plan"), plan.Bytes(), 0); err != nil {
-			t.Fatalf("writing the plan: %v", err)
+		if err := aifsfs.SendPlan(mnt, bytes.NewReader(plan.Bytes())); err != nil {
+			t.Fatalf("sending the plan: %v", err)
 		}
 		var next atomic.Int64
 		var wg sync.WaitGroup
@@ -167,10 +170,11 @@ func rssKiB(t testing.TB, pid int) int64 {
 	return 0
 }
 
-// TestPlanFileErrors checks the plan file's answers through a mount: garbage gets EINVAL, a
-// valid plan is taken, and the file is never listed.
+// TestPlanFileErrors checks the plan file's answers through a mount: a plan sent by ioctl
+// (fs.SendPlan) is taken, garbage gets EINVAL, writing the file is EROFS, a mount with
+// -o plans=off refuses plans with EPERM, and the file is never listed and reads as empty.
 func TestPlanFileErrors(t *testing.T) {
-	_, set := jpegSet(t)
+	src, set := jpegSet(t)
 	mnt := mountSet(t, set)
 	plan := filepath.Join(mnt, ".aifs", "plan")
 	for name, content := range map[string]string{
@@ -178,17 +182,33 @@ func TestPlanFileErrors(t *testing.T) {
 		"unknown":   "aifs-plan 1 paths\nno/such/file\n",
 		"bad index": "aifs-plan 1 indices\n99999999\n",
 	} {
-		err := os.WriteFile(plan, []byte(content), 0)
-		if err == nil || !strings.Contains(err.Error(), "invalid argument") {
+		if err := aifsfs.SendPlan(mnt, strings.NewReader(content)); !errors.Is(err, syscall.EINVAL) {
 			t.Errorf("%s: %v, want EINVAL", name, err)
 		}
 	}
-	if err := os.WriteFile(plan, []byte("aifs-plan 1 indices\n0\n1\n2\n"), 0); err != nil {
+	// A plan of more than one ioctl's worth: every path twice (a plan may repeat samples).
+	big := "aifs-plan 1 paths\n"
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			big += strings.TrimPrefix(p, src+"/") + "\n"
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if big += big[len("aifs-plan 1 paths\n"):]; len(big) <= aifsfs.PlanChunk {
+		t.Fatalf("the plan has %d bytes, want more than one piece", len(big))
+	}
+	if err := aifsfs.SendPlan(mnt, strings.NewReader(big)); err != nil {
 		t.Errorf("a valid plan: %v", err)
 	}
+	if err := os.WriteFile(plan, []byte("aifs-plan 1 indices\n0\n"), 0); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("writing the plan file: %v, want EROFS (plans come by ioctl)", err)
+	}
 	st := readStats(t, mnt)
-	if st.Prefetch.PlanErrors != 3 || len(st.Plans) != 1 || st.Plans[0].Samples != 3 {
-		t.Errorf("after 3 bad plans and 1 of 3 samples: plan errors %d, plans %+v", st.Prefetch.PlanErrors, st.Plans)
+	if want := strings.Count(big, "\n") - 1; st.Prefetch.PlanErrors != 3 || len(st.Plans) != 1 || st.Plans[0].Samples != want {
+		t.Errorf("after 3 bad plans and 1 of %d samples: plan errors %d, plans %+v", want, st.Prefetch.PlanErrors, st.Plans)
 	}
 	if got, err := os.ReadFile(plan); err != nil || len(got) != 0 {
 		t.Errorf("reading the plan file: %q, %v; want it empty", got, err)
@@ -197,5 +217,9 @@ func TestPlanFileErrors(t *testing.T) {
 		if n == ".aifs" {
 			t.Error(".aifs is listed in the mount root")
 		}
+	}
+	off := mountSet(t, set, "-o", "plans=off")
+	if err := aifsfs.SendPlan(off, strings.NewReader("aifs-plan 1 indices\n0\n")); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("plans=off: %v, want EPERM", err)
 	}
 }

@@ -14,9 +14,12 @@ Protocol (version 1):
 - The control file is `<mount root>/.aifs/plan`. `.aifs` is never listed, but it can be looked up.
   The mount root is found by walking up from the dataset's root directory (symlinks resolved) to
   the first directory that contains `.aifs/plan`, stopping after `/` or a mount point.
-- Each epoch the file is opened with `open(path, "wb")`, the whole plan is written in chunks of
-  at least 1 MiB, and the file is closed. A new plan from the same process replaces its previous
-  one.
+- The mount is read-only in the kernel (nothing can write to it, root included), so the plan is
+  not written but sent by ioctl: each epoch the file is opened read-only and the plan is sent in
+  pieces of up to 16,368 bytes, one `ioctl(fd, PLAN_IOCTL, arg)` each, where `arg` is
+  `struct { uint32 len; uint32 flags; uint8 data[16368]; }` (little-endian; `flags` 1 marks the
+  first piece, which replaces the previous plan of the sending thread). `fs/plan.go` in aifs
+  has the other end.
 - The content is a header line and one entry per line, every line ending in `\\n`:
   - `aifs-plan 1 paths\\n`, then the paths of the samples relative to the mount root, as raw bytes
     (`os.fsencode`), in the order they will be read. Used for datasets with `.samples`
@@ -30,13 +33,18 @@ Protocol (version 1):
   is given.
 """
 
+import fcntl
 import os
+import struct
 import warnings
 
 from torch.utils.data import IterableDataset, Sampler, Subset
 
-# Plans are written in pieces of at least this many bytes (the last piece may be smaller).
-_CHUNK_BYTES = 1 << 20
+# One ioctl carries up to _PIECE_BYTES of plan after an 8-byte header (len, flags).
+_PIECE_BYTES = 16368
+_PLAN_START = 1
+# _IOW(0xA1, 1, 8 + _PIECE_BYTES) in Linux's generic ioctl encoding (x86-64, arm64).
+PLAN_IOCTL = (1 << 30) | ((8 + _PIECE_BYTES) << 16) | (0xA1 << 8) | 1
 
 _PATHS_HEADER = b"aifs-plan 1 paths\n"
 _INDICES_HEADER = b"aifs-plan 1 indices\n"
@@ -103,18 +111,40 @@ class PlanSampler(Sampler):
             header, lines = _PATHS_HEADER, map(self._sample_lines.__getitem__, indices)
         path = os.path.join(self._mount_root, ".aifs", "plan")
         try:
-            with open(path, "wb") as f:
-                chunk = bytearray(header)
-                for line in lines:
-                    chunk += line
-                    if len(chunk) >= _CHUNK_BYTES:
-                        f.write(chunk)
-                        chunk.clear()
-                f.write(chunk)
+            send_plan(path, _pieces(header, lines))
         except OSError as e:
             if not self._warned:
                 self._warned = True
-                warnings.warn(f"aifs_plan: cannot write plan {path}: {e}", stacklevel=3)
+                warnings.warn(f"aifs_plan: cannot send plan to {path}: {e}", stacklevel=3)
+
+
+def _pieces(header, lines):
+    """Yields `header` and `lines` joined and cut into pieces of at most _PIECE_BYTES (at least
+    one piece, possibly empty)."""
+    buf = bytearray(header)
+    for line in lines:
+        buf += line
+        while len(buf) >= _PIECE_BYTES:
+            yield bytes(buf[:_PIECE_BYTES])
+            del buf[:_PIECE_BYTES]
+    yield bytes(buf)
+
+
+def send_plan(path, pieces):
+    """Sends `pieces` (bytes of at most 16,368 each, in order) as one plan to the aifs plan file
+    at `path`, one ioctl a piece. Raises OSError: ENOTTY when `path` is not an aifs plan file,
+    EINVAL when the mount refuses the plan's content, EPERM when it takes no plans."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        flags = _PLAN_START
+        for piece in pieces:
+            # A mutable buffer is passed to the kernel as is (an immutable one only up to 1 KiB).
+            arg = bytearray(struct.pack("<II", len(piece), flags) + piece)
+            arg.extend(bytes(8 + _PIECE_BYTES - len(arg)))
+            fcntl.ioctl(fd, PLAN_IOCTL, arg, True)
+            flags = 0
+    finally:
+        os.close(fd)
 
 
 def plan(loader):

@@ -1,8 +1,11 @@
-"""Tests for aifs_plan against a fake mount: a temporary tree with an empty `.aifs/plan` file.
+"""Tests for aifs_plan against a fake mount: a temporary tree with an empty `.aifs/plan` file,
+and `send_plan` replaced by a writer of that file (integration/torch_test.go sends plans to a
+real mount by ioctl).
 
 Run: /usr/bin/python3 -m unittest discover -s python -v
 """
 
+import errno
 import os
 import tempfile
 import unittest
@@ -81,8 +84,36 @@ class Numbers(Dataset):
         return i
 
 
+def write_pieces(path, pieces):
+    """Stands in for aifs_plan.send_plan on a fake mount: writes the plan into the file."""
+    with open(path, "wb") as f:
+        for piece in pieces:
+            f.write(piece)
+
+
+class PiecesTest(unittest.TestCase):
+    def test_pieces_are_bounded_and_join_to_the_plan(self):
+        lines = [b"%d\n" % i for i in range(20000)]
+        pieces = list(aifs_plan._pieces(b"aifs-plan 1 indices\n", iter(lines)))
+        self.assertGreater(len(pieces), 1)
+        self.assertTrue(all(len(p) <= aifs_plan._PIECE_BYTES for p in pieces))
+        self.assertEqual(b"".join(pieces), b"aifs-plan 1 indices\n" + b"".join(lines))
+
+    def test_empty_plan_is_one_piece(self):
+        self.assertEqual(list(aifs_plan._pieces(b"", iter(()))), [b""])
+
+    def test_send_plan_to_a_plain_file_is_enotty(self):
+        with tempfile.NamedTemporaryFile() as f:
+            with self.assertRaises(OSError) as cm:
+                aifs_plan.send_plan(f.name, [b"aifs-plan 1 indices\n"])
+            self.assertEqual(cm.exception.errno, errno.ENOTTY)
+
+
 class PlanSamplerTest(unittest.TestCase):
     def setUp(self):
+        patcher = mock.patch.object(aifs_plan, "send_plan", write_pieces)
+        patcher.start()
+        self.addCleanup(patcher.stop)
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         self.tmp = os.path.realpath(tmp.name)

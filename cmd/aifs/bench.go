@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	aifsfs "github.com/aifs/aifs/fs"
 )
 
 func runBench(ctx context.Context, args []string) int { return benchMain(ctx, args, os.Stdout) }
@@ -239,24 +241,25 @@ func dropCaches(opt benchOptions) error {
 	return opt.DropCaches()
 }
 
-// writePlan writes the order of a pass to dir/.aifs/plan in the plan format (prefetch/plan.go)
-// if dir is an aifs mount that takes plans, and does nothing otherwise.
+// writePlan sends the order of a pass to the aifs mount at dir in the plan format
+// (prefetch/plan.go), as python/aifs_plan.py does, and does nothing if dir is not the root of
+// an aifs mount or the mount takes no plans (-o plans=off).
 func writePlan(dir string, paths []string, order []uint32) error {
-	name := filepath.Join(dir, ".aifs", "plan")
-	if _, err := os.Stat(name); err != nil {
-		return nil // not an aifs mount (or one mounted -o ro): read without a plan
-	}
 	var b bytes.Buffer
 	b.WriteString("aifs-plan 1 paths\n")
 	for _, i := range order {
 		b.WriteString(paths[i])
 		b.WriteByte('\n')
 	}
-	if err := os.WriteFile(name, b.Bytes(), 0); err != nil && !errors.Is(err, syscall.EROFS) { // -o ro: no plans
+	err := sendPlan(dir, &b)
+	if err != nil && !errors.Is(err, aifsfs.ErrNoPlanFile) && !errors.Is(err, syscall.EPERM) {
 		return fmt.Errorf("--plan: %w", err)
 	}
 	return nil
 }
+
+// sendPlan is aifsfs.SendPlan; tests replace it.
+var sendPlan = aifsfs.SendPlan
 
 // dropKernelCaches writes dirty pages back and asks Linux to drop its page cache, dentries and
 // inodes, which needs root.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	aifsfs "github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/layout"
 )
 
@@ -408,17 +409,21 @@ func TestBenchInterrupted(t *testing.T) {
 	}
 }
 
-// TestBenchPlan checks that --plan writes each pass's order, as paths, into DIR/.aifs/plan
-// where that file exists, and leaves other directories alone.
+// TestBenchPlan checks that --plan sends each pass's order, as paths, to every DIR (fs.SendPlan,
+// replaced here by a recorder; integration tests send to real mounts), and that a DIR that is
+// not an aifs mount is read without a plan.
 func TestBenchPlan(t *testing.T) {
 	files := sampleTree(12)
 	a, b := writeTree(t, files), writeTree(t, files)
-	if err := os.MkdirAll(filepath.Join(a, ".aifs"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	plan := filepath.Join(a, ".aifs", "plan")
-	if err := os.WriteFile(plan, nil, 0o644); err != nil {
-		t.Fatal(err)
+	sent := map[string]string{}
+	defer func(orig func(string, io.Reader) error) { sendPlan = orig }(sendPlan)
+	sendPlan = func(dir string, r io.Reader) error {
+		if dir == b {
+			return fmt.Errorf("send plan to %s: %w", dir, aifsfs.ErrNoPlanFile)
+		}
+		p, err := io.ReadAll(r)
+		sent[dir] = string(p)
+		return err
 	}
 	rep, err := benchRun(t.Context(), benchOptions{Dirs: []string{a, b}, Epochs: 2, Jobs: 2, Seed: 5, Plan: true}, io.Discard)
 	if err != nil {
@@ -434,14 +439,14 @@ func TestBenchPlan(t *testing.T) {
 	for _, i := range order {
 		want += paths[i] + "\n"
 	}
-	got, err := os.ReadFile(plan)
-	if err != nil || string(got) != want {
-		t.Errorf("plan file after epoch 2: %q (%v), want %q", got, err, want)
-	}
-	if _, err := os.Stat(filepath.Join(b, ".aifs")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a directory without .aifs/plan got one: %v", err)
+	if len(sent) != 1 || sent[a] != want {
+		t.Errorf("plans sent after epoch 2: %q, want %q for %s only", sent, want, a)
 	}
 	if len(rep.Mismatches) > 0 {
 		t.Errorf("digests differ: %v", rep.Mismatches)
+	}
+	sendPlan = func(dir string, r io.Reader) error { return syscall.EINVAL }
+	if _, err := benchRun(t.Context(), benchOptions{Dirs: []string{a}, Epochs: 1, Jobs: 1, Plan: true}, io.Discard); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("a plan the mount refused: %v, want EINVAL", err)
 	}
 }

@@ -34,6 +34,7 @@ func commands() []command {
 		{"ls", "list a directory of a shard set without mounting it", runLs},
 		{"mount", "mount a shard set read-only as a file tree", runMount},
 		{"stats", "print the statistics of a live mount", runStats},
+		{"plan", "send the order of the coming epoch to a live mount", runPlan},
 		{"bench", "read directory trees in shuffled epochs like DataLoader workers and report throughput", runBench},
 	}
 }

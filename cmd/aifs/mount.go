@@ -55,19 +55,19 @@ Mount options (-o, comma-separated, repeatable):
                             when the shard set is at most half the memory available at mount
   cache_dir=DIR, cache_size=SIZE, prefetch_shards=on|off, s3_endpoint=URL, s3_region=R,
   s3_addressing=A, s3_timeout=D, s3_retries=N   the same as the flags below
-  ro                        mount read-only in the kernel too: then no plans can be written
-                            (default: the kernel mount is read-write so that trainers can
-                            write MOUNTPOINT/.aifs/plan; aifs refuses every change to the tree
-                            with EROFS either way)
+  plans=on|off              on (default): take plans sent to MOUNTPOINT/.aifs/plan; off:
+                            refuse them (EPERM), read ahead only from the reads seen
   allow_other               let all users read the mount (non-root mounters need
                             user_allow_other in /etc/fuse.conf)
   log_level=L, log_file=F, metrics_addr=A   the same as the flags below
-  Generic options (rw, defaults, nofail, _netdev, noatime, x-..., ...) are accepted and
-  ignored.
+  Generic options (ro, rw, defaults, nofail, _netdev, noatime, x-..., ...) are accepted and
+  ignored: the kernel mount is always read-only, so no open for writing, writable shared
+  mapping or truncate succeeds, for any user, root included (EROFS).
 
 The statistics of a live mount are in MOUNTPOINT/.aifs/stats (JSON; the directory is never
 listed) and 'aifs stats MOUNTPOINT' prints them. MOUNTPOINT/.aifs/plan takes the coming order
-of samples (python/aifs_plan.py writes it from any torch Sampler; docs/prefetch.md).
+of samples by ioctl (python/aifs_plan.py sends it from any torch Sampler, 'aifs plan' from a
+file; docs/prefetch.md).
 
 For a shard set in S3, --cache-dir keeps the shard ranges fetched on local disk (O_DIRECT) and
 serves them from there afterwards, across unmounts and restarts; entries are keyed by each
@@ -89,7 +89,7 @@ type mountConfig struct {
 	pushChunks      string // -o push_chunks: "auto" (default), "on" or "off"
 	verify          bool   // -o verify=on
 	s3              s3Config
-	readOnly        bool // kernel mount MS_RDONLY (no plan file writes)
+	noPlans         bool // -o plans=off
 	allowOther      bool
 	logLevel        string
 	logFile         string
@@ -181,10 +181,8 @@ func (c *mountConfig) applyOptions(opts []string) error {
 				}
 			case key == "allow_other" && !hasVal:
 				c.allowOther = true
-			case key == "ro" && !hasVal:
-				c.readOnly = true
-			case key == "rw" && !hasVal:
-				c.readOnly = false
+			case key == "plans" && (val == "on" || val == "off"):
+				c.noPlans = val == "off"
 			case key == "mem_cache" && hasVal:
 				n, err := parseSize(val)
 				if err != nil || n < 0 {
@@ -230,7 +228,7 @@ func (c *mountConfig) applyOptions(opts []string) error {
 // to aifs.
 func genericMountOption(key string) bool {
 	switch key {
-	case "", "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group",
+	case "", "ro", "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group",
 		"nofail", "_netdev", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime",
 		"relatime", "norelatime", "strictatime", "nodiratime", "diratime", "async", "sync",
 		"default_permissions", "subtype", "fsname", "comment":
@@ -423,7 +421,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	}
 	setMemoryLimit(log, src.indexBytes, c.memCache)
 	f, err := fs.New(ctx, src.x, be, fs.Options{Logger: log.Named("fs"), KernelCache: c.kernelCache, Source: src.name, Mountpoint: mnt,
-		Prefetch: prefetch.Options{CacheBytes: c.memCache, Verify: c.verify}, Storage: storage})
+		Prefetch: prefetch.Options{CacheBytes: c.memCache, Verify: c.verify}, Storage: storage, NoPlans: c.noPlans})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -445,7 +443,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		go http.Serve(metrics, mux)
 	}
-	s, err := fs.Mount(f, mnt, fs.MountOptions{AllowOther: c.allowOther, ReadOnly: c.readOnly, FsName: src.name, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
+	s, err := fs.Mount(f, mnt, fs.MountOptions{AllowOther: c.allowOther, FsName: src.name, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
 	if err != nil {
 		return nil, nil, err
 	}
