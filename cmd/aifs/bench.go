@@ -54,7 +54,7 @@ epochs), 130 if interrupted.`)
 	seq := flags.Bool("seq", false, "read in pack order instead of shuffled, like a validation pass")
 	limit := flags.Int("limit", 0, "read only the first N files of each epoch's order (0: all)")
 	relist := flags.Bool("relist", false, "with --drop-caches, list DIR again (untimed) after dropping the caches before each epoch, as a training job lists its dataset before its first epoch: the data is cold, the names are not")
-	plan := flags.Bool("plan", false, "before each epoch, write its order to DIR/.aifs/plan where that file exists (an aifs mount), as python/aifs_plan.py does for a DataLoader")
+	plan := flags.Bool("plan", false, "before each epoch, send its order to DIR if it is the root of an aifs mount, as python/aifs_plan.py does for a DataLoader")
 	drop := flags.Bool("drop-caches", false, "sync and drop the kernel's page, dentry and inode caches before each listing and each epoch of each DIR (needs root; aifs's own cache is not dropped)")
 	asJSON := flags.Bool("json", false, "print one JSON object at the end instead of text lines")
 	dirs, code, ok := parseArgs(flags, args, 1, math.MaxInt)
@@ -106,7 +106,7 @@ type benchOptions struct {
 	Limit  int      // read the first Limit files of each epoch's order; 0 reads all (default 0)
 	Seed   uint64   // seed of the shuffle (default 1)
 	Seq    bool     // read in pack order instead of shuffled (default false)
-	Plan   bool     // write each pass's order to DIR/.aifs/plan where it exists (default false)
+	Plan   bool     // send each pass's order to each DIR that is an aifs mount (default false)
 	Relist bool     // list DIR again, untimed, after DropCaches before each pass (default false)
 	// DropCaches, if not nil, is called before each listing and before each epoch of each tree;
 	// its error stops the run. The first call comes before anything is read.

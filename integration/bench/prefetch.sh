@@ -6,7 +6,7 @@
 #      LRU gets under a fresh shuffle;
 #   2. cold shuffled epochs with 1 and 8 readers: aifs with a plan (aifs bench --plan writes each
 #      epoch's order to .aifs/plan, as python/aifs_plan.py does), aifs without (a second mount
-#      with -o ro takes no plan), native ext4; with every cache dropped before each epoch, and
+#      with -o plans=off takes no plan), native ext4; with every cache dropped before each epoch, and
 #      with the tree listed again after dropping them (--relist: a training job lists its
 #      dataset before its first epoch, and only then can read-ahead go into the page cache);
 #      and the device's ceiling for read-ahead (fio, 16 random reads in flight);
@@ -51,7 +51,7 @@ done
 label() { if [[ -n $1 ]]; then echo "tree listed after dropping caches"; else echo "everything cold"; fi; }
 mkdir "$RUN/plan" "$RUN/noplan"
 "$AIFS" mount "$RUN/ext4/set" "$RUN/plan"
-"$AIFS" mount -o ro "$RUN/ext4/set" "$RUN/noplan"
+"$AIFS" mount -o plans=off "$RUN/ext4/set" "$RUN/noplan"
 echo
 # The device's ceiling for read-ahead: fio's O_DIRECT random reads of the mean sample size with
 # 16 in flight (the Loader's 16 workers), right after each row's epochs. Read-ahead cannot read
