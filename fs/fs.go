@@ -26,7 +26,6 @@ package fs
 
 import (
 	"context"
-	"errors"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -127,9 +126,9 @@ type FS struct {
 	bytes  uint64 // sum of sample sizes, for STATFS
 
 	// With Prefetch.Verify: the samples too large for the loader whose checksum matched,
-	// one bit each (Read checks one on its first READ), and the corrupt samples logged.
-	verified      []atomic.Uint64
-	loggedCorrupt sync.Map // layout.ID → struct{}
+	// one bit each (Read checks one on its first READ).
+	verified []atomic.Uint64
+	failures failLog // which failed READs are logged (errno.go)
 
 	closeOnce sync.Once
 }
@@ -451,20 +450,6 @@ func (f *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOu
 	}
 	f.stats.done(opStatFs, f.stats.start(), fuse.OK)
 	return fuse.OK
-}
-
-// errno logs err, with the op, the sample's path and id, and returns its errno. A corrupt
-// sample (prefetch.ErrCorrupt) is logged once, however often it is read.
-func (f *FS) errno(op string, id layout.ID, err error) fuse.Status {
-	st := errnoOf(err)
-	if errors.Is(err, prefetch.ErrCorrupt) {
-		if _, seen := f.loggedCorrupt.LoadOrStore(id, struct{}{}); seen {
-			return st
-		}
-	}
-	f.log.Error("request failed", zap.String("op", op), zap.String("path", f.x.Path(id)),
-		zap.Uint32("id", uint32(id)), zap.String("errno", syscall.Errno(st).Error()), zap.Error(err))
-	return st
 }
 
 var _ fuse.RawFileSystem = (*FS)(nil)

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -68,9 +67,6 @@ func (f *FS) read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte, r *readRe
 		return fuse.OK
 	}
 	if !prefetch.IsTooLarge(err) {
-		if errors.Is(err, context.Canceled) {
-			return fuse.EINTR
-		}
 		return f.errno("read", id, err)
 	}
 	off := int64(e.Offset + in.Offset)

@@ -33,8 +33,7 @@ type shard struct {
 	size    int64
 	version string // the ETag seen at Open, unquoted; "" if the server sent none
 
-	closed   atomic.Bool
-	lastWarn atomic.Int64 // unix nanoseconds of the last Warn line about a failed read
+	closed atomic.Bool
 }
 
 func (s *shard) Size() int64 { return s.size }
@@ -62,27 +61,16 @@ func (s *shard) ReadAt(ctx context.Context, p []byte, off int64) error {
 	case ctx.Err() != nil:
 		err = ctx.Err()
 	case len(p) > 0:
+		// A failure is not logged here: the error names the object and range, and the FUSE
+		// edge logs it once per sample (fs/errno.go); the stats count it (errors).
 		if err = s.read(ctx, p, off); err != nil {
 			err = describe(err)
-			s.warn(ctx, err, off, len(p))
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("s3: read %s [%d,+%d): %w", s.url, off, len(p), err)
 	}
 	return nil
-}
-
-// warn logs a read that failed after its retries, at most once a minute per shard.
-func (s *shard) warn(ctx context.Context, err error, off int64, n int) {
-	if ctx.Err() != nil {
-		return // the caller gave up: not a storage problem
-	}
-	now, last := time.Now().UnixNano(), s.lastWarn.Load()
-	if now-last < int64(time.Minute) || !s.lastWarn.CompareAndSwap(last, now) {
-		return
-	}
-	s.b.log.Warn("s3 read failed", zap.String("object", s.url), zap.Int64("offset", off), zap.Int("length", n), zap.Error(err))
 }
 
 // read fills p from [off, off+len(p)), splitting it into parts of PartSize read by up to
