@@ -166,10 +166,7 @@ func (p *packer) walkRoot(ctx context.Context, src string) (*node, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("source %s is not a directory", src)
 	}
-	if p.srcReal, err = filepath.EvalSymlinks(src); err == nil {
-		p.srcReal, err = filepath.Abs(p.srcReal)
-	}
-	if err != nil {
+	if p.srcReal, err = realPath(src); err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
 	root := &node{mode: unixMode(fi), mtime: fi.ModTime().UnixNano()}
@@ -229,7 +226,7 @@ func (p *packer) checkInside(path string) error {
 	if p.opt.FollowExternal {
 		return nil
 	}
-	target, err := filepath.EvalSymlinks(path)
+	target, err := realPath(path)
 	if err != nil {
 		return fmt.Errorf("symlink: %w", err)
 	}
@@ -237,6 +234,17 @@ func (p *packer) checkInside(path string) error {
 		return fmt.Errorf("%s: symlink to %s, outside the source tree (--follow-external-symlinks packs what it points to)", path, target)
 	}
 	return nil
+}
+
+// realPath returns p with every symlink resolved, as an absolute path: the one form in which
+// checkInside compares a target with the source root. (EvalSymlinks of a relative path is
+// relative, and a relative target never lies inside an absolute root.)
+func realPath(p string) (string, error) {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(r)
 }
 
 func containsID(ids []fileID, id fileID) bool {

@@ -211,3 +211,41 @@ func TestVerifyFindsCorruptSamples(t *testing.T) {
 		t.Errorf("after deleting its shard, Verify reports %q", got)
 	}
 }
+
+// TestPackRelativeSource packs through a relative source path, "." included: symlinks inside
+// the tree are followed (issue 28: a relative target was compared with the absolute root, and
+// every internal symlink was refused as outside), and one out of the tree is still refused.
+func TestPackRelativeSource(t *testing.T) {
+	base := t.TempDir()
+	writeTree(t, base, map[string]string{"t/a/f": "hi", "outside": "secret"})
+	if err := os.Mkdir(filepath.Join(base, "t/b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../a/f", filepath.Join(base, "t/b/l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../a", filepath.Join(base, "t/b/dir")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ cwd, src string }{{base, "t"}, {base, "t/"}, {base, "./t/b/.."}, {filepath.Join(base, "t"), "."}, {filepath.Join(base, "t/a"), ".."}} {
+		t.Chdir(c.cwd)
+		dst := filepath.Join(t.TempDir(), "set")
+		x := pack(t, c.src, dst, PackOptions{})
+		for _, p := range []string{"a/f", "b/l", "b/dir/f"} {
+			id, ok := x.LookupPath(p)
+			if !ok {
+				t.Errorf("pack %q from %s: %s missing", c.src, c.cwd, p)
+			} else if got := readSample(t, dst, x, id); string(got) != "hi" {
+				t.Errorf("pack %q from %s: %s holds %q, want %q", c.src, c.cwd, p, got, "hi")
+			}
+		}
+	}
+	if err := os.Symlink("../../outside", filepath.Join(base, "t/b/out")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Join(base, "t"))
+	_, err := Pack(context.Background(), ".", filepath.Join(t.TempDir(), "set"), PackOptions{})
+	if err == nil || !strings.Contains(err.Error(), "outside the source tree") || !strings.Contains(err.Error(), "b/out") {
+		t.Errorf("pack . with b/out -> ../../outside: err %v, want the symlink refused as outside the source tree", err)
+	}
+}
