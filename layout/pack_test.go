@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -247,5 +248,42 @@ func TestPackRelativeSource(t *testing.T) {
 	_, err := Pack(context.Background(), ".", filepath.Join(t.TempDir(), "set"), PackOptions{})
 	if err == nil || !strings.Contains(err.Error(), "outside the source tree") || !strings.Contains(err.Error(), "b/out") {
 		t.Errorf("pack . with b/out -> ../../outside: err %v, want the symlink refused as outside the source tree", err)
+	}
+}
+
+// TestListFiles checks that ListFiles lists what Pack packs, in the pack order the index
+// records, that SkipTop leaves out only a top-level name, and that a symlink out of the tree
+// fails the listing unless FollowExternal.
+func TestListFiles(t *testing.T) {
+	src := t.TempDir()
+	writeTree(t, src, edgeTree)
+	writeTree(t, src, map[string]string{".aifs/stats": "", "train/.aifs": "kept"})
+	for _, l := range [][2]string{{"train/cat", "train/dog/cat"}, {"zero", "train/z"}, {"../..", "train/dog/loop"}, {"missing", "dangling"}} {
+		if err := os.Symlink(l[0], filepath.Join(src, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := pack(t, src, filepath.Join(t.TempDir(), "set"), PackOptions{})
+	var want []string
+	for i := range x.Files() {
+		if p := x.Path(x.FileAt(i)); !strings.HasPrefix(p, ".aifs/") {
+			want = append(want, p)
+		}
+	}
+	got, err := ListFiles(context.Background(), src, ListOptions{SkipTop: ".aifs"})
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("ListFiles = %q, %v; want the packed files in pack order %q", got, err, want)
+	}
+	outside := filepath.Join(t.TempDir(), "f")
+	writeTree(t, filepath.Dir(outside), map[string]string{"f": "x"})
+	if err := os.Symlink(outside, filepath.Join(src, "train/out")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ListFiles(context.Background(), src, ListOptions{}); err == nil || !strings.Contains(err.Error(), "outside the source tree") {
+		t.Errorf("ListFiles with a symlink out of the tree: err %v, want it refused", err)
+	}
+	got, err = ListFiles(context.Background(), src, ListOptions{FollowExternal: true})
+	if err != nil || !slices.Contains(got, "train/out") || !slices.Contains(got, ".aifs/stats") {
+		t.Errorf("ListFiles with FollowExternal = %q, %v; want train/out and .aifs/stats listed", got, err)
 	}
 }
