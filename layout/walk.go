@@ -83,7 +83,7 @@ type walker struct {
 // walkEntry is an entry of a source directory that a walk keeps: a regular file or a
 // directory, reached directly or through a symlink.
 type walkEntry struct {
-	name, path string
+	name, path string // path is dir/name; empty for a file when the walker does not stat files
 	dir        bool
 	info       os.FileInfo // what the entry leads to; nil for a file when the walker does not stat files
 	id         fileID      // directories: for symlink-loop detection
@@ -121,11 +121,16 @@ func readDir(ctx context.Context, dir string) ([]os.DirEntry, error) {
 // ancestors and anything neither a regular file nor a directory; it fails on a name that cannot
 // be stored, a symlink out of the tree (unless followExternal) and a failed stat.
 func (w *walker) entry(dir string, de os.DirEntry, ancestors []fileID) (e walkEntry, ok bool, err error) {
-	e.name, e.path = de.Name(), filepath.Join(dir, de.Name())
+	e.name = de.Name()
 	if !ValidName([]byte(e.name)) {
-		return e, false, fmt.Errorf("%s: name cannot be stored (1-255 bytes, no '/' or NUL)", e.path)
+		return e, false, fmt.Errorf("%s: name cannot be stored (1-255 bytes, no '/' or NUL)", filepath.Join(dir, e.name))
 	}
-	switch typ := de.Type(); {
+	typ := de.Type()
+	if typ.IsRegular() && !w.statFiles {
+		return e, true, nil // a listing's path is its own: no join, no stat per file
+	}
+	e.path = filepath.Join(dir, e.name)
+	switch {
 	case typ&os.ModeSymlink != 0:
 		if e.info, err = os.Stat(e.path); err != nil {
 			w.warn(fmt.Sprintf("skipping %s: dangling symlink (%v)", e.path, errors.Unwrap(err)))
@@ -134,8 +139,6 @@ func (w *walker) entry(dir string, de os.DirEntry, ancestors []fileID) (e walkEn
 		if err := w.checkInside(e.path); err != nil {
 			return e, false, err
 		}
-	case typ.IsRegular() && !w.statFiles:
-		return e, true, nil
 	default:
 		if e.info, err = de.Info(); err != nil {
 			return e, false, fmt.Errorf("stat: %w", err)
