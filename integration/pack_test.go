@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -777,6 +778,34 @@ func TestPackDegenerateTrees(t *testing.T) {
 				t.Errorf("aifs ls lists %+v; the source root holds %q", got, names(t, src))
 			}
 		})
+	}
+}
+
+// TestPackRelativeSource runs `aifs pack` from a working directory with a relative source, "."
+// included, over a tree whose symlinks stay inside it (issue 28: each was refused as outside the
+// source tree, its relative target compared with the absolute root). The set must hold what an
+// absolute source gives.
+func TestPackRelativeSource(t *testing.T) {
+	base := t.TempDir()
+	writeFile(t, filepath.Join(base, "t/a/f"), []byte("hi\n"))
+	mkdir(t, filepath.Join(base, "t/b"))
+	symlink(t, "../a/f", filepath.Join(base, "t/b/l"))
+	symlink(t, "../a", filepath.Join(base, "t/b/d"))
+	want := sourceEntries(t, filepath.Join(base, "t"), true)
+	for _, c := range []struct{ cwd, src, dst string }{
+		{base, "t", "s1"},
+		{filepath.Join(base, "t"), ".", "../s2"},
+		{filepath.Join(base, "t/b"), "..", "../../s3"},
+	} {
+		cmd := exec.Command(aifsBin, "pack", "--quiet", c.src, c.dst)
+		cmd.Dir = c.cwd
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("aifs pack %s %s in %s: %v\n%s", c.src, c.dst, c.cwd, err, out)
+			continue
+		}
+		set := filepath.Join(c.cwd, c.dst)
+		compareEntries(t, "pack "+c.src+" from "+c.cwd, want, setEntries(t, set))
+		mustAifs(t, "verify", set)
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"os"
+	"sort"
 	"strings"
+	"unsafe"
 )
 
 // IndexName is the file name of the index inside a shard-set directory.
@@ -117,15 +119,27 @@ type Shard struct {
 }
 
 // Index is a loaded, validated index. It holds the file's bytes in one buffer and decodes entries
-// on demand, so it costs the file size in memory and nothing per sample. It is immutable and safe
-// for concurrent use.
+// on demand, so it costs the file size in memory plus the lookup table (8 bytes per entry) and
+// nothing else per sample. It is immutable and safe for concurrent use.
 type Index struct {
 	entries []byte // E × entrySize
 	names   []byte
 	shards  []Shard  // S is small (one per GiB of data), so these are decoded once
 	table   []uint32 // lookup table (see initTable): entry ids, 0 for an empty slot
 	seed    maphash.Seed
+
+	// Totals and directory runs, computed once by check and parseShards.
+	files      int      // regular files
+	fileBytes  uint64   // sum of the regular files' sizes
+	shardBytes uint64   // sum of the shards' sizes
+	dirRuns    []dirRun // every maximal run of consecutive directory ids, in id order
 }
+
+// dirRun is a maximal run [start, end) of consecutive directory ids; before counts the
+// directories in the runs before it. Runs let NextFile and FileAt step over directories with a
+// binary search instead of a scan: there is at most one per directory (one for an ImageFolder
+// tree, whose class directories follow the root), 12 bytes each.
+type dirRun struct{ start, end, before ID }
 
 // Load reads and validates the index of the shard set in directory dir.
 func Load(dir string) (*Index, error) {
@@ -230,6 +244,7 @@ func (x *Index) parseShards(b []byte, n int, versions bool) error {
 		}
 		seen[s.Name] = true
 		x.shards[i] = s
+		x.shardBytes += s.Size
 	}
 	return nil
 }
@@ -276,6 +291,11 @@ func (x *Index) check() error {
 				return err
 			}
 			inRanges += count
+			if r := len(x.dirRuns) - 1; r >= 0 && x.dirRuns[r].end == ID(i) {
+				x.dirRuns[r].end++
+			} else {
+				x.dirRuns = append(x.dirRuns, dirRun{start: ID(i), end: ID(i) + 1, before: ID(int(i) - x.files)})
+			}
 		case modeRegular:
 			shard, off, size := le.Uint32(b[eShard:]), le.Uint64(b[eA:]), le.Uint64(b[eB:])
 			if int(shard) >= len(x.shards) {
@@ -290,6 +310,8 @@ func (x *Index) check() error {
 					i, off, size, x.shards[shard].Name)
 			}
 			lastShard, lastEnd = shard, off+size
+			x.files++
+			x.fileBytes += size
 		default:
 			return corruptf("entry %d has unsupported mode %#o", i, mode)
 		}
@@ -381,8 +403,44 @@ func (x *Index) insert(first ID, count, pos uint32, name []byte) {
 // Len returns the number of entries, directories included.
 func (x *Index) Len() int { return len(x.entries) / entrySize }
 
+// Files returns the number of regular files (samples): Len less the directories.
+func (x *Index) Files() int { return x.files }
+
+// FileBytes returns the sum of the regular files' sizes.
+func (x *Index) FileBytes() uint64 { return x.fileBytes }
+
 // Shards returns the shard table. The caller must not modify it.
 func (x *Index) Shards() []Shard { return x.shards }
+
+// ShardBytes returns the sum of the shards' sizes: FileBytes for a set written by Pack, which
+// packs samples densely.
+func (x *Index) ShardBytes() uint64 { return x.shardBytes }
+
+// NextFile returns the first regular file after id in pack order (id need not be a file), or
+// Len() if there is none. It costs one entry read, and a binary search over the runs of
+// directories when it lands on one; it allocates nothing.
+func (x *Index) NextFile(id ID) ID {
+	if n := ID(x.Len()); id >= n-1 {
+		return n // also where id+1 would wrap
+	}
+	return x.fileFrom(id + 1)
+}
+
+// FileAt returns the i-th regular file in pack order, counting from 0, as a plan's indices
+// count samples. It panics unless 0 <= i < Files(). It is a binary search over the runs of
+// directories and allocates nothing.
+func (x *Index) FileAt(i int) ID {
+	if i < 0 || i >= x.files {
+		panic(fmt.Sprintf("layout: FileAt(%d) of %d files", i, x.files))
+	}
+	// Files before run r: r.start - r.before, strictly increasing in r (runs are maximal). The
+	// file sits after the last run that starts with at most i files before it; run 0 holds the
+	// root, so there is one.
+	r := x.dirRuns[sort.Search(len(x.dirRuns), func(k int) bool {
+		return int(x.dirRuns[k].start-x.dirRuns[k].before) > i
+	})-1]
+	return ID(i) + r.before + (r.end - r.start)
+}
 
 // Entry decodes entry id. It panics if id is out of range; ids from this Index are always valid.
 func (x *Index) Entry(id ID) Entry { return x.raw(id) }
@@ -406,13 +464,13 @@ func (x *Index) FirstFileAt(shard uint32, off uint64) ID {
 	return x.fileFrom(lo)
 }
 
-// fileFrom returns the first regular file at or after id, or Len() if none.
+// fileFrom returns the first regular file at or after id, or Len() if none. A directory lies
+// in a run whose end is a file or Len().
 func (x *Index) fileFrom(id ID) ID {
-	n := ID(x.Len())
-	for id < n && x.raw(id).IsDir() {
-		id++
+	if n := ID(x.Len()); id >= n || le.Uint16(x.entries[int(id)*entrySize+eMode:])&modeTypeMask != modeDir {
+		return min(id, n)
 	}
-	return id
+	return x.dirRuns[sort.Search(len(x.dirRuns), func(k int) bool { return x.dirRuns[k].end > id })].end
 }
 
 func (x *Index) raw(id ID) Entry {
@@ -464,10 +522,14 @@ func (x *Index) Lookup(dir ID, name string) (ID, bool) {
 	return 0, false
 }
 
-// LookupPath resolves a slash-separated path relative to the root ("" and "." are the root).
+// LookupPath resolves a slash-separated path relative to the root: empty and "." components
+// are skipped, so "", "." and "/" are the root and "a//b/" is "a/b"; ".." is looked up as a
+// name (and never found). It allocates nothing.
 func (x *Index) LookupPath(path string) (ID, bool) {
 	id := Root
-	for _, part := range strings.Split(path, "/") {
+	for path != "" {
+		var part string
+		part, path, _ = strings.Cut(path, "/")
 		if part == "" || part == "." {
 			continue
 		}
@@ -477,6 +539,12 @@ func (x *Index) LookupPath(path string) (ID, bool) {
 		}
 	}
 	return id, true
+}
+
+// LookupPathBytes is LookupPath for a path held in bytes (a line of a plan), without copying
+// it and without allocating. It keeps no reference to path.
+func (x *Index) LookupPathBytes(path []byte) (ID, bool) {
+	return x.LookupPath(unsafe.String(unsafe.SliceData(path), len(path)))
 }
 
 // Path returns the slash-separated path of id relative to the root ("" for the root). It

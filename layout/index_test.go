@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -366,5 +367,111 @@ func TestShardVersions(t *testing.T) {
 	}
 	if id, ok := x.LookupPath("a/x1"); !ok || string(x.Name(id)) != "x1" {
 		t.Errorf("lookup after versioned shard table: %v %q", ok, x.Name(id))
+	}
+}
+
+// factTrees are trees whose directories fall into one run (ImageFolder-like), several runs,
+// or cover the whole index, for the tests of the facts an Index keeps.
+var factTrees = [][]string{
+	{"b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c"},
+	{"b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c", "d/e/f/g", "d/e/h/", "d/z"},
+	{"train/cat/1", "train/cat/2", "train/dog/1", "val/cat/3"},
+	{"only/dirs/", "x/"},
+	{"f"},
+	{},
+}
+
+// TestIndexFacts checks Files, FileBytes, ShardBytes, NextFile and FileAt against scans in id
+// order, for every id and every file index, and that NextFile and FileAt allocate nothing.
+func TestIndexFacts(t *testing.T) {
+	for _, paths := range factTrees {
+		nodes, shards := tree(8, paths...)
+		x, err := Parse(encodeIndex(nodes, shards))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := ID(x.Len())
+		var files []ID
+		var fileBytes, shardBytes uint64
+		for id := ID(0); id < n; id++ {
+			if e := x.Entry(id); !e.IsDir() {
+				files = append(files, id)
+				fileBytes += e.Size
+			}
+		}
+		for _, s := range x.Shards() {
+			shardBytes += s.Size
+		}
+		if x.Files() != len(files) || x.FileBytes() != fileBytes || x.ShardBytes() != shardBytes {
+			t.Errorf("%q: Files, FileBytes, ShardBytes = %d, %d, %d; want %d, %d, %d",
+				paths, x.Files(), x.FileBytes(), x.ShardBytes(), len(files), fileBytes, shardBytes)
+		}
+		for id := ID(0); id <= n; id++ {
+			want := n
+			if k, _ := slices.BinarySearch(files, id+1); k < len(files) {
+				want = files[k]
+			}
+			if got := x.NextFile(id); got != want {
+				t.Errorf("%q: NextFile(%d) = %d, want %d", paths, id, got, want)
+			}
+		}
+		if got := x.NextFile(^ID(0)); got != n {
+			t.Errorf("%q: NextFile(max ID) = %d, want %d", paths, got, n)
+		}
+		for i, want := range files {
+			if got := x.FileAt(i); got != want {
+				t.Errorf("%q: FileAt(%d) = %d, want %d", paths, i, got, want)
+			}
+		}
+		for _, i := range []int{-1, len(files)} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%q: FileAt(%d) of %d files did not panic", paths, i, len(files))
+					}
+				}()
+				x.FileAt(i)
+			}()
+		}
+		if len(files) > 0 {
+			if allocs := testing.AllocsPerRun(100, func() { x.NextFile(0); x.FileAt(len(files) - 1) }); allocs != 0 {
+				t.Errorf("NextFile and FileAt allocate %.0f times", allocs)
+			}
+		}
+	}
+}
+
+// TestLookupPathBytes checks that LookupPathBytes answers as LookupPath, for paths found and not,
+// with empty and "." components, and allocates nothing.
+func TestLookupPathBytes(t *testing.T) {
+	x, err := Parse(testIndex(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep, _ := x.Lookup(Root, "a")
+	deep, _ = x.Lookup(deep, "sub")
+	deep, _ = x.Lookup(deep, "deep")
+	deep, _ = x.Lookup(deep, "f")
+	for _, c := range []struct {
+		path string
+		id   ID
+		ok   bool
+	}{
+		{"a/sub/deep/f", deep, true}, {"/a//sub/./deep/f/", deep, true}, {"", Root, true}, {".", Root, true},
+		{"/", Root, true}, {"a/sub/deep/g", 0, false}, {"a/../a", 0, false}, {"c/x", 0, false}, {"zz", 0, false},
+	} {
+		id, ok := x.LookupPathBytes([]byte(c.path))
+		sid, sok := x.LookupPath(c.path)
+		if id != c.id || ok != c.ok || sid != c.id || sok != c.ok {
+			t.Errorf("LookupPathBytes(%q) = %d, %v and LookupPath = %d, %v; want %d, %v", c.path, id, ok, sid, sok, c.id, c.ok)
+		}
+	}
+	path := []byte("/a//sub/./deep/f")
+	if allocs := testing.AllocsPerRun(100, func() {
+		if _, ok := x.LookupPathBytes(path); !ok {
+			t.Fatal("not found")
+		}
+	}); allocs != 0 {
+		t.Errorf("LookupPathBytes allocates %.0f times", allocs)
 	}
 }

@@ -89,7 +89,7 @@ func PackTo(ctx context.Context, src string, sink Sink, opt PackOptions) (PackRe
 	if opt.Warn == nil {
 		opt.Warn = func(string) {}
 	}
-	p := &packer{opt: opt, sink: sink}
+	p := &packer{opt: opt, sink: sink, w: walker{followExternal: opt.FollowExternal, warn: opt.Warn, statFiles: true}}
 	res, err := p.run(ctx, src)
 	if err != nil {
 		sink.Abort()
@@ -100,9 +100,9 @@ func PackTo(ctx context.Context, src string, sink Sink, opt PackOptions) (PackRe
 }
 
 type packer struct {
-	opt     PackOptions
-	sink    Sink
-	srcReal string // the source directory with symlinks resolved: what "inside" means
+	opt  PackOptions
+	sink Sink
+	w    walker
 }
 
 func (p *packer) run(ctx context.Context, src string) (PackResult, error) {
@@ -159,105 +159,37 @@ func assignShards(files []*node, target uint64) []Shard {
 
 // walkRoot builds the tree of src, following symlinks and skipping what cannot be packed.
 func (p *packer) walkRoot(ctx context.Context, src string) (*node, error) {
-	fi, err := os.Stat(src)
+	fi, err := p.w.root(src)
 	if err != nil {
-		return nil, fmt.Errorf("source: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("source %s is not a directory", src)
-	}
-	if p.srcReal, err = filepath.EvalSymlinks(src); err == nil {
-		p.srcReal, err = filepath.Abs(p.srcReal)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("source: %w", err)
+		return nil, err
 	}
 	root := &node{mode: unixMode(fi), mtime: fi.ModTime().UnixNano()}
 	return root, p.walk(ctx, src, root, []fileID{idOf(fi)})
 }
 
+// walk adds the entries of directory dir to d, expanding each subdirectory as it comes to it.
 func (p *packer) walk(ctx context.Context, dir string, d *node, ancestors []fileID) error {
-	if err := ctx.Err(); err != nil {
+	ents, err := readDir(ctx, dir)
+	if err != nil {
 		return err
 	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("read directory: %w", err)
-	}
 	for _, de := range ents {
-		path := filepath.Join(dir, de.Name())
-		if !ValidName([]byte(de.Name())) {
-			return fmt.Errorf("%s: name cannot be stored (1-255 bytes, no '/' or NUL)", path)
+		e, ok, err := p.w.entry(dir, de, ancestors)
+		if err != nil {
+			return err
 		}
-		var fi os.FileInfo
-		if de.Type()&os.ModeSymlink != 0 {
-			if fi, err = os.Stat(path); err != nil {
-				p.opt.Warn(fmt.Sprintf("skipping %s: dangling symlink (%v)", path, errors.Unwrap(err)))
-				continue
-			}
-			if err := p.checkInside(path); err != nil {
-				return err
-			}
-		} else if fi, err = de.Info(); err != nil {
-			return fmt.Errorf("stat: %w", err)
-		}
-		n := &node{name: de.Name(), mode: unixMode(fi), mtime: fi.ModTime().UnixNano()}
-		switch {
-		case fi.Mode().IsRegular():
-			n.src, n.size = path, uint64(fi.Size())
-		case fi.IsDir():
-			id := idOf(fi)
-			if containsID(ancestors, id) {
-				p.opt.Warn(fmt.Sprintf("skipping %s: symlink loop (leads back to an ancestor directory)", path))
-				continue
-			}
-			if err := p.walk(ctx, path, n, append(ancestors, id)); err != nil {
-				return err
-			}
-		default:
-			p.opt.Warn(fmt.Sprintf("skipping %s: %s is not a regular file or directory", path, fileKind(fi.Mode())))
+		if !ok {
 			continue
+		}
+		n := &node{name: e.name, mode: unixMode(e.info), mtime: e.info.ModTime().UnixNano()}
+		if !e.dir {
+			n.src, n.size = e.path, uint64(e.info.Size())
+		} else if err := p.walk(ctx, e.path, n, append(ancestors, e.id)); err != nil {
+			return err
 		}
 		d.children = append(d.children, n)
 	}
 	return nil
-}
-
-// checkInside fails for symlink path if its target lies outside the source tree, unless
-// FollowExternal.
-func (p *packer) checkInside(path string) error {
-	if p.opt.FollowExternal {
-		return nil
-	}
-	target, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return fmt.Errorf("symlink: %w", err)
-	}
-	if rel, err := filepath.Rel(p.srcReal, target); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return fmt.Errorf("%s: symlink to %s, outside the source tree (--follow-external-symlinks packs what it points to)", path, target)
-	}
-	return nil
-}
-
-func containsID(ids []fileID, id fileID) bool {
-	for _, a := range ids {
-		if a == id {
-			return true
-		}
-	}
-	return false
-}
-
-func fileKind(m os.FileMode) string {
-	switch {
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "it"
 }
 
 // unixMode converts to st_mode bits for a directory or regular file.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -209,5 +210,80 @@ func TestVerifyFindsCorruptSamples(t *testing.T) {
 	verify()
 	if len(got) < 2 || !strings.Contains(strings.Join(got, "\n"), "train/dog/a b.jpg: shard missing") {
 		t.Errorf("after deleting its shard, Verify reports %q", got)
+	}
+}
+
+// TestPackRelativeSource packs through a relative source path, "." included: symlinks inside
+// the tree are followed (issue 28: a relative target was compared with the absolute root, and
+// every internal symlink was refused as outside), and one out of the tree is still refused.
+func TestPackRelativeSource(t *testing.T) {
+	base := t.TempDir()
+	writeTree(t, base, map[string]string{"t/a/f": "hi", "outside": "secret"})
+	if err := os.Mkdir(filepath.Join(base, "t/b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../a/f", filepath.Join(base, "t/b/l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../a", filepath.Join(base, "t/b/dir")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ cwd, src string }{{base, "t"}, {base, "t/"}, {base, "./t/b/.."}, {filepath.Join(base, "t"), "."}, {filepath.Join(base, "t/a"), ".."}} {
+		t.Chdir(c.cwd)
+		dst := filepath.Join(t.TempDir(), "set")
+		x := pack(t, c.src, dst, PackOptions{})
+		for _, p := range []string{"a/f", "b/l", "b/dir/f"} {
+			id, ok := x.LookupPath(p)
+			if !ok {
+				t.Errorf("pack %q from %s: %s missing", c.src, c.cwd, p)
+			} else if got := readSample(t, dst, x, id); string(got) != "hi" {
+				t.Errorf("pack %q from %s: %s holds %q, want %q", c.src, c.cwd, p, got, "hi")
+			}
+		}
+	}
+	if err := os.Symlink("../../outside", filepath.Join(base, "t/b/out")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Join(base, "t"))
+	_, err := Pack(context.Background(), ".", filepath.Join(t.TempDir(), "set"), PackOptions{})
+	if err == nil || !strings.Contains(err.Error(), "outside the source tree") || !strings.Contains(err.Error(), "b/out") {
+		t.Errorf("pack . with b/out -> ../../outside: err %v, want the symlink refused as outside the source tree", err)
+	}
+}
+
+// TestListFiles checks that ListFiles lists what Pack packs, in the pack order the index
+// records, that SkipTop leaves out only a top-level name, and that a symlink out of the tree
+// fails the listing unless FollowExternal.
+func TestListFiles(t *testing.T) {
+	src := t.TempDir()
+	writeTree(t, src, edgeTree)
+	writeTree(t, src, map[string]string{".aifs/stats": "", "train/.aifs": "kept"})
+	for _, l := range [][2]string{{"train/cat", "train/dog/cat"}, {"zero", "train/z"}, {"../..", "train/dog/loop"}, {"missing", "dangling"}} {
+		if err := os.Symlink(l[0], filepath.Join(src, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := pack(t, src, filepath.Join(t.TempDir(), "set"), PackOptions{})
+	var want []string
+	for i := range x.Files() {
+		if p := x.Path(x.FileAt(i)); !strings.HasPrefix(p, ".aifs/") {
+			want = append(want, p)
+		}
+	}
+	got, err := ListFiles(context.Background(), src, ListOptions{SkipTop: ".aifs"})
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("ListFiles = %q, %v; want the packed files in pack order %q", got, err, want)
+	}
+	outside := filepath.Join(t.TempDir(), "f")
+	writeTree(t, filepath.Dir(outside), map[string]string{"f": "x"})
+	if err := os.Symlink(outside, filepath.Join(src, "train/out")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ListFiles(context.Background(), src, ListOptions{}); err == nil || !strings.Contains(err.Error(), "outside the source tree") {
+		t.Errorf("ListFiles with a symlink out of the tree: err %v, want it refused", err)
+	}
+	got, err = ListFiles(context.Background(), src, ListOptions{FollowExternal: true})
+	if err != nil || !slices.Contains(got, "train/out") || !slices.Contains(got, ".aifs/stats") {
+		t.Errorf("ListFiles with FollowExternal = %q, %v; want train/out and .aifs/stats listed", got, err)
 	}
 }

@@ -82,12 +82,10 @@ func Verify(ctx context.Context, dir string, x *Index, opt VerifyOptions, report
 		opt.Open = func(_ context.Context, s Shard) (ShardFile, error) { return openFile(filepath.Join(dir, s.Name)) }
 	}
 	perShard := make([][]ID, len(x.Shards()))
-	var res VerifyResult
-	for i := 0; i < x.Len(); i++ {
-		if e := x.Entry(ID(i)); !e.IsDir() {
-			perShard[e.Shard] = append(perShard[e.Shard], ID(i))
-			res.Samples++
-		}
+	res := VerifyResult{Samples: x.Files()}
+	for id := x.NextFile(Root); int(id) < x.Len(); id = x.NextFile(id) {
+		e := x.Entry(id)
+		perShard[e.Shard] = append(perShard[e.Shard], id)
 	}
 	var mu sync.Mutex // guards res, and serialises report and opt.Progress
 	v := &verifier{x: x, open: opt.Open, report: func(p Problem) {

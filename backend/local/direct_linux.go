@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -108,50 +109,26 @@ func (d *directFile) view(off int64, n int) (*buffer, error) {
 	return nil, err
 }
 
-// statx is struct statx of linux/stat.h, as far as the direct-I/O alignment fields, padded to
-// the 256 bytes the kernel may write.
-type statx struct {
-	mask     uint32
-	_        [148]byte // stx_blksize … stx_mnt_id
-	memAlign uint32    // stx_dio_mem_align, at offset 152
-	offAlign uint32    // stx_dio_offset_align
-	_        [96]byte
-}
-
-// Compile-time layout check: 256 bytes in all, stx_dio_mem_align at offset 152.
-var _ = [1]struct{}{}[unsafe.Sizeof(statx{})-256+unsafe.Offsetof(statx{}.memAlign)-152]
-
-const (
-	statxDIOAlign = 0x2000 // STATX_DIOALIGN
-	atEmptyPath   = 0x1000 // AT_EMPTY_PATH
-)
-
-// statxTrap is the statx(2) system call number: package syscall defines SYS_STATX on few ports.
-// It is zero on ports not listed, which then use the default alignment.
-var statxTrap = map[string]uintptr{
-	"amd64": 332, "386": 383, "arm": 397, "arm64": 291, "riscv64": 291, "loong64": 291,
-	"ppc64": 383, "ppc64le": 383, "s390x": 379,
-}[runtime.GOARCH]
-
 // dioAlign returns the memory and file-offset alignment that O_DIRECT reads of f need, from
 // statx STATX_DIOALIGN (Linux 6.1+). Each is 4096 where statx cannot tell (older kernels,
 // filesystems that do not report it) or reports zero or a value that is not a power of two;
 // should 4096 be too small, the probe read in openDirect fails and the file is read buffered.
 func dioAlign(f *os.File) (mem, off int64) {
-	var st statx
-	if rc, err := f.SyscallConn(); err == nil && statxTrap != 0 {
-		rc.Control(func(fd uintptr) {
-			var empty byte // the path "", with AT_EMPTY_PATH: statx of fd itself
-			syscall.Syscall6(statxTrap, fd, uintptr(unsafe.Pointer(&empty)), atEmptyPath, statxDIOAlign, uintptr(unsafe.Pointer(&st)), 0)
+	var st unix.Statx_t
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { // the path "", with AT_EMPTY_PATH: statx of fd itself
+			if unix.Statx(int(fd), "", unix.AT_EMPTY_PATH, unix.STATX_DIOALIGN, &st) != nil {
+				st.Mask = 0
+			}
 		})
 	}
 	pow2 := func(v uint32) int64 {
-		if st.mask&statxDIOAlign == 0 || v == 0 || v&(v-1) != 0 {
+		if st.Mask&unix.STATX_DIOALIGN == 0 || v == 0 || v&(v-1) != 0 {
 			return 4096
 		}
 		return int64(v)
 	}
-	return pow2(st.memAlign), pow2(st.offAlign)
+	return pow2(st.Dio_mem_align), pow2(st.Dio_offset_align)
 }
 
 // openDirectFile opens path with O_DIRECT like openDirect but without its probe read, which
@@ -288,10 +265,7 @@ func mountedWriteback(dev uint64) bool {
 	if err != nil {
 		return true
 	}
-	// Linux's dev_t: the major number in bits 8-19 and 32-43, the minor in bits 0-7 and 20-31.
-	major := (dev>>8)&0xfff | (dev>>32)&0xfffff000
-	minor := dev&0xff | (dev>>12)&0xffffff00
-	want := fmt.Sprintf("%d:%d", major, minor)
+	want := fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev))
 	for _, line := range strings.Split(string(b), "\n") {
 		// id parent major:minor root mountpoint options [tags] - fstype source superoptions
 		fields := strings.Fields(line)

@@ -12,7 +12,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	aifsfs "github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/prefetch"
 )
 
 func runBench(ctx context.Context, args []string) int { return benchMain(ctx, args, os.Stdout) }
@@ -246,7 +247,7 @@ func dropCaches(opt benchOptions) error {
 // an aifs mount or the mount takes no plans (-o plans=off).
 func writePlan(dir string, paths []string, order []uint32) error {
 	var b bytes.Buffer
-	b.WriteString("aifs-plan 1 paths\n")
+	b.WriteString(prefetch.PlanHeaderPaths + "\n")
 	for _, i := range order {
 		b.WriteString(paths[i])
 		b.WriteByte('\n')
@@ -279,70 +280,11 @@ func dropKernelCaches() error {
 }
 
 // listTree returns the "/"-separated paths relative to root of the regular files under it, in
-// pack order (see packLess). Like 'aifs pack' it follows symlinks, skipping dangling ones and
-// those that lead back to an ancestor directory; unlike pack it skips quietly whatever is not
-// a regular file or directory, and a top-level ".aifs" (an aifs mount's own files).
+// pack order, as layout.ListFiles lists them for 'aifs pack': following symlinks, those out of
+// the tree included, and skipping quietly what pack skips with a warning, and a top-level
+// ".aifs" (an aifs mount's own files).
 func listTree(ctx context.Context, root string) ([]string, error) {
-	fi, err := os.Stat(root)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory", displayName(root))
-	}
-	var paths []string
-	return paths, listDir(ctx, root, "", []os.FileInfo{fi}, &paths)
-}
-
-// listDir appends the files of dir (whose relative path is rel, "" or ending in "/") and then
-// those of its subdirectories in name order. ancestors holds dir and the directories above it.
-func listDir(ctx context.Context, dir, rel string, ancestors []os.FileInfo, paths *[]string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	ents, err := os.ReadDir(dir) // sorted by name
-	if err != nil {
-		return err
-	}
-	type subdir struct {
-		name string
-		fi   os.FileInfo
-	}
-	var subdirs []subdir
-	for _, de := range ents {
-		name := de.Name()
-		if rel == "" && name == ".aifs" {
-			continue
-		}
-		typ := de.Type()
-		var fi os.FileInfo
-		if typ&fs.ModeSymlink != 0 {
-			if fi, err = os.Stat(filepath.Join(dir, name)); err != nil {
-				continue // dangling
-			}
-			typ = fi.Mode().Type()
-		}
-		switch {
-		case typ.IsRegular():
-			*paths = append(*paths, rel+name)
-		case typ.IsDir():
-			if fi == nil {
-				if fi, err = de.Info(); err != nil {
-					return err
-				}
-			}
-			subdirs = append(subdirs, subdir{name, fi})
-		}
-	}
-	for _, s := range subdirs {
-		if slices.ContainsFunc(ancestors, func(a os.FileInfo) bool { return os.SameFile(a, s.fi) }) {
-			continue // a symlink loop
-		}
-		if err := listDir(ctx, filepath.Join(dir, s.name), rel+s.name+"/", append(ancestors, s.fi), paths); err != nil {
-			return err
-		}
-	}
-	return nil
+	return layout.ListFiles(ctx, root, layout.ListOptions{FollowExternal: true, SkipTop: ".aifs"})
 }
 
 // packLess reports whether relative path p comes before q in pack order, the order listTree

@@ -40,10 +40,7 @@ there are any, 0 if everything matches.`+s3Help)
 		// ETag, so a replaced one is reported as a bad shard with all its samples.
 		opt.Open = backendShards(src.be)
 	}
-	var total int64
-	for _, s := range x.Shards() {
-		total += int64(s.Size)
-	}
+	total := int64(x.ShardBytes())
 	var bar *progressBar
 	if !*quiet && isTerminal(os.Stderr) {
 		bar = newProgressBar(os.Stderr)
