@@ -122,8 +122,6 @@ type FS struct {
 	ctl    control
 	uid    uint32
 	gid    uint32
-	files  uint64 // sample files in the index
-	bytes  uint64 // sum of sample sizes, for STATFS
 
 	// With Prefetch.Verify: the samples too large for the loader whose checksum matched,
 	// one bit each (Read checks one on its first READ).
@@ -170,12 +168,6 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 	if f.loader, err = prefetch.NewLoader(x, f.shards, po); err != nil {
 		f.Close()
 		return nil, err
-	}
-	for id := range x.Len() {
-		if e := x.Entry(layout.ID(id)); !e.IsDir() {
-			f.files++
-			f.bytes += e.Size
-		}
 	}
 	f.stats = newStats(f)
 	f.ctl.init(f)
@@ -442,7 +434,7 @@ func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.St
 func (f *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
 	const frsize = 4096
 	*out = fuse.StatfsOut{
-		Blocks:  (f.bytes + frsize - 1) / frsize,
+		Blocks:  (f.x.FileBytes() + frsize - 1) / frsize,
 		Files:   uint64(f.x.Len()),
 		Bsize:   blksize,
 		Frsize:  frsize,

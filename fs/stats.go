@@ -195,7 +195,7 @@ func (s *Stats) Snapshot() Snapshot {
 	snap := Snapshot{
 		Source: f.opt.Source, Mountpoint: f.opt.Mountpoint, KernelCache: f.opt.KernelCache.String(),
 		Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
-		Entries: f.x.Len(), Files: f.files, DatasetBytes: f.bytes,
+		Entries: f.x.Len(), Files: uint64(f.x.Files()), DatasetBytes: f.x.FileBytes(),
 		ReadBytes: s.bytes.Load(), Ops: make(map[string]OpStats, numOps), Stats: f.loader.Stats(),
 		Daemon: daemonStats(),
 	}
@@ -262,8 +262,8 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 		{"aifs_prefetch_dropped_early_total", "counter", "Samples put in the page cache that the kernel dropped before their read.", l.Prefetch.DroppedEarly},
 		{"aifs_memory_bytes", "gauge", "Sample bytes held: kept subset and read-ahead.", uint64(l.Cache.KeptBytes + l.Prefetch.HeldBytes)},
 		{"aifs_epoch", "gauge", "The current epoch, as detected from the reads.", uint64(l.Epoch.Number)},
-		{"aifs_dataset_files", "gauge", "Sample files in the mounted shard set.", s.f.files},
-		{"aifs_dataset_bytes", "gauge", "Bytes of sample data in the mounted shard set.", s.f.bytes},
+		{"aifs_dataset_files", "gauge", "Sample files in the mounted shard set.", uint64(s.f.x.Files())},
+		{"aifs_dataset_bytes", "gauge", "Bytes of sample data in the mounted shard set.", s.f.x.FileBytes()},
 	} {
 		p.header(m.name, m.kind, m.help)
 		p.printf("%s %d\n", m.name, m.value)
