@@ -1,7 +1,11 @@
 // Command aifs packs datasets into shard sets and serves them as read-only file trees.
 //
 // Each subcommand lives in its own file (pack.go, verify.go, ls.go) with its flags and help text;
-// this file holds the dispatch and the small helpers they share.
+// this file holds the dispatch and the small helpers they share. aifs mount is split by concern:
+// mount.go (the command and its help), options.go (flags and -o options to a mountConfig),
+// daemon.go (detaching and reporting readiness), serve.go (wiring the shard set, FS and server,
+// and serving until unmounted), mountinfo.go (mountpoint checks, stale mounts, unmounting),
+// logging.go, limits.go (memory and disk budgets from the machine) and metrics.go (--metrics-addr).
 package main
 
 import (
