@@ -2,13 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"os"
 	"strconv"
-
-	"github.com/aifs/aifs/fs"
-	"go.uber.org/zap/zapcore"
 )
 
 const mountHelp = `
@@ -60,36 +55,9 @@ shuffled epoch then hits in proportion to its size), and two mounts may share on
 docs/s3.md has the details.` + s3Help
 
 func runMount(ctx context.Context, args []string) int {
-	flags := newFlags("mount", "[flags] SRC MOUNTPOINT [-o opt,opt=value...]", mountHelp)
-	c := mountConfig{kernelCache: fs.CacheOn, pushChunks: "auto"}
-	var opts optList
-	flags.BoolVar(&c.foreground, "f", false, "stay in the foreground (logs go to stderr unless --log-file)")
-	flags.Var(&opts, "o", "mount options, comma-separated (see above); repeatable")
-	flags.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	flags.StringVar(&c.logFile, "log-file", "", "append logs to this file (default: stderr with -f, none for a daemon)")
-	flags.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics and Go profiles at http://ADDR/debug/pprof/; ADDR is HOST:PORT, or PORT (or :PORT) for 127.0.0.1:PORT (default: off)")
-	flags.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request and reply (very verbose)")
-	flags.StringVar(&c.cacheDir, "cache-dir", "", "S3 sets: keep fetched shard ranges in this local directory, across mounts (default: off)")
-	c.cacheSize = defaultDiskCache
-	flags.Var((*sizeFlag)(&c.cacheSize), "cache-size", "bytes of --cache-dir to use (K, M, G, T suffixes); at most 9/10 of the room there (free space plus the cache's own files)")
-	c.s3.register(flags)
-	pos, code, ok := parseArgs(flags, args, 2, 2)
-	if !ok {
-		return code
-	}
-	c.src, c.mountpoint = pos[0], pos[1]
-	if err := c.applyOptions(opts); err != nil {
-		return usageError(flags, err.Error())
-	}
-	flags.Visit(func(f *flag.Flag) { c.cacheSizeSet = c.cacheSizeSet || f.Name == "cache-size" })
-	if c.cacheSizeSet && c.cacheDir == "" {
-		return usageError(flags, "cache_size (--cache-size) is the size of the local disk cache and needs cache_dir (--cache-dir); aifs's memory for samples is -o mem_cache=SIZE")
-	}
-	if c.pushChunks == "on" && (c.cacheDir == "" || c.kernelCache != fs.CacheOn) {
-		return usageError(flags, "push_chunks=on puts the samples of the chunks that the disk cache fetches into the kernel's page cache: it needs cache_dir (--cache-dir) and kernel_cache=on")
-	}
-	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
-		return usageError(flags, fmt.Sprintf("invalid --log-level %q", c.logLevel))
+	c, flags, err := parseMount(args)
+	if err != nil {
+		return argsError(flags, err)
 	}
 	if c.foreground {
 		return c.serve(ctx, nil)

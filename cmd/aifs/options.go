@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"strings"
 
 	"github.com/aifs/aifs/fs"
+	"go.uber.org/zap/zapcore"
 )
 
 // mountConfig is everything a mount needs, from flags and -o options.
@@ -35,7 +38,67 @@ type optList []string
 func (o *optList) String() string     { return strings.Join(*o, ",") }
 func (o *optList) Set(v string) error { *o = append(*o, v); return nil }
 
-// applyOptions interprets -o options.
+// mountSynopsis is the usage line of aifs mount, after "aifs mount".
+const mountSynopsis = "[flags] SRC MOUNTPOINT [-o opt,opt=value...]"
+
+// mountFlags returns the flag set of aifs mount. Parsing it writes the flags into c, which
+// starts with every default, and the -o values into opts.
+func mountFlags(c *mountConfig, opts *optList) *flag.FlagSet {
+	flags := newFlags("mount", mountSynopsis, mountHelp)
+	*c = mountConfig{kernelCache: fs.CacheOn, pushChunks: "auto"}
+	flags.BoolVar(&c.foreground, "f", false, "stay in the foreground (logs go to stderr unless --log-file)")
+	flags.Var(opts, "o", "mount options, comma-separated (see above); repeatable")
+	flags.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	flags.StringVar(&c.logFile, "log-file", "", "append logs to this file (default: stderr with -f, none for a daemon)")
+	flags.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics and Go profiles at http://ADDR/debug/pprof/; ADDR is HOST:PORT, or PORT (or :PORT) for 127.0.0.1:PORT (default: off)")
+	flags.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request and reply (very verbose)")
+	flags.StringVar(&c.cacheDir, "cache-dir", "", "S3 sets: keep fetched shard ranges in this local directory, across mounts (default: off)")
+	c.cacheSize = defaultDiskCache
+	flags.Var((*sizeFlag)(&c.cacheSize), "cache-size", "bytes of --cache-dir to use (K, M, G, T suffixes); at most 9/10 of the room there (free space plus the cache's own files)")
+	c.s3.register(flags)
+	return flags
+}
+
+// parseMount turns the arguments of aifs mount (flags, SRC, MOUNTPOINT and -o options, in any
+// order) into a checked mountConfig. It is pure: it reads no file and no environment variable,
+// so any command line can be tested without a mount. Errors are usage errors, printed with the
+// usage of the flag set returned (never nil): flag.ErrHelp for -h or --help, a bad flag, a
+// wrong number of arguments, an unknown or malformed -o option, or options that need others.
+func parseMount(args []string) (mountConfig, *flag.FlagSet, error) {
+	var c mountConfig
+	var opts optList
+	flags := mountFlags(&c, &opts)
+	pos, err := splitArgs(flags, args, 2, 2)
+	if err != nil {
+		return mountConfig{}, flags, err
+	}
+	c.src, c.mountpoint = pos[0], pos[1]
+	flags.Visit(func(f *flag.Flag) { c.cacheSizeSet = c.cacheSizeSet || f.Name == "cache-size" })
+	if err := c.applyOptions(opts); err != nil {
+		return mountConfig{}, flags, err
+	}
+	if err := c.check(); err != nil {
+		return mountConfig{}, flags, err
+	}
+	return c, flags, nil
+}
+
+// check refuses settings that do not go together, after flags and -o options are applied.
+func (c *mountConfig) check() error {
+	if c.cacheSizeSet && c.cacheDir == "" {
+		return errors.New("cache_size (--cache-size) is the size of the local disk cache and needs cache_dir (--cache-dir); aifs's memory for samples is -o mem_cache=SIZE")
+	}
+	if c.pushChunks == "on" && (c.cacheDir == "" || c.kernelCache != fs.CacheOn) {
+		return errors.New("push_chunks=on puts the samples of the chunks that the disk cache fetches into the kernel's page cache: it needs cache_dir (--cache-dir) and kernel_cache=on")
+	}
+	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
+		return fmt.Errorf("invalid --log-level %q", c.logLevel)
+	}
+	return nil
+}
+
+// applyOptions interprets -o options, in order (a later one overrides an earlier one). It
+// fails on the first unknown or malformed option.
 func (c *mountConfig) applyOptions(opts []string) error {
 	for _, list := range opts {
 		for _, o := range strings.Split(list, ",") {
