@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/pprof"
+	"io"
 	"os"
 	"sync/atomic"
 
@@ -143,20 +141,11 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	closers = append(closers, f.Close)
 	arrived.Store(f)
 	if c.metricsAddr != "" {
-		metrics, err := net.Listen("tcp", listenAddr(c.metricsAddr))
+		metrics, err := startMetrics(c.metricsAddr, func(w io.Writer) { f.Stats().WritePrometheus(w) })
 		if err != nil {
-			return nil, nil, fmt.Errorf("--metrics-addr: %w", err)
+			return nil, nil, err
 		}
-		closers = append(closers, metrics.Close)
-		mux := http.NewServeMux()
-		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			f.Stats().WritePrometheus(w)
-		})
-		// Profiles of the live daemon (go tool pprof http://ADDR/debug/pprof/profile).
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		go http.Serve(metrics, mux)
+		closers = append(closers, metrics.Close) // closed before f: its handlers read f's stats
 	}
 	s, err := fs.Mount(f, mnt, fs.MountOptions{AllowOther: c.allowOther, ReadOnly: c.readOnly, FsName: src.name, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
 	if err != nil {
