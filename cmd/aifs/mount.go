@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"strconv"
 )
 
 const mountHelp = `
@@ -62,9 +60,8 @@ func runMount(ctx context.Context, args []string) int {
 	if c.foreground {
 		return c.serve(ctx, nil)
 	}
-	if fd := os.Getenv(daemonEnv); fd != "" {
-		n, _ := strconv.Atoi(fd)
-		return c.serve(ctx, os.NewFile(uintptr(n), "ready"))
+	if ready := daemonReady(); ready != nil {
+		return c.serve(ctx, ready)
 	}
 	return startDaemon(args)
 }

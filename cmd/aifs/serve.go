@@ -14,24 +14,11 @@ import (
 )
 
 // serve mounts and serves until the file system is unmounted or ctx is cancelled (SIGINT,
-// SIGTERM). If ready is not nil, serve reports on it "ok" once the mount is live or the error
-// that prevented it, then closes it.
-func (c *mountConfig) serve(ctx context.Context, ready *os.File) int {
-	report := func(err error) {
-		if ready != nil {
-			for _, notice := range c.notices {
-				fmt.Fprintln(ready, notice)
-			}
-			if err == nil {
-				fmt.Fprintln(ready, "ok")
-			} else {
-				fmt.Fprintln(ready, err)
-			}
-			ready.Close()
-			ready = nil
-		}
-	}
-	log, closeLog, err := c.logger()
+// SIGTERM). If ready is not nil (a daemon), serve reports on it once the mount is live or the
+// error that prevented it.
+func (c *mountConfig) serve(ctx context.Context, ready *readyPipe) int {
+	report := func(err error) { ready.report(c.notices, err) }
+	log, closeLog, err := c.logger(ready != nil)
 	if err != nil {
 		report(err)
 		return fail("mount", err)
