@@ -35,8 +35,9 @@ Mount options (-o, comma-separated, repeatable):
                             (default: the kernel mount is read-write so that trainers can
                             write MOUNTPOINT/.aifs/plan; aifs refuses every change to the tree
                             with EROFS either way)
-  allow_other               let all users read the mount (non-root mounters need
-                            user_allow_other in /etc/fuse.conf)
+  allow_other               let all users read the mount, as the files' modes allow
+                            (non-root mounters need user_allow_other in /etc/fuse.conf);
+                            without it only the mounting user can, not even root
   log_level=L, log_file=F, metrics_addr=A   the same as the flags below
   Generic options (rw, defaults, nofail, _netdev, noatime, x-..., ...) are accepted and
   ignored.
