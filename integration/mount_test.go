@@ -672,3 +672,104 @@ func TestMountConcurrentReads(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// nobody is the unprivileged user that the user-mount tests run aifs and readers as.
+var nobody = &syscall.Credential{Uid: 65534, Gid: 65534}
+
+// fuseDeviceMode sets the permission bits of /dev/fuse for the rest of the test and restores
+// the old ones at cleanup, also when the test fails. Root's own mounts are not affected.
+func fuseDeviceMode(t *testing.T, mode os.FileMode) {
+	t.Helper()
+	fi, err := os.Stat("/dev/fuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Chmod("/dev/fuse", fi.Mode().Perm()); err != nil {
+			t.Errorf("restoring the mode of /dev/fuse: %v", err)
+		}
+	})
+	if err := os.Chmod("/dev/fuse", mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// userMountSet packs a small tree where nobody can read it and returns the shard set and an
+// empty mountpoint that nobody owns (fusermount3 mounts only where the user may write).
+func userMountSet(t *testing.T) (set, mnt string) {
+	t.Helper()
+	dir := worldDir(t)
+	writeFile(t, filepath.Join(dir, "src", "a", "f.bin"), randomBytes(28, 5000))
+	set = filepath.Join(dir, "set")
+	mustAifs(t, "pack", "--quiet", filepath.Join(dir, "src"), set)
+	mnt = filepath.Join(dir, "mnt")
+	mkdir(t, mnt)
+	if err := os.Chown(mnt, int(nobody.Uid), int(nobody.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	return set, mnt
+}
+
+// runAs runs a command as user cred and returns its combined output.
+func runAs(cred *syscall.Credential, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestMountUserFuseDenied: when a user may not open /dev/fuse, aifs mount says why, in the
+// words of fusermount3, as a daemon as well as in the foreground (the daemon's stderr used to
+// be /dev/null, leaving only "fusermount exited with code 256").
+func TestMountUserFuseDenied(t *testing.T) {
+	set, mnt := userMountSet(t)
+	fuseDeviceMode(t, 0o600)
+	t.Cleanup(func() { unmount(t, mnt, 0) })
+	const cause = "fusermount3: failed to open /dev/fuse: Permission denied"
+	for _, args := range [][]string{{"mount", set, mnt}, {"mount", "-f", set, mnt}} {
+		r := aifsAs(t, nobody, args...)
+		if r.code != 1 || !strings.Contains(r.stderr, cause) {
+			t.Errorf("aifs %s as nobody with /dev/fuse 0600: want exit 1 and %q, got %s", strings.Join(args, " "), cause, r)
+		}
+		if isMounted(mnt) {
+			t.Fatalf("aifs %s: mounted although it failed", strings.Join(args, " "))
+		}
+	}
+}
+
+// TestMountUserUnmountExits mounts as a user and checks what the README says of such a mount:
+// files show the mounting user as owner, the mounting user reads them, no one else may, root
+// included (no allow_other), and after fusermount3 -u by that user the daemon exits. How long
+// it took is logged: a daemon's parent is init, which may reap it later (a zombie holds nothing).
+func TestMountUserUnmountExits(t *testing.T) {
+	set, mnt := userMountSet(t)
+	fuseDeviceMode(t, 0o666)
+	if r := aifsAs(t, nobody, "mount", set, mnt); r.code != 0 {
+		t.Fatalf("aifs mount as nobody: %s", r)
+	}
+	pid := daemonPID(t, mnt)
+	t.Cleanup(func() { unmount(t, mnt, pid) })
+
+	f := filepath.Join(mnt, "a", "f.bin")
+	if out, err := runAs(nobody, "stat", "-c", "%U:%G %a", f); err != nil || strings.TrimSpace(out) != "nobody:nogroup 644" {
+		t.Errorf("stat as nobody: %q, %v; want nobody:nogroup 644", out, err)
+	}
+	if out, err := runAs(nobody, "cat", f); err != nil || out != string(randomBytes(28, 5000)) {
+		t.Errorf("cat as nobody: %v", err)
+	}
+	if _, err := os.Stat(f); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("root's stat of a file in nobody's mount without allow_other: %v, want permission denied", err)
+	}
+
+	start := time.Now()
+	if out, err := runAs(nobody, "fusermount3", "-u", mnt); err != nil {
+		t.Fatalf("fusermount3 -u as nobody: %v: %s", err, out)
+	}
+	if !waitExit(pid, 10*time.Second) {
+		t.Fatalf("the daemon of nobody's mount is still running 10 s after fusermount3 -u")
+	}
+	t.Logf("the daemon exited (or became a zombie) %v after fusermount3 -u began", time.Since(start).Round(time.Millisecond))
+	if isMounted(mnt) {
+		t.Error("still mounted after fusermount3 -u")
+	}
+}

@@ -1,7 +1,11 @@
 // Command aifs packs datasets into shard sets and serves them as read-only file trees.
 //
 // Each subcommand lives in its own file (pack.go, verify.go, ls.go) with its flags and help text;
-// this file holds the dispatch and the small helpers they share.
+// this file holds the dispatch and the small helpers they share. aifs mount is split by concern:
+// mount.go (the command and its help), options.go (flags and -o options to a mountConfig),
+// daemon.go (detaching and reporting readiness), serve.go (wiring the shard set, FS and server,
+// and serving until unmounted), mountinfo.go (mountpoint checks, stale mounts, unmounting),
+// logging.go, limits.go (memory and disk budgets from the machine) and metrics.go (--metrics-addr).
 package main
 
 import (
@@ -112,18 +116,37 @@ func newFlags(name, synopsis, description string) *flag.FlagSet {
 
 // parseArgs parses flags that may appear before, between or after the positional arguments and
 // checks the positional count. It returns the positionals, or an exit status to return at once
-// (exitOK after --help).
+// (exitOK after --help, which it prints; exitUsage after a usage error, which it prints).
 func parseArgs(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, int, bool) {
+	pos, err := splitArgs(fs, args, minPos, maxPos)
+	if err != nil {
+		return nil, argsError(fs, err), false
+	}
+	return pos, 0, true
+}
+
+// argsError prints what a parse error calls for and returns the exit status: after
+// flag.ErrHelp the usage on stdout and exitOK, otherwise the error and the usage on stderr and
+// exitUsage.
+func argsError(fs *flag.FlagSet, err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(os.Stdout)
+		fs.Usage()
+		return exitOK
+	}
+	return usageError(fs, err.Error())
+}
+
+// splitArgs is parseArgs without the printing: it parses the flags in args, wherever they are,
+// into fs and returns the positional arguments (all of those after "--"). Errors: flag.ErrHelp
+// for -h or --help, the flag package's for a bad flag, and one for a count outside
+// [minPos, maxPos].
+func splitArgs(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error) {
 	var pos []string
+	fs.SetOutput(io.Discard) // the flag package would print usage itself; the caller chooses where
 	for {
-		fs.SetOutput(io.Discard) // the flag package would print usage itself; we choose where
 		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(os.Stdout)
-				fs.Usage()
-				return nil, exitOK, false
-			}
-			return nil, usageError(fs, err.Error()), false
+			return nil, err
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -137,9 +160,9 @@ func parseArgs(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, i
 		args = args[1:]
 	}
 	if len(pos) < minPos || len(pos) > maxPos {
-		return nil, usageError(fs, "wrong number of arguments"), false
+		return nil, errors.New("wrong number of arguments")
 	}
-	return pos, 0, true
+	return pos, nil
 }
 
 // usageError prints msg and the command's usage to stderr and returns exitUsage.

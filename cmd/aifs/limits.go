@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/aifs/aifs/backend/diskcache"
+	"github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/prefetch"
+	"go.uber.org/zap"
+)
+
+// setMemoryLimit gives the Go runtime a soft memory limit: the index, the sample cache and
+// 256 MiB for everything else (buffers, requests), or 9/10 of this process's memory cgroup
+// limit if that is lower. Without one the heap may grow to twice the live cache before a
+// collection, and a daemon in a memory cgroup is killed (it was, in a cgroup of half a 1.1 GB
+// dataset with cache_size at 3/4 of the limit).
+func setMemoryLimit(log *zap.Logger, indexBytes int64, cacheSize int64) {
+	if cacheSize <= 0 {
+		cacheSize = prefetch.DefaultCacheBytes
+	}
+	limit := cacheSize + indexBytes + 256<<20
+	if cg := cgroupMemoryLimit(); cg > 0 && cg/10*9 < limit {
+		limit = cg / 10 * 9
+		if cacheSize > limit/2 {
+			log.Warn("mem_cache is more than half of this memory cgroup's limit; the daemon may run out of memory",
+				zap.Int64("mem_cache", cacheSize), zap.Int64("cgroup_limit", cg))
+		}
+	}
+	debug.SetMemoryLimit(limit)
+}
+
+// pushOn decides -o push_chunks for a mount with a disk cache: on, off, or with auto, on when
+// kernel_cache=on and the shard set takes at most half the memory available now (MemAvailable,
+// and the memory cgroup's limit): every sample pushed stays in the page cache until it is
+// read, and a set that does not fit would push out samples before their reads came.
+func (c *mountConfig) pushOn(log *zap.Logger, x *layout.Index) bool {
+	if c.pushChunks != "auto" || c.kernelCache != fs.CacheOn {
+		return c.pushChunks == "on"
+	}
+	set := int64(x.ShardBytes())
+	avail := memAvailable()
+	if cg := cgroupMemoryLimit(); cg > 0 && (avail == 0 || cg < avail) {
+		avail = cg
+	}
+	on := avail > 0 && set <= avail/2
+	log.Info("push_chunks=auto: the samples of each chunk fetched go into the page cache when the shard set is at most half the memory available",
+		zap.Bool("on", on), zap.Int64("shard_set_bytes", set), zap.Int64("memory_available", avail))
+	return on
+}
+
+// memAvailable returns MemAvailable of /proc/meminfo in bytes, or 0 if it cannot be read.
+func memAvailable() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// defaultDiskCache is --cache-size when not given; diskCacheSize caps it to the free space.
+const defaultDiskCache = 100 << 30
+
+// diskCacheSize creates dir if needed and returns the disk cache budget: want, at most 9/10 of
+// the room in dir's file system, counting the chunks the cache already holds as room (a reused
+// cache keeps them; a budget below them would delete them).
+func diskCacheSize(log *zap.Logger, dir string, want int64) (int64, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, fmt.Errorf("--cache-dir: %w", err)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("--cache-dir: %w", err)
+	}
+	held, err := diskcache.DirBytes(dir)
+	if err != nil {
+		return 0, fmt.Errorf("--cache-dir: %w", err)
+	}
+	free := (int64(st.Bavail)*st.Bsize + held) / 10 * 9
+	if want > free {
+		log.Warn("--cache-size is more than 9/10 of the room in --cache-dir (free space and the cache's own files); using that",
+			zap.Int64("cache_size", want), zap.Int64("using", free))
+		want = free
+	}
+	if want < 64<<20 {
+		return 0, fmt.Errorf("--cache-dir %s has room for %s of cache; it needs at least 64 MiB", dir, humanBytes(want))
+	}
+	return want, nil
+}
+
+// cgroupMemoryLimit returns the memory limit of this process's cgroup (v2 memory.max or v1
+// memory.limit_in_bytes), or 0 if there is none or it cannot be read.
+func cgroupMemoryLimit() int64 {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var file string
+		switch {
+		case parts[0] == "0" && parts[1] == "": // v2
+			file = filepath.Join("/sys/fs/cgroup", parts[2], "memory.max")
+		case strings.Contains(","+parts[1]+",", ",memory,"): // v1
+			file = filepath.Join("/sys/fs/cgroup/memory", parts[2], "memory.limit_in_bytes")
+		default:
+			continue
+		}
+		v, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		// "max" (v2) or a huge number (v1) mean no limit
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64); err == nil && n > 0 && n < 1<<50 {
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// lazyUnmount detaches mountpoint from the tree (MNT_DETACH) as root, through fusermount3 -z
+// otherwise.
+func lazyUnmount(mountpoint string) error {
+	if os.Geteuid() == 0 {
+		return syscall.Unmount(mountpoint, syscall.MNT_DETACH)
+	}
+	out, err := exec.Command("fusermount3", "-u", "-z", mountpoint).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("fusermount3 -u -z: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// checkMountpoint returns the absolute, symlink-free path of mountpoint after checking that it
+// is an empty directory and not already a mount point. A mount left by an aifs daemon that died
+// (kill -9, OOM) is unmounted first (see recoverStale); notice says so, "" otherwise.
+func checkMountpoint(mountpoint string) (abs, notice string, err error) {
+	abs, err = filepath.Abs(mountpoint)
+	if err == nil {
+		notice, err = recoverStale(abs)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	abs, err = checkDir(abs, mountpoint)
+	return abs, notice, err
+}
+
+// checkDir is checkMountpoint after recoverStale.
+func checkDir(abs, mountpoint string) (string, error) {
+	abs, err := filepath.EvalSymlinks(abs)
+	if errors.Is(err, iofs.ErrNotExist) {
+		return "", fmt.Errorf("mountpoint %s does not exist", mountpoint)
+	}
+	if err != nil {
+		return "", fmt.Errorf("mountpoint: %w", err)
+	}
+	if fstype, source, ok := mountAt(abs); ok {
+		return "", fmt.Errorf("%s is already a mount point (%s from %s)", abs, fstype, source)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("mountpoint: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
+	}
+	d, err := os.Open(abs)
+	if err != nil {
+		return "", fmt.Errorf("mountpoint: %w", err)
+	}
+	names, err := d.Readdirnames(1)
+	d.Close()
+	if len(names) > 0 {
+		return "", fmt.Errorf("mountpoint %s is not empty", abs)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("mountpoint: %w", err)
+	}
+	return abs, nil
+}
+
+// recoverStale looks at path before it is checked: a FUSE mount there whose daemon is gone
+// answers with ENOTCONN (STATFS always reaches the daemon; a stat may be answered from the
+// kernel's cache). If it is an aifs mount (fuse.aifs) it is unmounted lazily (nothing can be
+// read from it any more, and nothing can be lost: it is read-only) and the notice says so;
+// another file system's is refused with the command that clears it.
+func recoverStale(path string) (notice string, err error) {
+	fstype, source, ok := mountAt(path)
+	if !ok || fstype != "fuse" && !strings.HasPrefix(fstype, "fuse.") {
+		return "", nil
+	}
+	var st syscall.Statfs_t
+	// ECONNABORTED: a request in flight when the daemon died.
+	if err := syscall.Statfs(path, &st); err != syscall.ENOTCONN && err != syscall.ECONNABORTED {
+		return "", nil
+	}
+	if fstype != "fuse.aifs" {
+		return "", fmt.Errorf("%s is a %s mount of %s whose daemon is gone (transport endpoint is not connected); "+
+			"unmount it with: fusermount3 -u -z %s", path, fstype, source, path)
+	}
+	if err := lazyUnmount(path); err != nil {
+		return "", fmt.Errorf("%s was left mounted by an aifs daemon that died; unmounting it: %w", path, err)
+	}
+	return fmt.Sprintf("%s was left mounted (%s) by an aifs daemon that died; unmounted it", path, source), nil
+}
+
+// mountAt looks path up in /proc/self/mountinfo and returns the type and source of the mount
+// there (the last one, if mounts are stacked), if any.
+func mountAt(path string) (fstype, source string, ok bool) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", "", false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// id parent major:minor root MOUNTPOINT options ... - FSTYPE SOURCE superoptions
+		f := strings.Fields(line)
+		if len(f) < 5 || unescapeMountinfo(f[4]) != path {
+			continue
+		}
+		fstype, source, ok = "unknown", "unknown", true
+		for i, v := range f {
+			if v == "-" && i+2 < len(f) {
+				fstype, source = f[i+1], unescapeMountinfo(f[i+2])
+				break
+			}
+		}
+	}
+	return fstype, source, ok
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for a space) of /proc/self/mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

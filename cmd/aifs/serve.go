@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+
+	"github.com/aifs/aifs/backend/diskcache"
+	"github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/prefetch"
+	"go.uber.org/zap"
+)
+
+// serve mounts and serves until the file system is unmounted or ctx is cancelled (SIGINT,
+// SIGTERM). If ready is not nil (a daemon), serve reports on it once the mount is live or the
+// error that prevented it.
+func (c *mountConfig) serve(ctx context.Context, ready *readyPipe) int {
+	report := func(err error) { ready.report(c.notices, err) }
+	log, closeLog, err := c.logger(ready != nil)
+	if err != nil {
+		report(err)
+		return fail("mount", err)
+	}
+	defer closeLog()
+	srv, cleanup, err := c.mount(ctx, log)
+	if err != nil {
+		log.Error("mount failed", zap.Error(err))
+		report(err)
+		return fail("mount", err)
+	}
+	defer cleanup()
+	log.Info("mounted", zap.String("source", c.src), zap.String("mountpoint", c.mountpoint))
+	if ready != nil {
+		os.Chdir("/") // a daemon must not keep a file system busy through its working directory
+	}
+	report(nil)
+
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	select {
+	case <-done:
+		log.Info("unmounted", zap.String("mountpoint", c.mountpoint))
+		return exitOK
+	case <-ctx.Done():
+	}
+	log.Info("signal: unmounting", zap.String("mountpoint", c.mountpoint))
+	if err := srv.Unmount(); err != nil {
+		// Busy: detach now and serve the files still open until they are closed.
+		log.Warn("mountpoint busy; detaching it, the daemon ends when the last open file is closed", zap.Error(err))
+		if err := lazyUnmount(c.mountpoint); err != nil {
+			log.Error("lazy unmount failed", zap.Error(err))
+			return exitFailure
+		}
+		<-done
+	}
+	log.Info("unmounted", zap.String("mountpoint", c.mountpoint))
+	return exitOK
+}
+
+// mount checks the mountpoint, loads and checks the shard set, opens its shards and mounts it.
+// Everything that can fail is checked before the kernel sees the mount. cleanup closes what
+// mount opened; call it after the server has stopped.
+func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Server, cleanup func(), err error) {
+	var closers []func() error // closed in reverse order by closeAll: by the caller, or here on an error
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	mnt, notice, err := checkMountpoint(c.mountpoint)
+	if err != nil {
+		return nil, nil, err
+	}
+	if notice != "" {
+		log.Warn(notice)
+		c.notices = append(c.notices, notice)
+	}
+	c.mountpoint = mnt
+	src, err := openSource(ctx, c.src, &c.s3, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	be := src.be
+	closers = append(closers, be.Close)
+	storage := map[string]func() any{}
+	if src.s3 != nil {
+		storage["s3"] = func() any { return src.s3.Stats() }
+	}
+	var arrived atomic.Pointer[fs.FS] // the FS, once made: the disk cache's fetches come before
+	if c.cacheDir != "" {
+		if src.s3 == nil {
+			return nil, nil, fmt.Errorf("--cache-dir is for shard sets in S3; %s is read directly from local disk", src.name)
+		}
+		size, err := diskCacheSize(log, c.cacheDir, c.cacheSize)
+		if err != nil {
+			return nil, nil, err
+		}
+		opt := diskcache.Options{Dir: c.cacheDir, Size: size, Namespace: src.name,
+			StageShards: c.prefetchShards, Logger: log.Named("diskcache")}
+		if c.pushOn(log, src.x) {
+			opt.Arrived = func(shard string, off int64, data []byte) {
+				if f := arrived.Load(); f != nil {
+					f.Arrived(shard, off, data)
+				}
+			}
+		}
+		dc, err := diskcache.New(be, opt)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--cache-dir: %w", err)
+		}
+		closers[len(closers)-1] = dc.Close // closes the S3 backend too
+		be = dc
+		storage["disk_cache"] = func() any { return dc.Stats() }
+	}
+	setMemoryLimit(log, src.indexBytes, c.memCache)
+	f, err := fs.New(ctx, src.x, be, fs.Options{Logger: log.Named("fs"), KernelCache: c.kernelCache, Source: src.name, Mountpoint: mnt,
+		Prefetch: prefetch.Options{CacheBytes: c.memCache, Verify: c.verify}, Storage: storage, NoPlans: c.noPlans})
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, f.Close)
+	arrived.Store(f)
+	if c.metricsAddr != "" {
+		metrics, err := startMetrics(c.metricsAddr, func(w io.Writer) { f.Stats().WritePrometheus(w) })
+		if err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, metrics.Close) // closed before f: its handlers read f's stats
+	}
+	s, err := fs.Mount(f, mnt, fs.MountOptions{AllowOther: c.allowOther, FsName: src.name, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, closeAll, nil
+}
