@@ -181,8 +181,7 @@ func TestMountReadOnly(t *testing.T) {
 		"create": func() error { return os.WriteFile(filepath.Join(mnt, "new"), nil, 0o644) },
 		"write":  func() error { return os.WriteFile(file, []byte("x"), 0o644) },
 		"append": func() error {
-			// The kernel mount is read-write (for the plan file), and in no-open mode the open
-			// itself reaches no one: the write is what gets EROFS.
+			// The kernel mount is read-only: the open itself gets EROFS.
 			f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
 			if err != nil {
 				return err
