@@ -1,9 +1,10 @@
 // Package backend is the contract between aifs and the storage that holds shard bytes: a Backend
 // opens the shards of one shard set (layout.Shard from the index) and a Shard reads byte ranges
 // of one of them. Implementations live in subpackages (local: O_DIRECT reads from local files;
-// s3: ranged GETs; memory: tests) and all pass the conformance suite in backendtest. Metrics,
-// logging and fault injection wrap these interfaces; capabilities that only one backend has
-// are optional interfaces found by type assertion.
+// s3: ranged GETs; memory: tests) and all pass the conformance suite in backendtest. Decorators
+// wrap these interfaces: diskcache (a local disk tier over any backend) and faulty (fault
+// injection, for tests); each backend counts its own figures. Capabilities that only one
+// backend has are optional interfaces found by type assertion.
 //
 // The contract has no short reads: ReadAt fills all of p or returns an error. Errors wrap the
 // sentinels below (and io/fs.ErrClosed, context errors) so callers test them with errors.Is.

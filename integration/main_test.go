@@ -1,10 +1,10 @@
-// Package integration runs the built aifs binary in subprocesses against real directory trees and
-// checks what it leaves on disk. Content is compared through the layout package (there is no
-// mount yet): each sample's bytes are read from its shard at the extent the index gives and
-// compared with the source file.
+// Package integration runs the built aifs binary in subprocesses against real directory trees,
+// mounts, S3 servers and programs (PyTorch, numpy, SQLite), and checks what a user sees: what
+// pack leaves on disk (read back through the layout package), what a mount serves (compared
+// with the source tree byte for byte), the stats, and the errors.
 //
-// The tests expect to run as root (the CI machine does): TestPackRefusals runs aifs as uid 65534
-// to make a file unreadable to it.
+// The tests expect to run as root (the CI machine does): they mount, drop caches, and run aifs
+// as uid 65534 (nobody) where a user's view is the point.
 package integration
 
 import (
