@@ -102,10 +102,7 @@ type FS struct {
 	files  uint64 // sample files in the index
 	bytes  uint64 // sum of sample sizes, for STATFS
 
-	// With Prefetch.Verify: the samples too large for the loader whose checksum matched,
-	// one bit each (Read checks one on its first READ), and the corrupt samples logged.
-	verified      []atomic.Uint64
-	loggedCorrupt sync.Map // layout.ID → struct{}
+	loggedCorrupt sync.Map // layout.ID → struct{}: the corrupt samples logged
 
 	closeOnce sync.Once
 }
@@ -136,12 +133,9 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 		f.shards = append(f.shards, sh)
 	}
 	po := opt.Prefetch
-	if po.Verify {
-		f.verified = make([]atomic.Uint64, (x.Len()+63)/64)
-	}
 	po.KeepRead = opt.KernelCache == CacheOff
 	if opt.KernelCache == CacheOn {
-		po.Store = f.store
+		po.Push = f.store
 	}
 	var err error
 	if f.loader, err = prefetch.NewLoader(x, f.shards, po); err != nil {

@@ -3,22 +3,17 @@ package fs
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/aifs/aifs/backend"
-	"github.com/aifs/aifs/layout"
-	"github.com/aifs/aifs/prefetch"
 )
 
 // Read returns [Offset, Offset+Size) of a sample, clipped to its end, from the prefetch
-// loader: the whole sample, held by reference and sent to the kernel without a copy. Samples
-// too large to be fetched whole are read READ by READ from the shard (lent by a
-// backend.Viewer, or into the request's buffer).
+// loader (Loader.ReadRange), which lends the bytes (a whole sample, or a backend's buffer)
+// or reads them into the request's buffer; lent bytes go to the kernel without a copy.
 func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
 	t := f.stats.start()
 	r := readResults.Get().(*readResult)
@@ -49,67 +44,20 @@ func (f *FS) read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte, r *readRe
 		return fuse.OK
 	}
 	n := min(e.Size-in.Offset, uint64(in.Size), uint64(len(buf)))
-	s, err := f.loader.Read(cancel, id, e, int64(in.Offset), int64(in.Offset+n))
-	if err == nil {
-		r.view, r.data = s, s.Bytes()[in.Offset:in.Offset+n]
+	var err error
+	r.data, r.view, err = f.loader.ReadRange(cancel, id, e, int64(in.Offset), buf[:n])
+	switch {
+	case err == nil:
 		return fuse.OK
+	case errors.Is(err, context.Canceled):
+		return fuse.EINTR
 	}
-	if !prefetch.IsTooLarge(err) {
-		if errors.Is(err, context.Canceled) {
-			return fuse.EINTR
-		}
-		return f.errno("read", id, err)
-	}
-	off := int64(e.Offset + in.Offset)
-	// The read is not cancelled when the kernel interrupts the request: an O_DIRECT pread
-	// cannot be stopped, and building a context per READ would cost an allocation.
-	ctx := context.Background()
-	sh := f.shards[e.Shard]
-	if f.verified != nil && f.verified[id/64].Load()&(1<<(id%64)) == 0 {
-		if err := f.verifyLarge(ctx, sh, id, e); err != nil {
-			return f.errno("read", id, err)
-		}
-		f.verified[id/64].Or(1 << (id % 64))
-	}
-	if v, ok := sh.(backend.Viewer); ok {
-		if r.view, err = v.View(ctx, off, int(n)); err == nil {
-			r.data = r.view.Bytes()
-			if len(r.data) != int(n) { // a backend bug: a short READ would look like the end of the file
-				err = fmt.Errorf("shard %d [%d,+%d): the backend lent %d bytes: %w", e.Shard, off, n, len(r.data), io.ErrUnexpectedEOF)
-			}
-		}
-	} else if err = sh.ReadAt(ctx, buf[:n], off); err == nil {
-		r.data = buf[:n]
-	}
-	if err != nil {
-		return f.errno("read", id, err)
-	}
-	return fuse.OK
-}
-
-// verifyLarge checks the checksum of sample id, too large for the loader, by reading it
-// whole once in pieces (Prefetch.Verify): a large sample costs one more read of itself.
-func (f *FS) verifyLarge(ctx context.Context, sh backend.Shard, id layout.ID, e layout.Entry) error {
-	buf := make([]byte, min(e.Size, 4<<20))
-	var crc uint32
-	for done := uint64(0); done < e.Size; {
-		n := min(e.Size-done, uint64(len(buf)))
-		if err := sh.ReadAt(ctx, buf[:n], int64(e.Offset+done)); err != nil {
-			return err
-		}
-		crc = layout.UpdateChecksum(crc, buf[:n])
-		done += n
-	}
-	err := prefetch.CheckSample(f.x, id, e, crc)
-	if err != nil {
-		f.loader.CountCorrupt()
-	}
-	return err
+	return f.errno("read", id, err)
 }
 
 // readResult hands READ data to go-fuse: bytes in the request's buffer, or a View (a
-// prefetch.Sample or a backend's lent buffer), released when go-fuse calls Done after sending. Instances are pooled, so a READ
-// allocates nothing.
+// prefetch.Sample or a backend's lent buffer), released when go-fuse calls Done after
+// sending. Instances are pooled, so a READ allocates nothing.
 type readResult struct {
 	data []byte
 	view backend.View // nil unless data is lent

@@ -575,3 +575,34 @@ func TestClose(t *testing.T) {
 		t.Errorf("Lookup after Close: node %d", out.NodeId)
 	}
 }
+
+// TestReadLargeCounted: the READs of a sample over MaxWhole, which the loader reads range by
+// range from the shard, are counted in the stats' backend section, reads and bytes, and so are
+// the reads that verify it whole on its first READ (issue 28, item 7).
+func TestReadLargeCounted(t *testing.T) {
+	s := packTree(t, writeSourceTree)
+	ino := s.inoOf(t, "big.bin")
+	size := s.x.Entry(layout.ID(ino - 1)).Size
+	for _, verify := range []bool{false, true} {
+		for _, rp := range readPaths {
+			tb := &testBackend{Backend: memory.New(s.shards), hideView: rp.hideView}
+			f := s.serve(t, tb, Options{Prefetch: prefetch.Options{MaxWhole: 64 << 10, Verify: verify}})
+			var reads uint64
+			for off := uint64(0); off < size; off += 128 << 10 {
+				if _, st := readFile(t, f, ino, off, 128<<10); st != fuse.OK {
+					t.Fatalf("Read big.bin at %d: %v", off, st)
+				}
+				reads++
+			}
+			wantReads, wantBytes := reads, size
+			if verify { // read whole once more, in pieces of 4 MiB
+				wantReads, wantBytes = reads+(size+4<<20-1)/(4<<20), 2*size
+			}
+			if got := f.Stats().Snapshot().Backend; got.Reads != wantReads || got.Bytes != wantBytes {
+				t.Errorf("%s, verify %v: big.bin (%d bytes) read in %d READs of 128 KiB: backend stats %d reads, %d bytes; want %d, %d",
+					rp.name, verify, size, reads, got.Reads, got.Bytes, wantReads, wantBytes)
+			}
+			checkReleased(t, f, tb)
+		}
+	}
+}

@@ -220,8 +220,12 @@ func TestLoaderErrors(t *testing.T) {
 	}
 	big := Options{MaxWhole: 1}
 	l2 := newTestLoader(t, x, shards, big)
-	if _, err := l2.Read(nil, id, e, 0, 1); !IsTooLarge(err) {
-		t.Errorf("sample over MaxWhole: %v, want the too-large error", err)
+	if _, err := l2.Read(nil, id, e, 0, 1); !errors.Is(err, errTooLarge) {
+		t.Errorf("Read of a sample over MaxWhole: %v, want the too-large error", err)
+	}
+	shards[e.Shard].fail = boom
+	if _, _, err := l2.ReadRange(nil, id, e, 1, make([]byte, 2)); !errors.Is(err, boom) {
+		t.Errorf("ReadRange of a sample over MaxWhole from a failing shard: %v, want %v", err, boom)
 	}
 }
 
@@ -245,7 +249,7 @@ func TestLoaderArrived(t *testing.T) {
 	corrupt, refused, read := in0[10], in0[12], in0[6]
 	data[int64(x.Entry(corrupt).Offset)-off+5] ^= 1
 	stored := map[layout.ID][]byte{}
-	l := newTestLoader(t, x, shards, Options{Verify: true, Store: func(id layout.ID, b []byte) bool {
+	l := newTestLoader(t, x, shards, Options{Verify: true, Push: func(id layout.ID, b []byte) bool {
 		if id == refused {
 			return false // the kernel holds no inode for it
 		}
@@ -284,11 +288,11 @@ func TestLoaderArrived(t *testing.T) {
 	if st := l.Stats(); st.Prefetch.Arrived != uint64(want) {
 		t.Errorf("the same bytes again stored %d more samples", st.Prefetch.Arrived-uint64(want))
 	}
-	newTestLoader(t, x, shards, Options{}).Arrived(0, off, data) // no Store: nothing to do
+	newTestLoader(t, x, shards, Options{}).Arrived(0, off, data) // no Push: nothing to do
 
 	// With a plan, its beacons still come as READs: the plan's cursor moves only with READs.
 	// (A budget of one byte keeps the plan from being read ahead, which would take them first.)
-	planned := newInlineLoader(t, x, shards, Options{CacheBytes: 1, Store: func(id layout.ID, b []byte) bool { return true }})
+	planned := newInlineLoader(t, x, shards, Options{CacheBytes: 1, Push: func(id layout.ID, b []byte) bool { return true }})
 	writePathPlan(t, planned, in0)
 	planned.Arrived(0, int64(x.Entry(in0[0]).Offset), shards[0].b[x.Entry(in0[0]).Offset:end])
 	for i, id := range in0 {
@@ -364,7 +368,7 @@ func TestLoaderNextEpochHitRate(t *testing.T) {
 					if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
 						t.Fatalf("epoch %d: sample %d: wrong bytes", epoch, id)
 					}
-					if held := l.heldBytes.Load(); held > budget || held != l.keptBytes.Load()+l.aheadBytes.Load() {
+					if held := l.held(); held > budget {
 						t.Fatalf("%d bytes held (%d kept, %d ahead), budget %d", held, l.keptBytes.Load(), l.aheadBytes.Load(), budget)
 					}
 				}
@@ -513,7 +517,7 @@ func TestLoaderBudget(t *testing.T) {
 				if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
 					t.Errorf("sample %d: wrong bytes", id)
 				}
-				if held := l.heldBytes.Load(); held > budget {
+				if held := l.held(); held > budget {
 					over.Store(held)
 				}
 			}
@@ -526,23 +530,27 @@ func TestLoaderBudget(t *testing.T) {
 	l.cancel() // stop the workers (not the cache, whose Close lets go of every sample)
 	l.wg.Wait()
 	kept, ahead := l.keptBytes.Load(), l.aheadBytes.Load()
-	if held := l.heldBytes.Load(); held != kept+ahead || kept > l.keepBudget || ahead > l.aheadBudget {
-		t.Errorf("%d bytes held, %d kept (of %d), %d ahead (of %d)", held, kept, l.keepBudget, ahead, l.aheadBudget)
+	if kept > l.keepBudget || ahead > l.aheadBudget || l.keepBudget+l.aheadBudget != budget {
+		t.Errorf("%d kept (of %d), %d ahead (of %d), budgets summing to %d, want %d",
+			kept, l.keepBudget, ahead, l.aheadBudget, l.keepBudget+l.aheadBudget, budget)
 	}
 }
 
-// TestLoaderStore: with Options.Store (kernel_cache=on), samples read ahead are handed to the
+// held returns the bytes l holds: kept and read ahead.
+func (l *Loader) held() int64 { return l.keptBytes.Load() + l.aheadBytes.Load() }
+
+// TestLoaderPush: with Options.Push (kernel_cache=on), samples read ahead are pushed into the
 // kernel whole and dropped from the Loader's memory, except beacons and one-page samples;
 // reading only what still comes as READs (the beacons: the kernel serves the rest from its
 // page cache) keeps the plan's read-ahead going to the end of the epoch.
-func TestLoaderStore(t *testing.T) {
+func TestLoaderPush(t *testing.T) {
 	x, shards, content := dataset(t, 400, 8<<10)
 	ids := sortedIDs(content)
 	order := append([]layout.ID(nil), ids...)
 	rand.New(rand.NewPCG(5, 6)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	stored := map[layout.ID][]byte{}
 	var mu sync.Mutex
-	l := newInlineLoader(t, x, shards, Options{Planner: PlannerConfig{PlanDepth: 16}, Store: func(id layout.ID, data []byte) bool {
+	l := newInlineLoader(t, x, shards, Options{Planner: PlannerConfig{PlanDepth: 16}, Push: func(id layout.ID, data []byte) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		if _, twice := stored[id]; twice {

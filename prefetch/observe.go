@@ -1,0 +1,117 @@
+package prefetch
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/aifs/aifs/layout"
+)
+
+// The planner's lock. The planner is told of every sample's first READ (observe), and the
+// readers of many samples at once must not queue on its mutex: a reader leaves its sample in
+// pendingReads, a lock stripe of its own, and tells the planner only if the planner's mutex is
+// free (TryLock). Whoever holds the mutex tells the planner of the pending reads when it takes
+// it (lockPlanner) and again after it lets go if readers came meanwhile (unlockPlanner): a
+// reader checks the mutex after leaving its read, the holder checks the reads after letting
+// go, so one of them always sees the other and no read waits past the next unlock.
+//
+// Measured with BenchmarkLoaderRead (docs/bench/README.md, "Loader hot path"): the planner's
+// mutex was 85% of the Loader's mutex delay before.
+
+const (
+	pendingStripes = 16
+	pendingCap     = 32 // reads a stripe holds; a reader that finds it full takes the mutex
+)
+
+// pendingReads are first READs not yet told to the planner.
+type pendingReads struct {
+	n     atomic.Int32 // reads held in all stripes, changed under a stripe's lock
+	parts [pendingStripes]struct {
+		mu  sync.Mutex // guards ids, len
+		ids [pendingCap]layout.ID
+		len int
+		_   [40]byte
+	}
+}
+
+// add leaves id for the planner, or reports that its stripe is full.
+func (p *pendingReads) add(id layout.ID) bool {
+	s := &p.parts[id%pendingStripes]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.len == pendingCap {
+		return false
+	}
+	s.ids[s.len] = id
+	s.len++
+	p.n.Add(1)
+	return true
+}
+
+// observe tells the planner of a sample's first READ, now or through pendingReads, and queues
+// what it asks for.
+func (l *Loader) observe(id layout.ID) {
+	if !l.pending.add(id) {
+		l.lockPlanner()
+		l.planner.Read(id)
+		l.unlockPlannerNext(true)
+		return
+	}
+	if l.mu.TryLock() {
+		l.unlockPlannerNext(l.drainLocked())
+	}
+}
+
+// lockPlanner takes mu and tells the planner of the pending reads. Release it with
+// unlockPlanner.
+func (l *Loader) lockPlanner() {
+	l.mu.Lock()
+	if l.drainLocked() {
+		// Rare (readers came while mu was held): the fetches these reads call for are asked
+		// for at once, as their readers would have.
+		l.unlockPlannerNext(true)
+		l.mu.Lock()
+	}
+}
+
+// unlockPlanner lets go of mu (see unlockPlannerNext).
+func (l *Loader) unlockPlanner() { l.unlockPlannerNext(false) }
+
+// unlockPlannerNext lets go of mu, after asking the planner, if next, for the fetches that fit
+// the read-ahead budget, which it then queues; and takes mu again, if it is free, to tell the
+// planner of the reads left meanwhile.
+func (l *Loader) unlockPlannerNext(next bool) {
+	for {
+		var fetches []Fetch
+		if next {
+			if room := l.aheadBudget - l.aheadBytes.Load(); room > 0 {
+				fetches = l.planner.Next(room, l.have)
+			}
+		}
+		l.mu.Unlock()
+		l.queueFetches(fetches)
+		if l.pending.n.Load() == 0 || !l.mu.TryLock() {
+			return
+		}
+		next = l.drainLocked()
+	}
+}
+
+// drainLocked tells the planner, under mu, of the pending reads, and reports whether there
+// were any.
+func (l *Loader) drainLocked() bool {
+	if l.pending.n.Load() == 0 {
+		return false
+	}
+	for i := range l.pending.parts {
+		s := &l.pending.parts[i]
+		s.mu.Lock()
+		for _, id := range s.ids[:s.len] {
+			l.planner.Read(id)
+		}
+		l.pending.n.Add(-int32(s.len))
+		s.len = 0
+		s.mu.Unlock()
+	}
+	return true
+}
