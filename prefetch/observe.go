@@ -8,9 +8,8 @@ import (
 )
 
 // The planner's lock. The planner is told of every sample's first READ (observe), and the
-// readers of many samples at once must not queue on its mutex: a reader leaves its sample in
-// pendingReads, a lock stripe of its own, and tells the planner only if the planner's mutex is
-// free (TryLock). Whoever holds the mutex tells the planner of the pending reads when it takes
+// readers of many samples at once must not queue on its mutex: a reader that finds it taken
+// (TryLock) leaves its sample in pendingReads, in a lock stripe, and goes on. Whoever holds the mutex tells the planner of the pending reads when it takes
 // it (lockPlanner) and again after it lets go if readers came meanwhile (unlockPlanner): a
 // reader checks the mutex after leaving its read, the holder checks the reads after letting
 // go, so one of them always sees the other and no read waits past the next unlock.
@@ -29,8 +28,8 @@ type pendingReads struct {
 	parts [pendingStripes]struct {
 		mu  sync.Mutex // guards ids, len
 		ids [pendingCap]layout.ID
-		len int
-		_   [40]byte
+		len atomic.Int32 // written under mu; read without it to skip an empty stripe
+		_   [36]byte
 	}
 }
 
@@ -39,11 +38,12 @@ func (p *pendingReads) add(id layout.ID) bool {
 	s := &p.parts[id%pendingStripes]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.len == pendingCap {
+	n := s.len.Load()
+	if n == pendingCap {
 		return false
 	}
-	s.ids[s.len] = id
-	s.len++
+	s.ids[n] = id
+	s.len.Store(n + 1)
 	p.n.Add(1)
 	return true
 }
@@ -51,13 +51,19 @@ func (p *pendingReads) add(id layout.ID) bool {
 // observe tells the planner of a sample's first READ, now or through pendingReads, and queues
 // what it asks for.
 func (l *Loader) observe(id layout.ID) {
+	if l.mu.TryLock() {
+		l.drainLocked()
+		l.planner.Read(id)
+		l.unlockPlannerNext(true)
+		return
+	}
 	if !l.pending.add(id) {
 		l.lockPlanner()
 		l.planner.Read(id)
 		l.unlockPlannerNext(true)
 		return
 	}
-	if l.mu.TryLock() {
+	if l.mu.TryLock() { // the holder may have let go before our read was left
 		l.unlockPlannerNext(l.drainLocked())
 	}
 }
@@ -105,12 +111,16 @@ func (l *Loader) drainLocked() bool {
 	}
 	for i := range l.pending.parts {
 		s := &l.pending.parts[i]
+		if s.len.Load() == 0 {
+			continue
+		}
 		s.mu.Lock()
-		for _, id := range s.ids[:s.len] {
+		n := s.len.Load()
+		for _, id := range s.ids[:n] {
 			l.planner.Read(id)
 		}
-		l.pending.n.Add(-int32(s.len))
-		s.len = 0
+		l.pending.n.Add(-n)
+		s.len.Store(0)
 		s.mu.Unlock()
 	}
 	return true

@@ -21,7 +21,8 @@ type PlannerConfig struct {
 	// PlanDepth is how many samples past the last one read the planner fetches ahead in a plan
 	// (default 64).
 	PlanDepth int
-	// MaxFetch bounds one coalesced read, in bytes (default 8 MiB).
+	// MaxFetch bounds one coalesced read, in bytes (default 8 MiB; the Loader sets 4 MiB, the
+	// local backend's largest pooled buffer, unless Options.Planner sets it).
 	MaxFetch int64
 	// Gap is the largest hole between two samples that a coalesced read spans rather than
 	// issuing two reads (default 64 KiB: reading it costs less than a second request).
@@ -143,12 +144,8 @@ func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(i
 
 // How often a sample read ahead is a beacon (see Options.Push): every 8th of a plan, whose
 // cursor lags the readers by up to that many samples of a 64-sample depth; every 32nd of a
-// sequential run, a few MiB of a window of up to 32 MiB (a sorted scan ran 1.08-1.10× faster
-// than with every 8th: integration/bench/prefetch.sh, sorted scan after a listing). Every 16th
-// of a plan was no faster: 0.94-0.98× every 8th with 1 reader and 0.96-0.98× with 8 (a binary
-// built with each value, both mounted side by side over one shard set of 10,000 files, two
-// rounds each of 'aifs bench --plan --drop-caches --relist --epochs 3'; every 8th ran at
-// 2.4-2.8× a mount without a plan at 1 reader in those rounds).
+// sequential run, a few MiB of a window of up to 32 MiB. The measurements that chose them:
+// docs/bench/README.md, "Beacon frequencies".
 const (
 	planBeaconEvery = 8
 	runBeaconEvery  = 32
