@@ -370,8 +370,14 @@ func (l *Loader) queueFetches(fetches []Fetch) {
 	}
 }
 
-// have reports whether sample id is cached or being fetched.
+// have reports whether sample id is cached or being fetched, or is over MaxWhole: the planner
+// does not ask for those. A sample over MaxWhole is read range by range and never from the
+// cache, so one fetched whole ahead would be read twice and held, whole, until evicted (after
+// md5sum of a tree with files of hundreds of MB: 436 MB of live heap, issue 28).
 func (l *Loader) have(id layout.ID) bool {
+	if int64(l.x.Entry(id).Size) > l.opt.MaxWhole {
+		return true
+	}
 	if _, ok := l.cache.Get(uint32(id)); ok {
 		return true
 	}

@@ -49,7 +49,6 @@ func (s *shard) Close() error { return nil }
 // returns the index, its shards in memory and each file's content by id.
 func dataset(t testing.TB, n, size int) (*layout.Index, []*shard, map[layout.ID][]byte) {
 	t.Helper()
-	src := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(n), uint64(size)))
 	want := map[string][]byte{}
 	for i := range n {
@@ -57,17 +56,26 @@ func dataset(t testing.TB, n, size int) (*layout.Index, []*shard, map[layout.ID]
 		for j := range b {
 			b[j] = byte(rng.Uint32())
 		}
-		rel := fmt.Sprintf("class-%d/img-%05d.jpg", i%10, i)
+		want[fmt.Sprintf("class-%d/img-%05d.jpg", i%10, i)] = b
+	}
+	return packFiles(t, want, int64(n*size)/3)
+}
+
+// packFiles packs files (content by path) into shards of about shardSize bytes and returns the
+// index, its shards in memory and each file's content by id.
+func packFiles(t testing.TB, files map[string][]byte, shardSize int64) (*layout.Index, []*shard, map[layout.ID][]byte) {
+	t.Helper()
+	src := t.TempDir()
+	for rel, b := range files {
 		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(rel)), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(src, rel), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		want[rel] = b
 	}
 	dst := filepath.Join(t.TempDir(), "set")
-	if _, err := layout.Pack(context.Background(), src, dst, layout.PackOptions{ShardSize: int64(n*size) / 3}); err != nil {
+	if _, err := layout.Pack(context.Background(), src, dst, layout.PackOptions{ShardSize: shardSize}); err != nil {
 		t.Fatal(err)
 	}
 	x, err := layout.Load(dst)
@@ -83,7 +91,7 @@ func dataset(t testing.TB, n, size int) (*layout.Index, []*shard, map[layout.ID]
 		shards = append(shards, &shard{b: b})
 	}
 	content := map[layout.ID][]byte{}
-	for rel, b := range want {
+	for rel, b := range files {
 		id, ok := x.LookupPath(rel)
 		if !ok {
 			t.Fatalf("%s not in the index", rel)
@@ -589,5 +597,45 @@ func TestLoaderPush(t *testing.T) {
 	}
 	if st.Cache.Misses > 0 || int(st.Cache.Hits) != beacons {
 		t.Errorf("%d hits and %d misses, want a hit for each of the %d beacons", st.Cache.Hits, st.Cache.Misses, beacons)
+	}
+}
+
+// TestLoaderNoReadAheadOfLarge: a sequential run never reads ahead a sample over MaxWhole,
+// which ReadRange reads range by range and never from the cache: fetched whole ahead, it
+// would be read twice and held in memory, whole, until evicted (issue 28, item 6: 436 MB of
+// live heap after md5sum of a tree with big files).
+func TestLoaderNoReadAheadOfLarge(t *testing.T) {
+	files := map[string][]byte{}
+	for i := range 40 {
+		n := 8 << 10
+		if i == 20 {
+			n = 1 << 20 // over MaxWhole below
+		}
+		files[fmt.Sprintf("f%02d", i)] = bytes.Repeat([]byte{byte(i)}, n)
+	}
+	x, shards, content := packFiles(t, files, 64<<20)
+	l := newInlineLoader(t, x, shards, Options{MaxWhole: 64 << 10})
+	var total uint64
+	for _, id := range sortedIDs(content) {
+		e := x.Entry(id)
+		total += e.Size
+		var got []byte
+		for off := int64(0); off < int64(e.Size); off += 128 << 10 {
+			data, v, err := l.ReadRange(nil, id, e, off, make([]byte, min(128<<10, int64(e.Size)-off)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, data...)
+			if v != nil {
+				v.Release()
+			}
+		}
+		if !bytes.Equal(got, content[id]) {
+			t.Fatalf("%s: wrong bytes", x.Path(id))
+		}
+	}
+	if st := l.Stats(); st.Backend.Bytes > total || st.Prefetch.Issued == 0 || st.Prefetch.HeldBytes != 0 {
+		t.Errorf("read %d bytes from the shards for %d bytes of samples (read ahead: %d samples, %d bytes still held); want each byte once",
+			st.Backend.Bytes, total, st.Prefetch.Issued, st.Prefetch.HeldBytes)
 	}
 }

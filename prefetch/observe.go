@@ -14,8 +14,9 @@ import (
 // reader checks the mutex after leaving its read, the holder checks the reads after letting
 // go, so one of them always sees the other and no read waits past the next unlock.
 //
-// Measured with BenchmarkLoaderRead (docs/bench/README.md, "Loader hot path"): the planner's
-// mutex was 85% of the Loader's mutex delay before.
+// Measured with BenchmarkLoaderRead and its mutex profile (docs/bench/README.md, "Loader hot
+// path"): readers queued 1.88 s on this mutex in one round when they all took it, 8.6 ms with
+// the pending list; a miss went from 1.02-1.26 µs to 0.88-0.93 µs at 8 and 32 readers.
 
 const (
 	pendingStripes = 16
