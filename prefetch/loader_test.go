@@ -256,33 +256,33 @@ func TestLoaderArrived(t *testing.T) {
 	data := bytes.Clone(shards[0].b[off:end])
 	corrupt, refused, read := in0[10], in0[12], in0[6]
 	data[int64(x.Entry(corrupt).Offset)-off+5] ^= 1
-	stored := map[layout.ID][]byte{}
+	pushed := map[layout.ID][]byte{}
 	l := newTestLoader(t, x, shards, Options{Verify: true, Push: func(id layout.ID, b []byte) bool {
 		if id == refused {
 			return false // the kernel holds no inode for it
 		}
-		stored[id] = bytes.Clone(b)
+		pushed[id] = bytes.Clone(b)
 		return true
 	}})
 	l.readAll(t, read)
 	l.Arrived(0, off, data)
 	want := 0
 	for _, id := range in0 {
-		b, ok := stored[id]
+		b, ok := pushed[id]
 		inside := id > in0[3] && id < in0[18]
 		switch {
 		case !inside || id == corrupt || id == refused || id == read || len(content[id]) <= pageSize:
 			if ok {
-				t.Errorf("sample %d (position %d in its shard) stored, want it left to its READ", id, slices.Index(in0, id))
+				t.Errorf("sample %d (position %d in its shard) pushed, want it left to its READ", id, slices.Index(in0, id))
 			}
 		case !ok:
-			t.Errorf("sample %d (position %d in its shard) not stored", id, slices.Index(in0, id))
+			t.Errorf("sample %d (position %d in its shard) not pushed", id, slices.Index(in0, id))
 		case !bytes.Equal(b, content[id]):
-			t.Errorf("sample %d stored with wrong bytes", id)
+			t.Errorf("sample %d pushed with wrong bytes", id)
 		default:
 			want++
 			if !l.planner.ReadThisEpoch(id) {
-				t.Errorf("stored sample %d does not count as read this epoch", id)
+				t.Errorf("pushed sample %d does not count as read this epoch", id)
 			}
 		}
 	}
@@ -292,9 +292,9 @@ func TestLoaderArrived(t *testing.T) {
 	if st := l.Stats(); st.Prefetch.Arrived != uint64(want) || st.Backend.Corrupt != 1 || want < 10 {
 		t.Errorf("stats: %d arrived (want %d, at least 10), %d corrupt (want 1)", st.Prefetch.Arrived, want, st.Backend.Corrupt)
 	}
-	l.Arrived(0, off, data) // again: every sample is read or stored by now
+	l.Arrived(0, off, data) // again: every sample is read or pushed by now
 	if st := l.Stats(); st.Prefetch.Arrived != uint64(want) {
-		t.Errorf("the same bytes again stored %d more samples", st.Prefetch.Arrived-uint64(want))
+		t.Errorf("the same bytes again pushed %d more samples", st.Prefetch.Arrived-uint64(want))
 	}
 	newTestLoader(t, x, shards, Options{}).Arrived(0, off, data) // no Push: nothing to do
 
@@ -305,9 +305,9 @@ func TestLoaderArrived(t *testing.T) {
 	planned.Arrived(0, int64(x.Entry(in0[0]).Offset), shards[0].b[x.Entry(in0[0]).Offset:end])
 	for i, id := range in0 {
 		if got, beacon := planned.planner.ReadThisEpoch(id), planned.planner.IsPlanBeacon(id); beacon && got {
-			t.Errorf("plan beacon %d (position %d) was stored", id, i)
+			t.Errorf("plan beacon %d (position %d) was pushed", id, i)
 		} else if !beacon && !got && id < in0[18] && len(content[id]) > pageSize {
-			t.Errorf("sample %d (position %d) of the plan was not stored", id, i)
+			t.Errorf("sample %d (position %d) of the plan was not pushed", id, i)
 		}
 	}
 }
@@ -556,20 +556,20 @@ func TestLoaderPush(t *testing.T) {
 	ids := sortedIDs(content)
 	order := append([]layout.ID(nil), ids...)
 	rand.New(rand.NewPCG(5, 6)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	stored := map[layout.ID][]byte{}
+	pushed := map[layout.ID][]byte{}
 	var mu sync.Mutex
 	l := newInlineLoader(t, x, shards, Options{Planner: PlannerConfig{PlanDepth: 16}, Push: func(id layout.ID, data []byte) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if _, twice := stored[id]; twice {
-			t.Errorf("sample %d stored twice", id)
+		if _, twice := pushed[id]; twice {
+			t.Errorf("sample %d pushed twice", id)
 		}
-		stored[id] = bytes.Clone(data)
+		pushed[id] = bytes.Clone(data)
 		return true
 	}})
 	writePathPlan(t, l, order)
 	for _, id := range order {
-		if _, ok := stored[id]; ok {
+		if _, ok := pushed[id]; ok {
 			continue // the kernel has it: no READ comes
 		}
 		if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
@@ -578,22 +578,22 @@ func TestLoaderPush(t *testing.T) {
 	}
 	beacons := 0
 	for _, id := range order {
-		b, ok := stored[id]
+		b, ok := pushed[id]
 		switch {
 		case l.planner.IsBeacon(id) || len(content[id]) <= pageSize:
 			beacons++
 			if ok {
-				t.Errorf("beacon or one-page sample %d was stored", id)
+				t.Errorf("beacon or one-page sample %d was pushed", id)
 			}
 		case !ok:
-			t.Errorf("sample %d (plan position %d) was not stored", id, slices.Index(order, id))
+			t.Errorf("sample %d (plan position %d) was not pushed", id, slices.Index(order, id))
 		case !bytes.Equal(b, content[id]):
-			t.Errorf("sample %d stored with wrong bytes", id)
+			t.Errorf("sample %d pushed with wrong bytes", id)
 		}
 	}
 	st := l.Stats()
-	if st.Prefetch.Stored != uint64(len(stored)) || st.Prefetch.HeldBytes != 0 {
-		t.Errorf("stats: %d stored (want %d), %d bytes still held (want 0: the kernel has them)", st.Prefetch.Stored, len(stored), st.Prefetch.HeldBytes)
+	if st.Prefetch.Stored != uint64(len(pushed)) || st.Prefetch.HeldBytes != 0 {
+		t.Errorf("stats: %d pushed (want %d), %d bytes still held (want 0: the kernel has them)", st.Prefetch.Stored, len(pushed), st.Prefetch.HeldBytes)
 	}
 	if st.Cache.Misses > 0 || int(st.Cache.Hits) != beacons {
 		t.Errorf("%d hits and %d misses, want a hit for each of the %d beacons", st.Cache.Hits, st.Cache.Misses, beacons)
