@@ -81,8 +81,9 @@ func (o *Options) defaults() {
 // MaxWhole range by range from the shard. A Planner, told of every sample read and every plan
 // written, decides what to fetch ahead; prefetch runs on Workers goroutines, in a bounded
 // queue, and a prefetch that does not fit in the queue or the budget is dropped, never waited
-// for. Files: the memory budget (budget.go), the push into the page cache (push.go), the
-// planner's lock (observe.go), samples over MaxWhole (large.go), stats (stats.go).
+// for. Files: shared fetches (flights.go), read-ahead (ahead.go), the memory budget
+// (budget.go), the push into the page cache (push.go), the planner's lock (observe.go),
+// samples over MaxWhole (large.go), plans written (plan.go), stats (stats.go).
 //
 // Memory: every sample held (cached or fetched ahead) is counted against CacheBytes before it
 // is fetched or kept; samples being written to the kernel are held a moment longer by their
@@ -251,36 +252,6 @@ func (l *Loader) Read(cancel <-chan struct{}, id layout.ID, e layout.Entry, off,
 // errTooLarge: Read was asked for a sample over MaxWhole.
 var errTooLarge = errors.New("prefetch: sample larger than MaxWhole")
 
-// wait waits for flight f of sample id, which counted this reader among its waiters.
-func (l *Loader) wait(id layout.ID, f *flight.Flight[*Sample], cancel <-chan struct{}, end int64) (*Sample, error) {
-	select {
-	case <-f.Done():
-	case <-cancel:
-		if l.flights.Withdraw(id, f) {
-			return nil, context.Canceled
-		}
-		<-f.Done() // landed already: a reference was taken for us
-		if s, _ := f.Result(); s != nil {
-			s.Release()
-		}
-		return nil, context.Canceled
-	}
-	s, err := f.Result()
-	if err != nil {
-		return nil, err
-	}
-	l.consumed(s, end)
-	return s, nil
-}
-
-// resolve ends flight f of sample id: it takes a reference to s for each waiter, then wakes them.
-func (l *Loader) resolve(id layout.ID, f *flight.Flight[*Sample], s *Sample, err error) {
-	if n := l.flights.Land(id, f); s != nil && n > 0 {
-		s.blk.refs.Add(int32(n))
-	}
-	f.Finish(s, err)
-}
-
 // fetchOne reads sample id whole.
 func (l *Loader) fetchOne(id layout.ID, e layout.Entry) (*Sample, error) {
 	view, data, err := l.readShard(e.Shard, int64(e.Offset), nil, int64(e.Size))
@@ -343,33 +314,6 @@ func (l *Loader) readShard(shard uint32, off int64, p []byte, n int64) (view bac
 	return nil, p, nil
 }
 
-// queueFetches reserves each fetch's bytes and queues it; what does not fit in the budget or
-// the queue is dropped (and its reservation returned).
-func (l *Loader) queueFetches(fetches []Fetch) {
-	for _, f := range fetches {
-		var n int64
-		for _, id := range f.IDs {
-			n += int64(l.x.Entry(id).Size)
-		}
-		if !l.reserveAhead(n) {
-			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
-			continue
-		}
-		if l.inline {
-			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
-			l.prefetch(f)
-			continue
-		}
-		select {
-		case l.queue <- f:
-			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
-		default:
-			l.aheadBytes.Add(-n)
-			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
-		}
-	}
-}
-
 // have reports whether sample id is cached or being fetched, or is over MaxWhole: the planner
 // does not ask for those. A sample over MaxWhole is read range by range and never from the
 // cache, so one fetched whole ahead would be read twice and held, whole, until evicted (after
@@ -382,131 +326,4 @@ func (l *Loader) have(id layout.ID) bool {
 		return true
 	}
 	return l.flights.Busy(id)
-}
-
-func (l *Loader) worker() {
-	defer l.wg.Done()
-	for {
-		select {
-		case <-l.ctx.Done():
-			return
-		case f := <-l.queue:
-			l.prefetch(f)
-		}
-	}
-}
-
-// prefetch runs one read the planner asked for, whose bytes were reserved in aheadBytes:
-// samples that another fetch took meanwhile are skipped, the rest become cached read-ahead
-// (and, with Options.Push, are pushed into the page cache).
-func (l *Loader) prefetch(f Fetch) {
-	type claim struct {
-		id layout.ID
-		f  *flight.Flight[*Sample]
-	}
-	claims := make([]claim, 0, len(f.IDs))
-	var unclaimed int64
-	late := make([]bool, len(f.IDs))
-	l.lockPlanner()
-	for i, id := range f.IDs {
-		late[i] = l.planner.ReadThisEpoch(id)
-	}
-	l.unlockPlanner()
-	for i, id := range f.IDs {
-		var fl *flight.Flight[*Sample]
-		if !late[i] { // else the readers got there first
-			fl = l.flights.Start(id)
-		}
-		if fl == nil {
-			unclaimed += int64(l.x.Entry(id).Size)
-			continue
-		}
-		claims = append(claims, claim{id, fl})
-	}
-	l.aheadBytes.Add(-unclaimed)
-	if len(claims) == 0 {
-		return
-	}
-	view, data, err := l.readShard(f.Shard, f.Off, nil, f.Len)
-	if err != nil {
-		for _, c := range claims {
-			l.aheadBytes.Add(-int64(l.x.Entry(c.id).Size))
-			l.resolve(c.id, c.f, nil, fmt.Errorf("read ahead: %w", err))
-		}
-		return
-	}
-	blk := &block{view: view}
-	blk.refs.Store(1) // ours, while we hand out samples
-	samples := make([]*Sample, len(claims))
-	for i, c := range claims {
-		e := l.x.Entry(c.id)
-		lo := int64(e.Offset) - f.Off
-		if err := l.verify(c.id, e, data[lo:lo+int64(e.Size)]); err != nil {
-			l.aheadBytes.Add(-int64(e.Size))
-			l.resolve(c.id, c.f, nil, fmt.Errorf("read ahead: %w", err))
-			claims[i].f = nil // resolved
-			continue
-		}
-		s := &Sample{data: data[lo : lo+int64(e.Size) : lo+int64(e.Size)], blk: blk, id: c.id}
-		s.ahead.Store(true)
-		s.blk.refs.Add(1) // the cache's
-		if !l.cache.Set(uint32(c.id), s, int64(e.Size)) {
-			l.onExit(s)
-		}
-		samples[i] = s
-	}
-	// ristretto applies Sets asynchronously: the flights stay until the cache shows the
-	// samples, so that a reader never finds neither and fetches again.
-	l.cache.Wait()
-	for i, c := range claims {
-		if c.f != nil {
-			l.resolve(c.id, c.f, samples[i], nil)
-		}
-	}
-	if l.opt.Push != nil {
-		l.pushAhead(samples)
-	}
-	blk.release()
-}
-
-// WritePlan takes bytes written at offset off of the plan file by writer (see the plan format
-// in plan.go): off 0 starts the writer's new plan. The samples are planned as they arrive.
-// An error wraps ErrBadPlan; the samples before the bad line stay planned.
-func (l *Loader) WritePlan(writer uint32, off int64, data []byte) error {
-	l.lockPlanner()
-	pp := l.parsers[writer]
-	if pp == nil || off == 0 {
-		if pp == nil && len(l.parsers) >= maxWriters {
-			clear(l.parsers) // writers come and go with training runs; a writer mid-plan restarts
-		}
-		pp = &planParser{}
-		l.parsers[writer] = pp
-	}
-	fresh := off == 0
-	ids, err := pp.parse(l.x, l.fileIDs, data, nil)
-	if fresh {
-		l.planner.SetPlan(writer, ids)
-	} else {
-		l.planner.AppendPlan(writer, ids)
-	}
-	if err != nil {
-		delete(l.parsers, writer)
-	}
-	l.unlockPlannerNext(true)
-	if err != nil {
-		l.stats.planWriteError.Add(1)
-	}
-	return err
-}
-
-// fileIDs returns the regular files in pack order (built once).
-func (l *Loader) fileIDs() []layout.ID {
-	l.filesMu.Do(func() {
-		for id := range l.x.Len() {
-			if !l.x.Entry(layout.ID(id)).IsDir() {
-				l.files = append(l.files, layout.ID(id))
-			}
-		}
-	})
-	return l.files
 }

@@ -118,3 +118,45 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// WritePlan takes bytes written at offset off of the plan file by writer (see the plan format
+// in plan.go): off 0 starts the writer's new plan. The samples are planned as they arrive.
+// An error wraps ErrBadPlan; the samples before the bad line stay planned.
+func (l *Loader) WritePlan(writer uint32, off int64, data []byte) error {
+	l.lockPlanner()
+	pp := l.parsers[writer]
+	if pp == nil || off == 0 {
+		if pp == nil && len(l.parsers) >= maxWriters {
+			clear(l.parsers) // writers come and go with training runs; a writer mid-plan restarts
+		}
+		pp = &planParser{}
+		l.parsers[writer] = pp
+	}
+	fresh := off == 0
+	ids, err := pp.parse(l.x, l.fileIDs, data, nil)
+	if fresh {
+		l.planner.SetPlan(writer, ids)
+	} else {
+		l.planner.AppendPlan(writer, ids)
+	}
+	if err != nil {
+		delete(l.parsers, writer)
+	}
+	l.unlockPlannerNext(true)
+	if err != nil {
+		l.stats.planWriteError.Add(1)
+	}
+	return err
+}
+
+// fileIDs returns the regular files in pack order (built once).
+func (l *Loader) fileIDs() []layout.ID {
+	l.filesMu.Do(func() {
+		for id := range l.x.Len() {
+			if !l.x.Entry(layout.ID(id)).IsDir() {
+				l.files = append(l.files, layout.ID(id))
+			}
+		}
+	})
+	return l.files
+}

@@ -11,8 +11,9 @@ import "github.com/aifs/aifs/layout"
 const pageSize = 4096
 
 // pushAhead pushes the samples of one read ahead (nil for those not fetched), which hold
-// their references until their block goes, and lets go of those the kernel took. Call it
-// after their flights are resolved: a reader may hold a file's pages locked while its READ
+// their references until their block goes, and lets go of those the kernel took; it takes the
+// planner's mutex twice, not once per sample. It reuses samples. Call it after their flights
+// are resolved: a reader may hold a file's pages locked while its READ
 // waits for a flight, and the kernel locks those pages to push into them.
 func (l *Loader) pushAhead(samples []*Sample) {
 	// Beacons (Planner.IsBeacon) still come as a READ, so that the planner sees how far the
@@ -24,14 +25,23 @@ func (l *Loader) pushAhead(samples []*Sample) {
 		}
 	}
 	l.unlockPlanner()
+	pushed := samples[:0]
 	for _, s := range samples {
 		if s != nil && len(s.data) > pageSize && l.opt.Push(s.id, s.data) {
-			l.stats.pushedAhead.Add(1)
-			l.lockPlanner()
-			l.planner.Pushed(s.id)
-			l.unlockPlanner()
-			l.consumed(s, int64(len(s.data)))
+			pushed = append(pushed, s)
 		}
+	}
+	if len(pushed) == 0 {
+		return
+	}
+	l.stats.pushedAhead.Add(uint64(len(pushed)))
+	l.lockPlanner()
+	for _, s := range pushed {
+		l.planner.Pushed(s.id)
+	}
+	l.unlockPlanner()
+	for _, s := range pushed {
+		l.consumed(s, int64(len(s.data)))
 	}
 }
 
@@ -66,15 +76,21 @@ func (l *Loader) Arrived(shard uint32, off int64, data []byte) {
 		}
 	}
 	l.unlockPlanner()
+	pushed := ids[:0]
 	for _, id := range ids {
 		e := l.x.Entry(id)
 		b := data[e.Offset-uint64(off) : e.Offset-uint64(off)+e.Size]
-		if l.verify(id, e, b) != nil || !l.opt.Push(id, b) {
-			continue // its READ fetches it, and reports a corrupt one
+		if l.verify(id, e, b) == nil && l.opt.Push(id, b) { // else its READ fetches it, and reports a corrupt one
+			pushed = append(pushed, id)
 		}
-		l.stats.pushedArrived.Add(1)
-		l.lockPlanner()
-		l.planner.Pushed(id)
-		l.unlockPlanner()
 	}
+	if len(pushed) == 0 {
+		return
+	}
+	l.stats.pushedArrived.Add(uint64(len(pushed)))
+	l.lockPlanner()
+	for _, id := range pushed {
+		l.planner.Pushed(id)
+	}
+	l.unlockPlanner()
 }
