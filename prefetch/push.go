@@ -1,6 +1,10 @@
 package prefetch
 
-import "github.com/aifs/aifs/layout"
+import (
+	"sync/atomic"
+
+	"github.com/aifs/aifs/layout"
+)
 
 // Pushing samples into the kernel's page cache (Options.Push): the samples read ahead
 // (pushAhead) and the other samples of a chunk a slow source returned (Arrived). A sample
@@ -31,15 +35,7 @@ func (l *Loader) pushAhead(samples []*Sample) {
 			pushed = append(pushed, s)
 		}
 	}
-	if len(pushed) == 0 {
-		return
-	}
-	l.stats.pushedAhead.Add(uint64(len(pushed)))
-	l.lockPlanner()
-	for _, s := range pushed {
-		l.planner.Pushed(s.id)
-	}
-	l.unlockPlanner()
+	l.markPushed(&l.stats.pushedAhead, len(pushed), func(i int) layout.ID { return pushed[i].id })
 	for _, s := range pushed {
 		l.consumed(s, int64(len(s.data)))
 	}
@@ -84,13 +80,19 @@ func (l *Loader) Arrived(shard uint32, off int64, data []byte) {
 			pushed = append(pushed, id)
 		}
 	}
-	if len(pushed) == 0 {
+	l.markPushed(&l.stats.pushedArrived, len(pushed), func(i int) layout.ID { return pushed[i] })
+}
+
+// markPushed counts n samples pushed in counter and tells the planner of them, id(i) for
+// i < n, under one lock.
+func (l *Loader) markPushed(counter *atomic.Uint64, n int, id func(i int) layout.ID) {
+	if n == 0 {
 		return
 	}
-	l.stats.pushedArrived.Add(uint64(len(pushed)))
+	counter.Add(uint64(n))
 	l.lockPlanner()
-	for _, id := range pushed {
-		l.planner.Pushed(id)
+	for i := range n {
+		l.planner.Pushed(id(i))
 	}
 	l.unlockPlanner()
 }
