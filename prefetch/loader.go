@@ -78,7 +78,7 @@ func (o *Options) defaults() {
 // Loader serves samples to the FUSE layer (ReadRange): whole ones from its memory cache, from
 // a fetch already in flight for the same sample (one fetch however many readers wait:
 // backend/flight), or by fetching the sample's whole extent from its shard; those over
-// MaxWhole range by range from the shard. A Planner, told of every sample read and every plan
+// MaxWhole range by range from the shard, never cached nor read ahead. A Planner, told of every sample read and every plan
 // written, decides what to fetch ahead; prefetch runs on Workers goroutines, in a bounded
 // queue, and a prefetch that does not fit in the queue or the budget is dropped, never waited
 // for. Files: shared fetches (flights.go), read-ahead (ahead.go), the memory budget
@@ -99,8 +99,8 @@ func (o *Options) defaults() {
 //
 // All methods are safe for concurrent use. Lock order: mu (the planner) → a flight stripe's
 // lock (flights) or a pending stripe's lock (observe.go); no lock is held across I/O. A cache
-// hit takes no lock but a pending stripe's, and the planner's only if it is free, once per
-// sample (observe.go).
+// hit waits for no lock but a pending stripe's: it takes the planner's only if it is free,
+// once per sample (observe.go).
 type Loader struct {
 	x      *layout.Index
 	shards []backend.Shard
