@@ -308,13 +308,21 @@ func TestReadFetchesSampleOnce(t *testing.T) {
 	}
 }
 
-// TestReadNoAllocs: a READ of a sample that needs no new fetch allocates nothing, whichever way
-// the shard is read (fs.go pools its results).
+// TestReadNoAllocs: a READ of a sample that needs no new fetch, or of a sample over MaxWhole
+// (read range by range), allocates nothing, whichever way the shard is read (read.go pools its
+// results).
 func TestReadNoAllocs(t *testing.T) {
 	s := packTree(t, writeSourceTree)
 	for _, rp := range readPaths {
 		tb := &testBackend{Backend: memory.New(s.shards), hideView: rp.hideView}
 		f := s.serve(t, tb, Options{})
+		// Over MaxWhole every READ reaches the shard: the memory backend's own views (tb's
+		// wrap each one in a new countedView) or tb's ReadAt.
+		var lb backend.Backend = memory.New(s.shards)
+		if rp.hideView {
+			lb = tb
+		}
+		large := s.serve(t, lb, Options{Prefetch: prefetch.Options{MaxWhole: 64 << 10}})
 		in := &fuse.ReadIn{InHeader: fuse.InHeader{NodeId: s.inoOf(t, "big.bin")}, Offset: 1000, Size: 128 << 10}
 		buf := make([]byte, in.Size)
 		// Warm up until a READ reaches no shard (the loader may publish a fetched sample a
@@ -344,6 +352,19 @@ func TestReadNoAllocs(t *testing.T) {
 			res.Done()
 		}); n != 0 {
 			t.Errorf("%s: %v allocations per READ, want 0", rp.name, n)
+		}
+		readInto(t, large, in.NodeId, in.Offset, in.Size, buf) // the first READ of a sample over MaxWhole
+		if n := testing.AllocsPerRun(500, func() {
+			res, st := large.Read(nil, in, buf)
+			if st != fuse.OK {
+				t.Fatal(st)
+			}
+			if b, _ := res.Bytes(buf); len(b) != int(in.Size) {
+				t.Fatalf("%d bytes", len(b))
+			}
+			res.Done()
+		}); n != 0 {
+			t.Errorf("%s: %v allocations per READ of a sample over MaxWhole, want 0", rp.name, n)
 		}
 	}
 }
