@@ -123,9 +123,6 @@ type FS struct {
 	uid    uint32
 	gid    uint32
 
-	// With Prefetch.Verify: the samples too large for the loader whose checksum matched,
-	// one bit each (Read checks one on its first READ).
-	verified []atomic.Uint64
 	failures failLog // which failed READs are logged (errno.go)
 
 	closeOnce sync.Once
@@ -157,12 +154,9 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 		f.shards = append(f.shards, sh)
 	}
 	po := opt.Prefetch
-	if po.Verify {
-		f.verified = make([]atomic.Uint64, (x.Len()+63)/64)
-	}
 	po.KeepRead = opt.KernelCache == CacheOff
 	if opt.KernelCache == CacheOn {
-		po.Store = f.store
+		po.Push = f.push
 	}
 	var err error
 	if f.loader, err = prefetch.NewLoader(x, f.shards, po); err != nil {
@@ -177,17 +171,18 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 	return f, nil
 }
 
-// store pushes sample id, read ahead, into the kernel's page cache (NOTIFY_STORE) and reports
-// whether the kernel took it. The kernel refuses (ENOENT) when it holds no inode for the file;
-// the sample is then read by READ as usual.
-func (f *FS) store(id layout.ID, data []byte) bool {
+// push pushes data, the bytes of sample id from offset off to its end, into the kernel's page
+// cache (NOTIFY_STORE; prefetch.Options.Push) and reports whether the kernel took them. The
+// kernel refuses (ENOENT) when it holds no inode for the file, and before the mount is live
+// there is no kernel to push to; the sample is then read by READ as usual.
+func (f *FS) push(id layout.ID, off int64, data []byte) bool {
 	srv := f.srv.Load()
 	if srv == nil {
 		return false
 	}
-	st := srv.InodeNotifyStoreCache(uint64(id)+1, 0, data)
+	st := srv.InodeNotifyStoreCache(uint64(id)+1, off, data)
 	if st != fuse.OK && st != fuse.ENOENT {
-		f.log.Debug("NOTIFY_STORE refused", zap.Uint32("id", uint32(id)), zap.Stringer("status", st))
+		f.log.Debug("NOTIFY_STORE refused", zap.Uint32("id", uint32(id)), zap.Int64("offset", off), zap.Stringer("status", st))
 	}
 	return st == fuse.OK
 }

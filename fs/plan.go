@@ -51,11 +51,7 @@ func (c *control) ioctlPlan(writer uint32, arg []byte) fuse.Status {
 	if n > PlanChunk || flags&^PlanStart != 0 {
 		return fuse.EINVAL
 	}
-	off := int64(1) // any offset but 0 appends to the writer's plan (prefetch.Loader.WritePlan)
-	if flags&PlanStart != 0 {
-		off = 0
-	}
-	if err := c.f.loader.WritePlan(writer, off, arg[8:8+n]); err != nil {
+	if err := c.f.loader.WritePlan(writer, flags&PlanStart != 0, arg[8:8+n]); err != nil {
 		c.f.log.Warn("plan refused", zap.Uint32("pid", writer), zap.Error(err))
 		return fuse.EINVAL
 	}

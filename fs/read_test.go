@@ -308,13 +308,21 @@ func TestReadFetchesSampleOnce(t *testing.T) {
 	}
 }
 
-// TestReadNoAllocs: a READ of a sample that needs no new fetch allocates nothing, whichever way
-// the shard is read (fs.go pools its results).
+// TestReadNoAllocs: a READ of a sample that needs no new fetch, or of a sample over MaxWhole
+// (read range by range), allocates nothing, whichever way the shard is read (read.go pools its
+// results).
 func TestReadNoAllocs(t *testing.T) {
 	s := packTree(t, writeSourceTree)
 	for _, rp := range readPaths {
 		tb := &testBackend{Backend: memory.New(s.shards), hideView: rp.hideView}
 		f := s.serve(t, tb, Options{})
+		// Over MaxWhole every READ reaches the shard: the memory backend's own views (tb's
+		// wrap each one in a new countedView) or tb's ReadAt.
+		var lb backend.Backend = memory.New(s.shards)
+		if rp.hideView {
+			lb = tb
+		}
+		large := s.serve(t, lb, Options{Prefetch: prefetch.Options{MaxWhole: 64 << 10}})
 		in := &fuse.ReadIn{InHeader: fuse.InHeader{NodeId: s.inoOf(t, "big.bin")}, Offset: 1000, Size: 128 << 10}
 		buf := make([]byte, in.Size)
 		// Warm up until a READ reaches no shard (the loader may publish a fetched sample a
@@ -344,6 +352,19 @@ func TestReadNoAllocs(t *testing.T) {
 			res.Done()
 		}); n != 0 {
 			t.Errorf("%s: %v allocations per READ, want 0", rp.name, n)
+		}
+		readInto(t, large, in.NodeId, in.Offset, in.Size, buf) // the first READ of a sample over MaxWhole
+		if n := testing.AllocsPerRun(500, func() {
+			res, st := large.Read(nil, in, buf)
+			if st != fuse.OK {
+				t.Fatal(st)
+			}
+			if b, _ := res.Bytes(buf); len(b) != int(in.Size) {
+				t.Fatalf("%d bytes", len(b))
+			}
+			res.Done()
+		}); n != 0 {
+			t.Errorf("%s: %v allocations per READ of a sample over MaxWhole, want 0", rp.name, n)
 		}
 	}
 }
@@ -579,5 +600,36 @@ func TestClose(t *testing.T) {
 	// The namespace is still answered from the index.
 	if out := lookupPath(t, f, "nested/x"); out.NodeId != s.inoOf(t, "nested/x") {
 		t.Errorf("Lookup after Close: node %d", out.NodeId)
+	}
+}
+
+// TestReadLargeCounted: the READs of a sample over MaxWhole, which the loader reads range by
+// range from the shard, are counted in the stats' backend section, reads and bytes, and so are
+// the reads that verify it whole on its first READ (issue 28, item 7).
+func TestReadLargeCounted(t *testing.T) {
+	s := packTree(t, writeSourceTree)
+	ino := s.inoOf(t, "big.bin")
+	size := s.x.Entry(layout.ID(ino - 1)).Size
+	for _, verify := range []bool{false, true} {
+		for _, rp := range readPaths {
+			tb := &testBackend{Backend: memory.New(s.shards), hideView: rp.hideView}
+			f := s.serve(t, tb, Options{Prefetch: prefetch.Options{MaxWhole: 64 << 10, Verify: verify}})
+			var reads uint64
+			for off := uint64(0); off < size; off += 128 << 10 {
+				if _, st := readFile(t, f, ino, off, 128<<10); st != fuse.OK {
+					t.Fatalf("Read big.bin at %d: %v", off, st)
+				}
+				reads++
+			}
+			wantReads, wantBytes := reads, size
+			if verify { // read whole once more, in pieces of 4 MiB
+				wantReads, wantBytes = reads+(size+4<<20-1)/(4<<20), 2*size
+			}
+			if got := f.Stats().Snapshot().Backend; got.Reads != wantReads || got.Bytes != wantBytes {
+				t.Errorf("%s, verify %v: big.bin (%d bytes) read in %d READs of 128 KiB: backend stats %d reads, %d bytes; want %d, %d",
+					rp.name, verify, size, reads, got.Reads, got.Bytes, wantReads, wantBytes)
+			}
+			checkReleased(t, f, tb)
+		}
 	}
 }

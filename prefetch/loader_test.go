@@ -49,7 +49,6 @@ func (s *shard) Close() error { return nil }
 // returns the index, its shards in memory and each file's content by id.
 func dataset(t testing.TB, n, size int) (*layout.Index, []*shard, map[layout.ID][]byte) {
 	t.Helper()
-	src := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(n), uint64(size)))
 	want := map[string][]byte{}
 	for i := range n {
@@ -57,17 +56,26 @@ func dataset(t testing.TB, n, size int) (*layout.Index, []*shard, map[layout.ID]
 		for j := range b {
 			b[j] = byte(rng.Uint32())
 		}
-		rel := fmt.Sprintf("class-%d/img-%05d.jpg", i%10, i)
+		want[fmt.Sprintf("class-%d/img-%05d.jpg", i%10, i)] = b
+	}
+	return packFiles(t, want, int64(n*size)/3)
+}
+
+// packFiles packs files (content by path) into shards of about shardSize bytes and returns the
+// index, its shards in memory and each file's content by id.
+func packFiles(t testing.TB, files map[string][]byte, shardSize int64) (*layout.Index, []*shard, map[layout.ID][]byte) {
+	t.Helper()
+	src := t.TempDir()
+	for rel, b := range files {
 		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(rel)), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(src, rel), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		want[rel] = b
 	}
 	dst := filepath.Join(t.TempDir(), "set")
-	if _, err := layout.Pack(context.Background(), src, dst, layout.PackOptions{ShardSize: int64(n*size) / 3}); err != nil {
+	if _, err := layout.Pack(context.Background(), src, dst, layout.PackOptions{ShardSize: shardSize}); err != nil {
 		t.Fatal(err)
 	}
 	x, err := layout.Load(dst)
@@ -83,7 +91,7 @@ func dataset(t testing.TB, n, size int) (*layout.Index, []*shard, map[layout.ID]
 		shards = append(shards, &shard{b: b})
 	}
 	content := map[layout.ID][]byte{}
-	for rel, b := range want {
+	for rel, b := range files {
 		id, ok := x.LookupPath(rel)
 		if !ok {
 			t.Fatalf("%s not in the index", rel)
@@ -130,11 +138,11 @@ func (l *Loader) readAll(t testing.TB, id layout.ID) []byte {
 func writePathPlan(t testing.TB, l *Loader, ids []layout.ID) {
 	t.Helper()
 	var plan strings.Builder
-	plan.WriteString(planHeaderPaths + "\n")
+	plan.WriteString(PlanHeaderPaths + "\n")
 	for _, id := range ids {
 		plan.WriteString(l.x.Path(id) + "\n")
 	}
-	if err := l.WritePlan(1, 0, []byte(plan.String())); err != nil {
+	if err := l.WritePlan(1, true, []byte(plan.String())); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -220,8 +228,12 @@ func TestLoaderErrors(t *testing.T) {
 	}
 	big := Options{MaxWhole: 1}
 	l2 := newTestLoader(t, x, shards, big)
-	if _, err := l2.Read(nil, id, e, 0, 1); !IsTooLarge(err) {
-		t.Errorf("sample over MaxWhole: %v, want the too-large error", err)
+	if _, err := l2.Read(nil, id, e, 0, 1); !errors.Is(err, errTooLarge) {
+		t.Errorf("Read of a sample over MaxWhole: %v, want the too-large error", err)
+	}
+	shards[e.Shard].fail = boom
+	if _, _, err := l2.ReadRange(nil, id, e, 1, make([]byte, 2)); !errors.Is(err, boom) {
+		t.Errorf("ReadRange of a sample over MaxWhole from a failing shard: %v, want %v", err, boom)
 	}
 }
 
@@ -244,33 +256,33 @@ func TestLoaderArrived(t *testing.T) {
 	data := bytes.Clone(shards[0].b[off:end])
 	corrupt, refused, read := in0[10], in0[12], in0[6]
 	data[int64(x.Entry(corrupt).Offset)-off+5] ^= 1
-	stored := map[layout.ID][]byte{}
-	l := newTestLoader(t, x, shards, Options{Verify: true, Store: func(id layout.ID, b []byte) bool {
+	pushed := map[layout.ID][]byte{}
+	l := newTestLoader(t, x, shards, Options{Verify: true, Push: func(id layout.ID, _ int64, b []byte) bool {
 		if id == refused {
 			return false // the kernel holds no inode for it
 		}
-		stored[id] = bytes.Clone(b)
+		pushed[id] = bytes.Clone(b)
 		return true
 	}})
 	l.readAll(t, read)
 	l.Arrived(0, off, data)
 	want := 0
 	for _, id := range in0 {
-		b, ok := stored[id]
+		b, ok := pushed[id]
 		inside := id > in0[3] && id < in0[18]
 		switch {
 		case !inside || id == corrupt || id == refused || id == read || len(content[id]) <= pageSize:
 			if ok {
-				t.Errorf("sample %d (position %d in its shard) stored, want it left to its READ", id, slices.Index(in0, id))
+				t.Errorf("sample %d (position %d in its shard) pushed, want it left to its READ", id, slices.Index(in0, id))
 			}
 		case !ok:
-			t.Errorf("sample %d (position %d in its shard) not stored", id, slices.Index(in0, id))
+			t.Errorf("sample %d (position %d in its shard) not pushed", id, slices.Index(in0, id))
 		case !bytes.Equal(b, content[id]):
-			t.Errorf("sample %d stored with wrong bytes", id)
+			t.Errorf("sample %d pushed with wrong bytes", id)
 		default:
 			want++
 			if !l.planner.ReadThisEpoch(id) {
-				t.Errorf("stored sample %d does not count as read this epoch", id)
+				t.Errorf("pushed sample %d does not count as read this epoch", id)
 			}
 		}
 	}
@@ -280,22 +292,22 @@ func TestLoaderArrived(t *testing.T) {
 	if st := l.Stats(); st.Prefetch.Arrived != uint64(want) || st.Backend.Corrupt != 1 || want < 10 {
 		t.Errorf("stats: %d arrived (want %d, at least 10), %d corrupt (want 1)", st.Prefetch.Arrived, want, st.Backend.Corrupt)
 	}
-	l.Arrived(0, off, data) // again: every sample is read or stored by now
+	l.Arrived(0, off, data) // again: every sample is read or pushed by now
 	if st := l.Stats(); st.Prefetch.Arrived != uint64(want) {
-		t.Errorf("the same bytes again stored %d more samples", st.Prefetch.Arrived-uint64(want))
+		t.Errorf("the same bytes again pushed %d more samples", st.Prefetch.Arrived-uint64(want))
 	}
-	newTestLoader(t, x, shards, Options{}).Arrived(0, off, data) // no Store: nothing to do
+	newTestLoader(t, x, shards, Options{}).Arrived(0, off, data) // no Push: nothing to do
 
 	// With a plan, its beacons still come as READs: the plan's cursor moves only with READs.
 	// (A budget of one byte keeps the plan from being read ahead, which would take them first.)
-	planned := newInlineLoader(t, x, shards, Options{CacheBytes: 1, Store: func(id layout.ID, b []byte) bool { return true }})
+	planned := newInlineLoader(t, x, shards, Options{CacheBytes: 1, Push: func(id layout.ID, _ int64, b []byte) bool { return true }})
 	writePathPlan(t, planned, in0)
 	planned.Arrived(0, int64(x.Entry(in0[0]).Offset), shards[0].b[x.Entry(in0[0]).Offset:end])
 	for i, id := range in0 {
 		if got, beacon := planned.planner.ReadThisEpoch(id), planned.planner.IsPlanBeacon(id); beacon && got {
-			t.Errorf("plan beacon %d (position %d) was stored", id, i)
+			t.Errorf("plan beacon %d (position %d) was pushed", id, i)
 		} else if !beacon && !got && id < in0[18] && len(content[id]) > pageSize {
-			t.Errorf("sample %d (position %d) of the plan was not stored", id, i)
+			t.Errorf("sample %d (position %d) of the plan was not pushed", id, i)
 		}
 	}
 }
@@ -364,7 +376,7 @@ func TestLoaderNextEpochHitRate(t *testing.T) {
 					if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
 						t.Fatalf("epoch %d: sample %d: wrong bytes", epoch, id)
 					}
-					if held := l.heldBytes.Load(); held > budget || held != l.keptBytes.Load()+l.aheadBytes.Load() {
+					if held := l.held(); held > budget {
 						t.Fatalf("%d bytes held (%d kept, %d ahead), budget %d", held, l.keptBytes.Load(), l.aheadBytes.Load(), budget)
 					}
 				}
@@ -425,8 +437,8 @@ func TestLoaderPlan(t *testing.T) {
 		index[id] = i
 	}
 	var paths, indices strings.Builder
-	paths.WriteString(planHeaderPaths + "\n")
-	indices.WriteString(planHeaderIndices + "\n")
+	paths.WriteString(PlanHeaderPaths + "\n")
+	indices.WriteString(PlanHeaderIndices + "\n")
 	for _, id := range order {
 		paths.WriteString(x.Path(id) + "\n")
 		fmt.Fprintf(&indices, "%d\n", index[id])
@@ -436,7 +448,7 @@ func TestLoaderPlan(t *testing.T) {
 			l := newInlineLoader(t, x, shards, Options{Planner: PlannerConfig{PlanDepth: 32}})
 			// written in odd-sized pieces, lines split across writes
 			for off := 0; off < len(plan); off += 777 {
-				if err := l.WritePlan(42, int64(off), []byte(plan[off:min(off+777, len(plan))])); err != nil {
+				if err := l.WritePlan(42, off == 0, []byte(plan[off:min(off+777, len(plan))])); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -459,15 +471,15 @@ func TestLoaderPlan(t *testing.T) {
 	bad := map[string]string{
 		"no header":     "class-0/img-00000.jpg\n",
 		"wrong header":  "aifs-plan 2 paths\n",
-		"missing path":  planHeaderPaths + "\nclass-0/nope.jpg\n",
-		"directory":     planHeaderPaths + "\nclass-0\n",
-		"escape":        planHeaderPaths + "\n../etc/passwd\n",
-		"index too big": planHeaderIndices + "\n500\n",
-		"not a number":  planHeaderIndices + "\n-1\n",
-		"long line":     planHeaderPaths + "\n" + strings.Repeat("a", maxPlanLine+1),
+		"missing path":  PlanHeaderPaths + "\nclass-0/nope.jpg\n",
+		"directory":     PlanHeaderPaths + "\nclass-0\n",
+		"escape":        PlanHeaderPaths + "\n../etc/passwd\n",
+		"index too big": PlanHeaderIndices + "\n500\n",
+		"not a number":  PlanHeaderIndices + "\n-1\n",
+		"long line":     PlanHeaderPaths + "\n" + strings.Repeat("a", maxPlanLine+1),
 	}
 	for name, plan := range bad {
-		if err := l.WritePlan(7, 0, []byte(plan)); !errors.Is(err, ErrBadPlan) {
+		if err := l.WritePlan(7, true, []byte(plan)); !errors.Is(err, ErrBadPlan) {
 			t.Errorf("%s: %v, want ErrBadPlan", name, err)
 		}
 	}
@@ -475,11 +487,11 @@ func TestLoaderPlan(t *testing.T) {
 		t.Errorf("%d plan errors counted, want %d", st.Prefetch.PlanErrors, len(bad))
 	}
 	// a continuation without a start (the parser was dropped after an error) is refused too
-	if err := l.WritePlan(7, 100, []byte("class-0/img-00000.jpg\n")); !errors.Is(err, ErrBadPlan) {
+	if err := l.WritePlan(7, false, []byte("class-0/img-00000.jpg\n")); !errors.Is(err, ErrBadPlan) {
 		t.Errorf("continuation of a refused plan: %v, want ErrBadPlan", err)
 	}
 	// a refused plan from a writer that never wrote a good one leaves no plan to report
-	if err := l.WritePlan(8, 0, []byte("x\n")); !errors.Is(err, ErrBadPlan) {
+	if err := l.WritePlan(8, true, []byte("x\n")); !errors.Is(err, ErrBadPlan) {
 		t.Errorf("garbage from a new writer: %v, want ErrBadPlan", err)
 	}
 	for _, p := range l.Stats().Plans {
@@ -513,7 +525,7 @@ func TestLoaderBudget(t *testing.T) {
 				if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
 					t.Errorf("sample %d: wrong bytes", id)
 				}
-				if held := l.heldBytes.Load(); held > budget {
+				if held := l.held(); held > budget {
 					over.Store(held)
 				}
 			}
@@ -526,34 +538,38 @@ func TestLoaderBudget(t *testing.T) {
 	l.cancel() // stop the workers (not the cache, whose Close lets go of every sample)
 	l.wg.Wait()
 	kept, ahead := l.keptBytes.Load(), l.aheadBytes.Load()
-	if held := l.heldBytes.Load(); held != kept+ahead || kept > l.keepBudget || ahead > l.aheadBudget {
-		t.Errorf("%d bytes held, %d kept (of %d), %d ahead (of %d)", held, kept, l.keepBudget, ahead, l.aheadBudget)
+	if kept > l.keepBudget || ahead > l.aheadBudget || l.keepBudget+l.aheadBudget != budget {
+		t.Errorf("%d kept (of %d), %d ahead (of %d), budgets summing to %d, want %d",
+			kept, l.keepBudget, ahead, l.aheadBudget, l.keepBudget+l.aheadBudget, budget)
 	}
 }
 
-// TestLoaderStore: with Options.Store (kernel_cache=on), samples read ahead are handed to the
+// held returns the bytes l holds: kept and read ahead.
+func (l *Loader) held() int64 { return l.keptBytes.Load() + l.aheadBytes.Load() }
+
+// TestLoaderPush: with Options.Push (kernel_cache=on), samples read ahead are pushed into the
 // kernel whole and dropped from the Loader's memory, except beacons and one-page samples;
 // reading only what still comes as READs (the beacons: the kernel serves the rest from its
 // page cache) keeps the plan's read-ahead going to the end of the epoch.
-func TestLoaderStore(t *testing.T) {
+func TestLoaderPush(t *testing.T) {
 	x, shards, content := dataset(t, 400, 8<<10)
 	ids := sortedIDs(content)
 	order := append([]layout.ID(nil), ids...)
 	rand.New(rand.NewPCG(5, 6)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	stored := map[layout.ID][]byte{}
+	pushed := map[layout.ID][]byte{}
 	var mu sync.Mutex
-	l := newInlineLoader(t, x, shards, Options{Planner: PlannerConfig{PlanDepth: 16}, Store: func(id layout.ID, data []byte) bool {
+	l := newInlineLoader(t, x, shards, Options{Planner: PlannerConfig{PlanDepth: 16}, Push: func(id layout.ID, _ int64, data []byte) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if _, twice := stored[id]; twice {
-			t.Errorf("sample %d stored twice", id)
+		if _, twice := pushed[id]; twice {
+			t.Errorf("sample %d pushed twice", id)
 		}
-		stored[id] = bytes.Clone(data)
+		pushed[id] = bytes.Clone(data)
 		return true
 	}})
 	writePathPlan(t, l, order)
 	for _, id := range order {
-		if _, ok := stored[id]; ok {
+		if _, ok := pushed[id]; ok {
 			continue // the kernel has it: no READ comes
 		}
 		if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
@@ -562,24 +578,64 @@ func TestLoaderStore(t *testing.T) {
 	}
 	beacons := 0
 	for _, id := range order {
-		b, ok := stored[id]
+		b, ok := pushed[id]
 		switch {
 		case l.planner.IsBeacon(id) || len(content[id]) <= pageSize:
 			beacons++
 			if ok {
-				t.Errorf("beacon or one-page sample %d was stored", id)
+				t.Errorf("beacon or one-page sample %d was pushed", id)
 			}
 		case !ok:
-			t.Errorf("sample %d (plan position %d) was not stored", id, slices.Index(order, id))
+			t.Errorf("sample %d (plan position %d) was not pushed", id, slices.Index(order, id))
 		case !bytes.Equal(b, content[id]):
-			t.Errorf("sample %d stored with wrong bytes", id)
+			t.Errorf("sample %d pushed with wrong bytes", id)
 		}
 	}
 	st := l.Stats()
-	if st.Prefetch.Stored != uint64(len(stored)) || st.Prefetch.HeldBytes != 0 {
-		t.Errorf("stats: %d stored (want %d), %d bytes still held (want 0: the kernel has them)", st.Prefetch.Stored, len(stored), st.Prefetch.HeldBytes)
+	if st.Prefetch.Stored != uint64(len(pushed)) || st.Prefetch.HeldBytes != 0 {
+		t.Errorf("stats: %d pushed (want %d), %d bytes still held (want 0: the kernel has them)", st.Prefetch.Stored, len(pushed), st.Prefetch.HeldBytes)
 	}
 	if st.Cache.Misses > 0 || int(st.Cache.Hits) != beacons {
 		t.Errorf("%d hits and %d misses, want a hit for each of the %d beacons", st.Cache.Hits, st.Cache.Misses, beacons)
+	}
+}
+
+// TestLoaderNoReadAheadOfLarge: a sequential run never reads ahead a sample over MaxWhole,
+// which ReadRange reads range by range and never from the cache: fetched whole ahead, it
+// would be read twice and held in memory, whole, until evicted (issue 28, item 6: 436 MB of
+// live heap after md5sum of a tree with big files).
+func TestLoaderNoReadAheadOfLarge(t *testing.T) {
+	files := map[string][]byte{}
+	for i := range 40 {
+		n := 8 << 10
+		if i == 20 {
+			n = 1 << 20 // over MaxWhole below
+		}
+		files[fmt.Sprintf("f%02d", i)] = bytes.Repeat([]byte{byte(i)}, n)
+	}
+	x, shards, content := packFiles(t, files, 64<<20)
+	l := newInlineLoader(t, x, shards, Options{MaxWhole: 64 << 10})
+	var total uint64
+	for _, id := range sortedIDs(content) {
+		e := x.Entry(id)
+		total += e.Size
+		var got []byte
+		for off := int64(0); off < int64(e.Size); off += 128 << 10 {
+			data, v, err := l.ReadRange(nil, id, e, off, make([]byte, min(128<<10, int64(e.Size)-off)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, data...)
+			if v != nil {
+				v.Release()
+			}
+		}
+		if !bytes.Equal(got, content[id]) {
+			t.Fatalf("%s: wrong bytes", x.Path(id))
+		}
+	}
+	if st := l.Stats(); st.Backend.Bytes > total || st.Prefetch.Issued == 0 || st.Prefetch.HeldBytes != 0 {
+		t.Errorf("read %d bytes from the shards for %d bytes of samples (read ahead: %d samples, %d bytes still held); want each byte once",
+			st.Backend.Bytes, total, st.Prefetch.Issued, st.Prefetch.HeldBytes)
 	}
 }

@@ -5,28 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"unsafe"
 
 	"github.com/aifs/aifs/layout"
 )
 
-// The plan format, written by a trainer into MOUNTPOINT/.aifs/plan (python/aifs_plan.py does
-// it for any torch Sampler): a header line, then one sample per line, each line ending in
+// The plan format, sent by a trainer to MOUNTPOINT/.aifs/plan (fs/plan.go; python/aifs_plan.py
+// does it for any torch Sampler): a header line, then one sample per line, each line ending in
 // "\n", in the order the samples will be read.
 //
 //	aifs-plan 1 paths     then paths of regular files relative to the mount root (raw bytes)
 //	aifs-plan 1 indices   then decimal indices: i is the i-th regular file in pack order
 //
-// A write at offset 0 starts a new plan for its writer (a thread, identified by the kernel's
-// request pid); later writes append. A line that names no regular file, a bad header, a line
-// longer than maxPlanLine or a plan longer than maxPlanFactor times the files is an error
-// (EINVAL to the writer); the samples before it stay planned.
+// A plan arrives in pieces (WritePlan); the first starts a new plan for its writer (a thread,
+// identified by the kernel's request pid), later ones append, and a line may span pieces. A
+// line that names no regular file, a bad header, a line longer than maxPlanLine or a plan
+// longer than maxPlanFactor times the files is an error (EINVAL to the writer); the samples
+// before it stay planned.
 const (
-	planHeaderPaths   = "aifs-plan 1 paths"
-	planHeaderIndices = "aifs-plan 1 indices"
-	maxPlanLine       = 64 << 10 // 255-byte names, 200 levels deep, fit
-	maxPlanFactor     = 4        // a plan may repeat samples (DistributedSampler pads) but not without end
+	maxPlanLine   = 64 << 10 // 255-byte names, 200 levels deep, fit
+	maxPlanFactor = 4        // a plan may repeat samples (DistributedSampler pads) but not without end
 )
 
 // ErrBadPlan is wrapped by every error about the content of a plan.
@@ -40,9 +38,8 @@ type planParser struct {
 }
 
 // parse appends to ids the samples of the complete lines in data (plus the partial line
-// carried from the last call) and keeps the incomplete tail for the next call. files lists
-// the regular files in pack order (for indices); it is called only when needed.
-func (pp *planParser) parse(x *layout.Index, files func() []layout.ID, data []byte, ids []layout.ID) ([]layout.ID, error) {
+// carried from the last call) and keeps the incomplete tail for the next call.
+func (pp *planParser) parse(x *layout.Index, data []byte, ids []layout.ID) ([]layout.ID, error) {
 	limit := maxPlanFactor * max(x.Len(), 1)
 	for len(data) > 0 {
 		line, rest, complete := bytes.Cut(data, []byte{'\n'})
@@ -63,17 +60,17 @@ func (pp *planParser) parse(x *layout.Index, files func() []layout.ID, data []by
 		}
 		if pp.mode == "" {
 			switch h := string(line); h {
-			case planHeaderPaths, planHeaderIndices:
+			case PlanHeaderPaths, PlanHeaderIndices:
 				pp.mode = h
 				continue
 			default:
-				return ids, fmt.Errorf("%w: first line %q, want %q or %q", ErrBadPlan, truncate(h), planHeaderPaths, planHeaderIndices)
+				return ids, fmt.Errorf("%w: first line %q, want %q or %q", ErrBadPlan, truncate(h), PlanHeaderPaths, PlanHeaderIndices)
 			}
 		}
 		if pp.entries++; pp.entries > limit {
 			return ids, fmt.Errorf("%w: more than %d samples", ErrBadPlan, limit)
 		}
-		id, err := pp.sample(x, files, line)
+		id, err := pp.sample(x, line)
 		if err != nil {
 			return ids, err
 		}
@@ -83,27 +80,17 @@ func (pp *planParser) parse(x *layout.Index, files func() []layout.ID, data []by
 }
 
 // sample resolves one line.
-func (pp *planParser) sample(x *layout.Index, files func() []layout.ID, line []byte) (layout.ID, error) {
-	if pp.mode == planHeaderIndices {
+func (pp *planParser) sample(x *layout.Index, line []byte) (layout.ID, error) {
+	if pp.mode == PlanHeaderIndices {
 		i, err := strconv.ParseUint(unsafe.String(unsafe.SliceData(line), len(line)), 10, 32)
-		f := files()
-		if err != nil || i >= uint64(len(f)) {
-			return 0, fmt.Errorf("%w: %q is not an index below %d", ErrBadPlan, truncate(string(line)), len(f))
+		if err != nil || i >= uint64(x.Files()) {
+			return 0, fmt.Errorf("%w: %q is not an index below %d", ErrBadPlan, truncate(string(line)), x.Files())
 		}
-		return f[i], nil
+		return x.FileAt(int(i)), nil
 	}
-	path := unsafe.String(unsafe.SliceData(line), len(line)) // Lookup keeps no reference
-	id := layout.Root
-	for path != "" {
-		var part string
-		part, path, _ = strings.Cut(path, "/")
-		if part == "" || part == "." {
-			continue
-		}
-		var ok bool
-		if id, ok = x.Lookup(id, part); !ok {
-			return 0, fmt.Errorf("%w: no sample %q", ErrBadPlan, truncate(string(line)))
-		}
+	id, ok := x.LookupPathBytes(line)
+	if !ok {
+		return 0, fmt.Errorf("%w: no sample %q", ErrBadPlan, truncate(string(line)))
 	}
 	if x.Entry(id).IsDir() {
 		return 0, fmt.Errorf("%w: %q is a directory", ErrBadPlan, truncate(string(line)))
@@ -117,4 +104,34 @@ func truncate(s string) string {
 		return s[:200] + "..."
 	}
 	return s
+}
+
+// WritePlan takes a piece of a plan from writer (the format is above): with start, the first
+// piece of a new plan, which replaces the writer's previous one; otherwise the next piece of
+// the plan being sent. The samples are planned as they arrive. An error wraps ErrBadPlan; the
+// samples before the bad line stay planned.
+func (l *Loader) WritePlan(writer uint32, start bool, data []byte) error {
+	l.lockPlanner()
+	pp := l.parsers[writer]
+	if pp == nil || start {
+		if pp == nil && len(l.parsers) >= maxWriters {
+			clear(l.parsers) // writers come and go with training runs; a writer mid-plan restarts
+		}
+		pp = &planParser{}
+		l.parsers[writer] = pp
+	}
+	ids, err := pp.parse(l.x, data, nil)
+	if start {
+		l.planner.SetPlan(writer, ids)
+	} else {
+		l.planner.AppendPlan(writer, ids)
+	}
+	if err != nil {
+		delete(l.parsers, writer)
+	}
+	l.unlockPlannerNext(true)
+	if err != nil {
+		l.stats.planWriteError.Add(1)
+	}
+	return err
 }

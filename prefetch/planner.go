@@ -6,11 +6,13 @@ import (
 	"github.com/aifs/aifs/layout"
 )
 
-// Catalog is what the planner needs to know about the samples: the index entries, by id.
-// *layout.Index implements it.
+// Catalog is what the planner needs to know about the samples: the index entries, by id, the
+// number of regular files and the next one in pack order. *layout.Index implements it.
 type Catalog interface {
 	Len() int
 	Entry(id layout.ID) layout.Entry
+	Files() int
+	NextFile(id layout.ID) layout.ID
 }
 
 // PlannerConfig bounds the planner's decisions. The zero value means the defaults named.
@@ -21,7 +23,8 @@ type PlannerConfig struct {
 	// PlanDepth is how many samples past the last one read the planner fetches ahead in a plan
 	// (default 64).
 	PlanDepth int
-	// MaxFetch bounds one coalesced read, in bytes (default 8 MiB).
+	// MaxFetch bounds one coalesced read, in bytes (default 8 MiB; the Loader sets 4 MiB, the
+	// local backend's largest pooled buffer, unless Options.Planner sets it).
 	MaxFetch int64
 	// Gap is the largest hole between two samples that a coalesced read spans rather than
 	// issuing two reads (default 64 KiB: reading it costs less than a second request).
@@ -72,7 +75,7 @@ const recentReads = 256
 //
 // It knows three things:
 //   - epochs: which samples were read in the current epoch; a sample read a second time (not a
-//     repeat of one of the last recentReads, nor the first READ of a sample Delivered to the
+//     repeat of one of the last recentReads, nor the first READ of a sample Pushed into the
 //     page cache, which the kernel dropped before it was read) starts the next epoch;
 //   - sequential runs: reads of consecutive samples in pack order (a sorted scan) open a run
 //     whose read-ahead window grows from SeqStart to SeqMax;
@@ -84,8 +87,8 @@ type Planner struct {
 
 	// epoch tracking
 	seen    []uint64 // bit per id: read in this epoch
-	handed  []uint64 // bit per id: Delivered in this epoch and not READ since
-	dropped uint64   // READs of Delivered samples (the kernel dropped them first), ever
+	pushed  []uint64 // bit per id: Pushed in this epoch and not READ since
+	dropped uint64   // READs of Pushed samples (the kernel dropped them first), ever
 	covered int      // samples read in this epoch
 	epoch   int
 	recent  [recentReads]layout.ID
@@ -128,12 +131,8 @@ type planState struct {
 func NewPlanner(cat Catalog, cfg PlannerConfig) *Planner {
 	cfg.defaults()
 	words := (cat.Len() + 63) / 64
-	p := &Planner{cat: cat, cfg: cfg, seen: make([]uint64, words), handed: make([]uint64, words), epoch: 1}
-	for id := 0; id < cat.Len(); id++ {
-		if !cat.Entry(layout.ID(id)).IsDir() {
-			p.files++
-		}
-	}
+	p := &Planner{cat: cat, cfg: cfg, seen: make([]uint64, words), pushed: make([]uint64, words), epoch: 1}
+	p.files = cat.Files()
 	return p
 }
 
@@ -141,14 +140,10 @@ func NewPlanner(cat Catalog, cfg PlannerConfig) *Planner {
 // ahead would be wasted (its next use is in the next epoch).
 func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(id%64)) != 0 }
 
-// How often a sample read ahead is a beacon (see Options.Store): every 8th of a plan, whose
+// How often a sample read ahead is a beacon (see Options.Push): every 8th of a plan, whose
 // cursor lags the readers by up to that many samples of a 64-sample depth; every 32nd of a
-// sequential run, a few MiB of a window of up to 32 MiB (a sorted scan ran 1.08-1.10× faster
-// than with every 8th: integration/bench/prefetch.sh, sorted scan after a listing). Every 16th
-// of a plan was no faster: 0.94-0.98× every 8th with 1 reader and 0.96-0.98× with 8 (a binary
-// built with each value, both mounted side by side over one shard set of 10,000 files, two
-// rounds each of 'aifs bench --plan --drop-caches --relist --epochs 3'; every 8th ran at
-// 2.4-2.8× a mount without a plan at 1 reader in those rounds).
+// sequential run, a few MiB of a window of up to 32 MiB. The measurements that chose them:
+// docs/bench/README.md, "Beacon frequencies".
 const (
 	planBeaconEvery = 8
 	runBeaconEvery  = 32
@@ -171,9 +166,9 @@ func (p *Planner) IsPlanBeacon(id layout.ID) bool {
 
 func (p *Planner) inPlan(id layout.ID) bool { return int(id) < len(p.slot) && p.slot[id] > 0 }
 
-// DroppedDelivered returns how many samples Delivered to the page cache came as a READ all the
+// DroppedPushed returns how many samples Pushed into the page cache came as a READ all the
 // same, in every epoch so far: the kernel dropped their pages before the reader came.
-func (p *Planner) DroppedDelivered() uint64 { return p.dropped }
+func (p *Planner) DroppedPushed() uint64 { return p.dropped }
 
 // Epoch returns the current epoch (from 1) and how many distinct samples it has read.
 func (p *Planner) Epoch() (epoch, covered, files int) { return p.epoch, p.covered, p.files }
@@ -194,31 +189,31 @@ func (p *Planner) Read(id layout.ID) {
 	p.trackStream(id)
 }
 
-// Delivered records that sample id was handed to the kernel's page cache ahead of its reader
-// (Options.Store): it counts as read in this epoch (no READ will come for it, and reading it
+// Pushed records that sample id was pushed into the kernel's page cache ahead of its reader
+// (Options.Push): it counts as read in this epoch (no READ will come for it, and reading it
 // ahead again would be wasted) but moves no plan cursor or run, which only READs do.
 //
 // If a READ of it comes after all (the kernel dropped its pages before the reader came: memory
 // pressure), that READ is its read in this epoch, not the start of the next. The cost: when
-// the next epoch's READs begin, those of samples delivered in this one are taken for such
+// the next epoch's READs begin, those of samples pushed in this one are taken for such
 // READs until one of a sample READ in this one starts the epoch (with a fraction f of the
-// samples READ, about (1-f)/f of them: 12 when push_chunks delivers 92%).
-func (p *Planner) Delivered(id layout.ID) {
+// samples READ, about (1-f)/f of them: 12 when push_chunks pushes 92%).
+func (p *Planner) Pushed(id layout.ID) {
 	if word, bit := id/64, uint64(1)<<(id%64); p.seen[word]&bit == 0 {
 		p.seen[word] |= bit
-		p.handed[word] |= bit
+		p.pushed[word] |= bit
 		p.covered++
 	}
 }
 
 func (p *Planner) trackEpoch(id layout.ID) {
 	word, bit := id/64, uint64(1)<<(id%64)
-	if p.handed[word]&bit != 0 {
-		p.handed[word] &^= bit // read at last: seen in this epoch already
+	if p.pushed[word]&bit != 0 {
+		p.pushed[word] &^= bit // read at last: seen in this epoch already
 		p.dropped++
 	} else if p.seen[word]&bit != 0 && !p.isRecent(id) {
 		clear(p.seen)
-		clear(p.handed)
+		clear(p.pushed)
 		p.covered = 0
 		p.epoch++
 	}
@@ -245,10 +240,10 @@ func (p *Planner) trackStream(id layout.ID) {
 	for i := range p.streams {
 		s := &p.streams[i]
 		// A confirmed run also continues at a sample it read ahead: the samples in between
-		// may have been read from the kernel's page cache (Options.Store) without a READ.
+		// may have been read from the kernel's page cache (Options.Push) without a READ.
 		if s.hits > 0 && s.next == id || s.hits >= 2 && id > s.next && id < s.ahead {
 			s.hits++
-			s.next = p.nextFile(id)
+			s.next = p.cat.NextFile(id)
 			if s.ahead < s.next {
 				s.ahead, s.aheadShard, s.aheadEnd = s.next, 0, 0
 			}
@@ -262,16 +257,8 @@ func (p *Planner) trackStream(id layout.ID) {
 			victim = &p.streams[i]
 		}
 	}
-	next := p.nextFile(id)
+	next := p.cat.NextFile(id)
 	*victim = stream{next: next, hits: 1, window: p.cfg.SeqStart, ahead: next, lastUse: p.tick}
-}
-
-// nextFile returns the first regular file after id in pack order, or Len() if none.
-func (p *Planner) nextFile(id layout.ID) layout.ID {
-	n := layout.ID(p.cat.Len())
-	for id++; id < n && p.cat.Entry(id).IsDir(); id++ {
-	}
-	return id
 }
 
 // SetPlan replaces writer's plan with ids (which must be regular files) and returns nothing:
@@ -388,7 +375,7 @@ func (p *Planner) Next(room int64, have func(layout.ID) bool) []Fetch {
 			continue
 		}
 		var run []layout.ID
-		for want := s.window - ahead; want > 0 && int(s.ahead) < p.cat.Len() && len(run) < maxRun; s.ahead = p.nextFile(s.ahead) {
+		for want := s.window - ahead; want > 0 && int(s.ahead) < p.cat.Len() && len(run) < maxRun; s.ahead = p.cat.NextFile(s.ahead) {
 			e := p.cat.Entry(s.ahead)
 			size := int64(e.Size)
 			if size > room {

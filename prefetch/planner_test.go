@@ -32,6 +32,14 @@ func newCatalog(n, classes int, size, shardSize uint64) catalog {
 
 func (c catalog) Len() int                        { return len(c) }
 func (c catalog) Entry(id layout.ID) layout.Entry { return c[id] }
+func (c catalog) Files() int                      { return len(c.files()) }
+
+// NextFile scans, as a reference for the index's runs of directories.
+func (c catalog) NextFile(id layout.ID) layout.ID {
+	for id++; int(id) < len(c) && c[id].IsDir(); id++ {
+	}
+	return id
+}
 
 func (c catalog) files() []layout.ID {
 	var ids []layout.ID
@@ -91,27 +99,27 @@ func shuffled(ids []layout.ID, seed uint64) []layout.ID {
 	return out
 }
 
-// TestPlannerDelivered: a sample Delivered to the page cache counts as read; a READ of it
+// TestPlannerPushed: a sample Pushed into the page cache counts as read; a READ of it
 // later in the epoch (the kernel dropped its pages first) does not start the next epoch, and
 // in the next epoch a second read of anything does.
-func TestPlannerDelivered(t *testing.T) {
+func TestPlannerPushed(t *testing.T) {
 	cat := newCatalog(1000, 10, 100<<10, 1<<30)
 	order := shuffled(cat.files(), 1)
 	p := NewPlanner(cat, PlannerConfig{})
 	for i, id := range order {
 		if i%2 == 0 {
-			p.Delivered(id)
+			p.Pushed(id)
 		} else {
 			p.Read(id)
 		}
 	}
-	for _, id := range order[:600:600] { // long after their delivery: READs of dropped pages
+	for _, id := range order[:600:600] { // long after their push: READs of dropped pages
 		if slices.Index(order, id)%2 == 0 {
 			p.Read(id)
 		}
 	}
-	if epoch, covered, _ := p.Epoch(); epoch != 1 || covered != 1000 || p.DroppedDelivered() != 300 {
-		t.Fatalf("after READs of delivered samples: epoch %d, covered %d, %d dropped; want 1, 1000 and 300", epoch, covered, p.DroppedDelivered())
+	if epoch, covered, _ := p.Epoch(); epoch != 1 || covered != 1000 || p.DroppedPushed() != 300 {
+		t.Fatalf("after READs of pushed samples: epoch %d, covered %d, %d dropped; want 1, 1000 and 300", epoch, covered, p.DroppedPushed())
 	}
 	for _, id := range shuffled(cat.files(), 2)[:500] {
 		p.Read(id)

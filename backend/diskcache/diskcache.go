@@ -16,7 +16,7 @@
 // window around the bytes asked for (a 110 KB sample costs a 112-116 KiB read, not 4 MiB),
 // through an fd cache (files.go). A chunk being written is read from memory. A missing chunk
 // the cache would keep is fetched whole, adjacent ones of one read in one inner ReadAt, once
-// however many readers want it (flight.go); a reader whose context ends stops waiting but
+// however many readers want it (backend/flight); a reader whose context ends stops waiting but
 // the fetch, owned by the Cache, goes on for the others. A missing chunk the cache would not
 // keep (outside the stable subset, see below) is read through: only the bytes asked for, so
 // a cache smaller than the data costs no read amplification on the chunks it does not hold.
@@ -111,6 +111,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aifs/aifs/backend"
+	"github.com/aifs/aifs/backend/flight"
 	"github.com/aifs/aifs/backend/local"
 	"github.com/aifs/aifs/layout"
 )
@@ -189,7 +190,7 @@ type Cache struct {
 	log    *zap.Logger
 
 	set     set
-	flights flights
+	flights flight.Group[chunkKey, src]
 	files   fdCache
 	pend    pending
 	jobs    chan *entry   // chunks to write; never blocks, see pending
@@ -250,7 +251,7 @@ func New(inner backend.Backend, opt Options) (*Cache, error) {
 		c.direct = true
 	}
 	c.set.init(opt.Size)
-	c.flights.init()
+	c.flights.Init(func(k chunkKey) uint { return uint(k.part()) })
 	c.files.init(maxOpenFiles)
 	c.pend.init(max(pendingBytes, 4*c.chunk), c.chunk)
 	c.jobs = make(chan *entry, c.pend.maxJobs)

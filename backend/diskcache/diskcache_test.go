@@ -611,7 +611,7 @@ func TestQueueReserved(t *testing.T) {
 	src.gate.Store(&gate)
 	done := make(chan bool)
 	go func() { done <- ds.check(t, sh, sample{0, 100, 1000}, false) }()
-	for deadline := time.Now().Add(10 * time.Second); c.flights.get(sh.(*shard).key(0)) == nil; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !c.flights.Busy(sh.(*shard).key(0)); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the fetch of chunk 0 did not start")
 		}
@@ -685,7 +685,7 @@ func TestArrived(t *testing.T) {
 		Arrived: func(name string, off int64, data []byte) {
 			pending := false
 			for i := off / sh.c.chunk; i*sh.c.chunk < off+int64(len(data)); i++ {
-				pending = pending || sh.c.flights.get(sh.key(i)) != nil
+				pending = pending || sh.c.flights.Busy(sh.key(i))
 			}
 			mu.Lock()
 			calls = append(calls, call{name, off, len(data), bytes.Equal(data, ds.files[name][off:off+int64(len(data))]), pending})

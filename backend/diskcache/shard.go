@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/aifs/aifs/backend"
+	"github.com/aifs/aifs/backend/flight"
 )
 
 // shard implements backend.Shard and backend.Viewer over one shard of the inner Backend.
@@ -234,18 +235,18 @@ func (s *shard) fetch(ctx context.Context, first int64, srcs []src) error {
 	c := s.c
 	type wait struct {
 		j int
-		f *flight
+		f *flight.Flight[src]
 	}
 	var waits []wait
 	var lead []int64
-	var leadF []*flight
+	var leadF []*flight.Flight[src]
 	for j := range srcs {
 		if srcs[j].data != nil || srcs[j].e != nil {
 			continue
 		}
 		i := first + int64(j)
 		k, n := s.key(i), s.chunkLen(i)
-		if f := c.flights.get(k); f != nil {
+		if f := c.flights.Wait(k); f != nil {
 			waits = append(waits, wait{j, f})
 			continue
 		}
@@ -257,10 +258,10 @@ func (s *shard) fetch(ctx context.Context, first int64, srcs []src) error {
 			srcs[j].through = true
 			continue
 		}
-		f, leader := c.flights.join(k)
+		f, leader := c.flights.JoinAwait(k)
 		if leader {
 			if sr, ok := c.present(k); ok { // admitted since our look
-				c.flights.resolve(k, f, sr, nil)
+				c.flights.Resolve(k, f, sr, nil)
 				leader = false
 			} else {
 				lead, leadF = append(lead, i), append(leadF, f)
@@ -274,19 +275,20 @@ func (s *shard) fetch(ctx context.Context, first int64, srcs []src) error {
 	if len(lead) > 0 && !c.start(func() { c.fetchRuns(c.ctx, s, lead, leadF) }) {
 		for j, f := range leadF {
 			c.pend.release(s.chunkLen(lead[j]))
-			c.flights.resolve(s.key(lead[j]), f, src{}, fs.ErrClosed)
+			c.flights.Resolve(s.key(lead[j]), f, src{}, fs.ErrClosed)
 		}
 	}
 	for _, w := range waits {
 		select {
-		case <-w.f.done:
+		case <-w.f.Done():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if w.f.err != nil {
-			return w.f.err
+		sr, err := w.f.Result()
+		if err != nil {
+			return err
 		}
-		srcs[w.j] = w.f.src
+		srcs[w.j] = sr
 	}
 	return nil
 }
@@ -308,7 +310,7 @@ func (c *Cache) present(k chunkKey) (src, bool) {
 // chunks in one read, offers each to the set and resolves its flight (fls, in step with idx).
 // The caller has reserved each chunk's place in the writers' queue; fetchRuns hands the
 // reservations on or releases them. It returns the bytes fetched.
-func (c *Cache) fetchRuns(ctx context.Context, s *shard, idx []int64, fls []*flight) int64 {
+func (c *Cache) fetchRuns(ctx context.Context, s *shard, idx []int64, fls []*flight.Flight[src]) int64 {
 	var fetched int64
 	for a := 0; a < len(idx); {
 		b := a
@@ -335,7 +337,7 @@ func (c *Cache) fetchRuns(ctx context.Context, s *shard, idx []int64, fls []*fli
 			} else {
 				c.pend.release(n)
 			}
-			c.flights.resolve(k, fls[j], sr, err)
+			c.flights.Resolve(k, fls[j], sr, err)
 		}
 		if err == nil && c.opt.Arrived != nil {
 			c.opt.Arrived(s.name, start, buf)

@@ -1,5 +1,7 @@
 package diskcache
 
+import "github.com/aifs/aifs/backend/flight"
+
 // stager stages the shards queued by their first reads, one at a time in that order, until
 // Close.
 func (c *Cache) stager() {
@@ -30,17 +32,17 @@ func (c *Cache) stageShard(s *shard) {
 			return
 		}
 		var idx []int64
-		var fls []*flight
+		var fls []*flight.Flight[src]
 		var bytes int64
 		for j := i; j < s.chunks() && bytes < runMax; j++ {
 			k, n := s.key(j), s.chunkLen(j)
 			if j > i && (!c.stageable(s, j) || !c.pend.reserve(n, c.pend.maxBytes/2)) {
 				break
 			}
-			f, leader := c.flights.join(k)
+			f, leader := c.flights.JoinAwait(k)
 			if leader {
 				if sr, ok := c.present(k); ok {
-					c.flights.resolve(k, f, sr, nil)
+					c.flights.Resolve(k, f, sr, nil)
 					leader = false
 				}
 			}
@@ -64,7 +66,7 @@ func (c *Cache) stageShard(s *shard) {
 // is adopted).
 func (c *Cache) stageable(s *shard, i int64) bool {
 	k, n := s.key(i), s.chunkLen(i)
-	if c.set.get(k) != nil || c.flights.get(k) != nil || !c.set.wouldAdmit(k.rank(), n) {
+	if c.set.get(k) != nil || c.flights.Busy(k) || !c.set.wouldAdmit(k.rank(), n) {
 		return false
 	}
 	return c.tryDisk(k, n) == nil

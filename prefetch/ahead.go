@@ -1,0 +1,124 @@
+package prefetch
+
+import (
+	"fmt"
+
+	"github.com/aifs/aifs/backend/flight"
+	"github.com/aifs/aifs/layout"
+)
+
+// Read-ahead: the fetches the planner asks for go through a bounded queue to Workers
+// goroutines (worker); one that does not fit in the queue or the budget is dropped, never
+// waited for.
+
+// queueFetches reserves each fetch's bytes and queues it; what does not fit in the budget or
+// the queue is dropped (and its reservation returned).
+func (l *Loader) queueFetches(fetches []Fetch) {
+	for _, f := range fetches {
+		var n int64
+		for _, id := range f.IDs {
+			n += int64(l.x.Entry(id).Size)
+		}
+		if !l.reserveAhead(n) {
+			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
+			continue
+		}
+		if l.inline {
+			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
+			l.prefetch(f)
+			continue
+		}
+		select {
+		case l.queue <- f:
+			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
+		default:
+			l.aheadBytes.Add(-n)
+			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
+		}
+	}
+}
+
+func (l *Loader) worker() {
+	defer l.wg.Done()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case f := <-l.queue:
+			l.prefetch(f)
+		}
+	}
+}
+
+// prefetch runs one read the planner asked for, whose bytes were reserved in aheadBytes:
+// samples that another fetch took meanwhile are skipped, the rest become cached read-ahead
+// (and, with Options.Push, are pushed into the page cache).
+func (l *Loader) prefetch(f Fetch) {
+	type claim struct {
+		id layout.ID
+		f  *flight.Flight[*Sample]
+	}
+	claims := make([]claim, 0, len(f.IDs))
+	var unclaimed int64
+	late := make([]bool, len(f.IDs))
+	l.lockPlanner()
+	for i, id := range f.IDs {
+		late[i] = l.planner.ReadThisEpoch(id)
+	}
+	l.unlockPlanner()
+	for i, id := range f.IDs {
+		var fl *flight.Flight[*Sample]
+		if !late[i] { // else the readers got there first
+			fl = l.flights.Start(id)
+		}
+		if fl == nil {
+			unclaimed += int64(l.x.Entry(id).Size)
+			continue
+		}
+		claims = append(claims, claim{id, fl})
+	}
+	l.aheadBytes.Add(-unclaimed)
+	if len(claims) == 0 {
+		return
+	}
+	view, data, err := l.readShard(f.Shard, f.Off, nil, f.Len)
+	if err != nil {
+		for _, c := range claims {
+			l.aheadBytes.Add(-int64(l.x.Entry(c.id).Size))
+			l.resolve(c.id, c.f, nil, fmt.Errorf("read ahead: %w", err))
+		}
+		return
+	}
+	blk := &block{view: view}
+	blk.refs.Store(1) // ours, while we hand out samples
+	samples := make([]*Sample, len(claims))
+	for i, c := range claims {
+		e := l.x.Entry(c.id)
+		lo := int64(e.Offset) - f.Off
+		if err := l.verify(c.id, e, data[lo:lo+int64(e.Size)]); err != nil {
+			l.aheadBytes.Add(-int64(e.Size))
+			l.resolve(c.id, c.f, nil, fmt.Errorf("read ahead: %w", err))
+			claims[i].f = nil // resolved
+			continue
+		}
+		s := &Sample{data: data[lo : lo+int64(e.Size) : lo+int64(e.Size)], blk: blk, id: c.id}
+		s.ahead.Store(true)
+		s.blk.refs.Add(1) // the cache's
+		if !l.cache.Set(uint32(c.id), s, int64(e.Size)) {
+			l.onExit(s)
+		}
+		samples[i] = s
+	}
+	// ristretto applies Sets asynchronously: the flights stay until the cache shows the
+	// samples, so that a reader never finds neither and fetches again.
+	l.cache.Wait()
+	for i, c := range claims {
+		if c.f != nil {
+			l.resolve(c.id, c.f, samples[i], nil)
+		}
+	}
+	if l.opt.Push != nil {
+		l.pushAhead(samples)
+	}
+	blk.release()
+}

@@ -1,0 +1,117 @@
+package prefetch
+
+import (
+	"bytes"
+	"sync/atomic"
+
+	"github.com/aifs/aifs/layout"
+)
+
+// The memory budget. Every sample the Loader holds is counted, before it is fetched or kept,
+// in aheadBytes (read ahead, not yet read to its end; at most aheadBudget) or keptBytes (the
+// stable subset; at most keepBudget). NewLoader splits CacheBytes so that keepBudget +
+// aheadBudget = CacheBytes, and take never lets a part pass its budget, so the bytes held,
+// keptBytes + aheadBytes, never exceed CacheBytes, not even for a moment (the stats file and
+// the tests read them while readers run).
+
+// rank places a sample in [0, 2^64) by a hash of its id (splitmix64), so the subset is the
+// same every epoch and every run.
+func rank(id layout.ID) uint64 {
+	z := uint64(id) + 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// onExit runs when the cache lets go of a sample (deleted, evicted, rejected or replaced).
+func (l *Loader) onExit(s *Sample) {
+	if s == nil {
+		return
+	}
+	size := int64(len(s.data))
+	if s.ahead.Swap(false) {
+		l.aheadBytes.Add(-size)
+		l.stats.aheadWasted.Add(uint64(size))
+	}
+	if s.kept.Swap(false) {
+		l.keptBytes.Add(-size)
+	}
+	s.blk.release()
+}
+
+// consumed notes that a reader read s up to end: a sample fetched ahead that is now read to
+// its end leaves the read-ahead budget, and the cache unless it is in the subset.
+func (l *Loader) consumed(s *Sample, end int64) {
+	if end < int64(len(s.data)) || !s.ahead.Load() {
+		return
+	}
+	if !s.ahead.Swap(false) {
+		return
+	}
+	size := int64(len(s.data))
+	l.aheadBytes.Add(-size)
+	l.stats.aheadUsed.Add(uint64(size))
+	if !l.reserveKeep(s.id, size) {
+		l.cache.Del(uint32(s.id))
+		return
+	}
+	// Into the subset, as a copy of its own (the cache lets go of s, and s's buffer goes with
+	// its last reader).
+	l.keepCopy(s)
+}
+
+// keepCopy puts into the cache, as kept, an exact-size copy of s (whose keptBytes are already
+// counted). A kept sample lives for epochs: it must not pin a pooled read buffer of the next
+// size class (a 130 KB sample in a 1 MiB buffer) or the neighbours it was read ahead with,
+// which the budget, counting sample bytes, would not see.
+func (l *Loader) keepCopy(s *Sample) {
+	own := newSample(s.id, bytes.Clone(s.data), nil)
+	own.blk.refs.Store(1) // the cache's
+	own.kept.Store(true)
+	if !l.cache.Set(uint32(s.id), own, int64(len(s.data))) {
+		l.onExit(own)
+	}
+}
+
+// admit offers s, fetched for a reader who holds a reference, to the cache: as read-ahead
+// (already reserved; it may join the subset once read, see consumed) or, with KeepRead, to
+// the subset if it belongs there and fits.
+func (l *Loader) admit(s *Sample, ahead bool) {
+	size := int64(len(s.data))
+	if !ahead {
+		if l.reserveKeep(s.id, size) {
+			l.keepCopy(s)
+		}
+		return
+	}
+	s.ahead.Store(true)
+	s.blk.refs.Add(1) // the cache's
+	if !l.cache.Set(uint32(s.id), s, size) {
+		l.onExit(s)
+	}
+}
+
+// reserveAhead counts n bytes of read-ahead against the budget, or reports that they do not fit.
+func (l *Loader) reserveAhead(n int64) bool { return take(&l.aheadBytes, l.aheadBudget, n) }
+
+// reserveKeep counts sample id of n bytes into the subset if it belongs there and fits.
+func (l *Loader) reserveKeep(id layout.ID, n int64) bool {
+	if !l.opt.KeepRead || rank(id) >= l.keepFraction {
+		return false
+	}
+	return take(&l.keptBytes, l.keepBudget, n)
+}
+
+// take counts n bytes into part (aheadBytes or keptBytes), which never holds more than limit,
+// or reports that they do not fit. Return them with part.Add(-n).
+func take(part *atomic.Int64, limit, n int64) bool {
+	for {
+		h := part.Load()
+		if h+n > limit {
+			return false
+		}
+		if part.CompareAndSwap(h, h+n) {
+			return true
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package prefetch
+
+import "sync/atomic"
+
+// loaderStats are the Loader's counters, read by Stats.
+type loaderStats struct {
+	hits, misses, waits        atomic.Uint64
+	backendBytes, backendReads atomic.Uint64
+	aheadUsed, aheadWasted     atomic.Uint64 // bytes
+	aheadDropped, aheadIssued  atomic.Uint64 // samples
+	planWriteError             atomic.Uint64
+	pushedAhead                atomic.Uint64 // samples read ahead and pushed into the kernel's page cache
+	pushedArrived              atomic.Uint64 // samples pushed into the kernel's page cache by Arrived
+	corrupt                    atomic.Uint64 // samples that failed Options.Verify
+}
+
+// Stats is a snapshot of the Loader's counters, as they appear in the stats file.
+type Stats struct {
+	Cache    CacheStats     `json:"cache"`
+	Backend  BackendStats   `json:"backend"`
+	Prefetch PrefetchStats  `json:"prefetch"`
+	Epoch    EpochStats     `json:"epoch"`
+	Plans    []PlanPosition `json:"plans"` // one per writer
+}
+
+// CacheStats count samples found in memory (hits: cached or fetched ahead), not found
+// (misses), and found being fetched by another reader (shared, among the misses).
+type CacheStats struct {
+	Hits        uint64 `json:"hits"`
+	Misses      uint64 `json:"misses"`
+	Shared      uint64 `json:"shared"`
+	KeptBytes   int64  `json:"kept_bytes"` // the stable subset (kernel_cache=off)
+	BudgetBytes int64  `json:"budget_bytes"`
+}
+
+// BackendStats count the reads sent to the shards (samples over MaxWhole included: each
+// ReadRange, and the reads that verify one), and the samples they returned that failed
+// Options.Verify.
+type BackendStats struct {
+	Reads   uint64 `json:"reads"`
+	Bytes   uint64 `json:"bytes"`
+	Corrupt uint64 `json:"corrupt"`
+}
+
+// PrefetchStats count read-ahead: samples queued and dropped (queue or budget full), bytes
+// held now, and bytes later read (used) or let go unread (wasted).
+type PrefetchStats struct {
+	Issued      uint64 `json:"issued"`
+	Dropped     uint64 `json:"dropped"`
+	HeldBytes   int64  `json:"held_bytes"`
+	UsedBytes   uint64 `json:"used_bytes"`
+	WastedBytes uint64 `json:"wasted_bytes"`
+	QueueDepth  int    `json:"queue_depth"`
+	Stored      uint64 `json:"stored"`  // samples read ahead and pushed into the kernel's page cache
+	Arrived     uint64 `json:"arrived"` // samples pushed into the page cache as their chunk arrived (Loader.Arrived)
+	// DroppedEarly counts the samples pushed (Stored+Arrived) that came as a READ all the same:
+	// the kernel dropped their pages before the reader came (memory pressure). A large share of
+	// Stored+Arrived says that the page cache cannot hold what is pushed ahead (push_chunks=off).
+	DroppedEarly uint64 `json:"dropped_early"`
+	PlanErrors   uint64 `json:"plan_errors"` // plan writes refused (EINVAL)
+}
+
+// EpochStats say which epoch the reads are in and what fraction of the files it has read.
+type EpochStats struct {
+	Number   int     `json:"number"`
+	Coverage float64 `json:"coverage"`
+}
+
+// Stats returns the current counters.
+func (l *Loader) Stats() Stats {
+	l.lockPlanner()
+	epoch, covered, files := l.planner.Epoch()
+	plans := l.planner.Plans()
+	dropped := l.planner.DroppedPushed()
+	l.unlockPlanner()
+	st := &l.stats
+	s := Stats{
+		Cache: CacheStats{Hits: st.hits.Load(), Misses: st.misses.Load(), Shared: st.waits.Load(),
+			KeptBytes: l.keptBytes.Load(), BudgetBytes: l.opt.CacheBytes},
+		Backend: BackendStats{Reads: st.backendReads.Load(), Bytes: st.backendBytes.Load(), Corrupt: st.corrupt.Load()},
+		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Dropped: st.aheadDropped.Load(),
+			HeldBytes: l.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
+			QueueDepth: len(l.queue), PlanErrors: st.planWriteError.Load(), Stored: st.pushedAhead.Load(),
+			Arrived: st.pushedArrived.Load(), DroppedEarly: dropped},
+		Epoch: EpochStats{Number: epoch},
+		Plans: plans,
+	}
+	if files > 0 {
+		s.Epoch.Coverage = float64(covered) / float64(files)
+	}
+	return s
+}
