@@ -7,7 +7,7 @@ import (
 )
 
 // TestImports keeps the contract and the local and memory backends free of dependencies
-// (DESIGN.md): they import layout, backend, the standard library and, for the Linux system
+// (docs/design.md): they import layout, backend, the standard library and, for the Linux system
 // calls that package syscall lacks (statx), golang.org/x/sys/unix only.
 func TestImports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".", "./local", "./memory").Output()

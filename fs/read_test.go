@@ -277,8 +277,8 @@ func TestRead(t *testing.T) {
 }
 
 // TestReadFetchesSampleOnce: a sample larger than a READ, read as the kernel does (128 KiB
-// read-ahead windows, one after the other), reaches its shard once: DESIGN.md, "Epoch-aware
-// prefetch", 1 ("the first READ of a sample fetches its whole aligned extent once").
+// read-ahead windows, one after the other, as when the kernel refuses the push of its tail),
+// reaches its shard once: the first READ of a sample fetches all of it (docs/design.md).
 func TestReadFetchesSampleOnce(t *testing.T) {
 	s := packTree(t, writeSourceTree)
 	ino := s.inoOf(t, "big.bin")

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestImportsOnlyStandardLibrary keeps layout at the bottom of the import graph (DESIGN.md):
+// TestImportsOnlyStandardLibrary keeps layout at the bottom of the import graph (docs/design.md):
 // everything else may import it, and it imports nothing outside the standard library.
 func TestImportsOnlyStandardLibrary(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()

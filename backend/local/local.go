@@ -1,5 +1,5 @@
 // Package local reads the shards of a shard set from a local directory. Reads use O_DIRECT, so
-// shard bytes bypass the page cache (aifs caches samples itself; DESIGN.md): each read is widened
+// shard bytes bypass the page cache (aifs caches samples itself; docs/design.md): each read is widened
 // to the file's direct-I/O alignment and served through pooled aligned buffers
 // (direct_linux.go). Where the filesystem refuses O_DIRECT (ramfs, some FUSE and network
 // filesystems, non-Linux builds), the Backend says so once through Options.Logger and reads
