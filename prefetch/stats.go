@@ -57,7 +57,7 @@ type PrefetchStats struct {
 	// the kernel dropped their pages before the reader came (memory pressure). A large share of
 	// Stored+Arrived says that the page cache cannot hold what is pushed ahead (push_chunks=off).
 	DroppedEarly uint64 `json:"dropped_early"`
-	PlanErrors   uint64 `json:"plan_errors"` // plan writes refused (EINVAL)
+	PlanErrors   uint64 `json:"plan_errors"` // plans (or pieces of them) refused (EINVAL)
 }
 
 // EpochStats say which epoch the reads are in and what fraction of the files it has read.

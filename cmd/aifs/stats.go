@@ -74,7 +74,7 @@ func printStats(w io.Writer, s fs.Snapshot) {
 		fmt.Fprintf(w, "plan          writer %d: %d samples, read to %d, fetched to %d\n", pl.Writer, pl.Samples, pl.Read, pl.Fetched)
 	}
 	if p.PlanErrors > 0 {
-		fmt.Fprintf(w, "plan errors   %d plan writes refused (EINVAL)\n", p.PlanErrors)
+		fmt.Fprintf(w, "plan errors   %d plans refused (EINVAL)\n", p.PlanErrors)
 	}
 	// Storage below the loader (s3, disk_cache): every figure, by name.
 	for _, name := range slices.Sorted(maps.Keys(s.Storage)) {
