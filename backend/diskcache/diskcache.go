@@ -34,9 +34,8 @@
 // leaves at most temporary files, removed by the next New once a minute old. The reader that
 // needed a chunk never waits for its write. A chunk's place in the queue (128 MiB) is reserved
 // when its fetch starts, so a chunk fetched to be kept always is; while the fetches in flight
-// and the chunks waiting fill the queue, missing chunks are read through. (Checking for room
-// only when the chunk arrived fetched whole chunks that were then turned away: 1.33-1.82 GB
-// from S3 for a 1.12 GB epoch at 32 readers, against 1.16-1.24.) A failed write (ENOSPC,
+// and the chunks waiting fill the queue, missing chunks are read through (checking for room
+// only when a chunk arrived fetched whole chunks that were then turned away). A failed write (ENOSPC,
 // EIO) is counted in Stats.WriteErrors, logged once, and the chunk is read from the inner
 // Backend next time.
 //
@@ -69,30 +68,15 @@
 // in the order shards were first read, using at most half of the write queue, skipping chunks
 // the full budget would turn away. Close stops it.
 //
-// # Trade-offs (measured on the 2-core development VM, ext4 on virtio, Go 1.26)
+// # Trade-offs
 //
 // Chunk size sets the granularity of everything: a miss of a 110 KB sample the cache keeps
-// fetches a whole chunk (37× the sample at 4 MiB), repaid by the samples after it in the same
-// chunk, so a cold epoch fetches every chunk once; the subset is kept by chunk, so the hit
-// rate under a partial budget follows c exactly only when the data holds many chunks; the
-// set costs about 200 bytes of memory per chunk (1 TB of cache in 4 MiB chunks: 50 MB), and
-// each chunk is one GET, one file and one fdatasync. A hit reads only the aligned window, so
-// the chunk size does not change what a hit costs: BenchmarkHit reads 112 KiB windows of
-// cached chunks, 105 µs serial with O_DIRECT at 1 MiB chunks against 620 µs for reading the
-// whole chunk, and the fd cache saves the open, statx and close of each hit (12 µs).
-//
-// 4 MiB is the default because a cold epoch over S3 pays per chunk: the request, the file's
-// creation, fdatasync and rename, and the goroutine hand-offs around them. A cold shuffled
-// epoch of 10,000 samples (1,120 MB) over versitygw with 10 ms a request, aifs alone, fresh
-// mounts, rounds of each chunk size interleaved (files/s): at 8 readers 1 MiB 2,523-2,901,
-// 2 MiB 3,492-3,571, 4 MiB 3,593-3,871 with a 64 MiB write queue and 4,009-4,010 with 128 MiB,
-// 8 MiB 1,124-1,200 (a queue of 8 chunks is full at once, so most reads go through); at 32
-// readers 1 MiB 2,522-3,586, 2 MiB 3,073-3,548, 4 MiB 3,234-4,108 and 3,360-4,617. Without
-// latency at 32 readers 1 MiB 3,328-3,700, 4 MiB 4,388-4,804. The daemon's CPU a sample fell
-// from 170-200 µs to about 150. The price is memory: the daemon's peak RSS in those epochs was
-// 508-542 MB against 238-252 (32 readers), 348 against 194-196 (8), the write queue and the
-// fetches in flight holding 4 MiB each; 336-379 MB at 32 readers once the fetches in flight
-// counted in the queue (above). 256 KiB chunks would make files and metadata 4× of 1 MiB.
+// fetches a whole chunk, repaid by the samples after it in the same chunk; the subset is kept
+// by chunk; the set costs about 200 bytes of memory per chunk; each chunk is one GET, one file
+// and one write. A hit reads only the aligned window, so the chunk size does not change what a
+// hit costs. 4 MiB is the default: a cold epoch over S3 pays per chunk, and 4 MiB ran fastest,
+// for twice the memory of 1 MiB (docs/s3.md, "Chunk size, writers and buffers: the
+// measurements").
 //
 // This package imports backend, backend/local, layout, zap and the standard library.
 package diskcache
@@ -159,14 +143,9 @@ type Stats struct {
 	Budget       int64 `json:"budget"`        // Options.Size
 }
 
-// writers is the number of writer goroutines. A write waited mostly on its fdatasync (now left
-// out on ext4 and XFS: local.WriteFile), so writers
-// in parallel drain the queue faster; a full queue turns chunks away (read through), and their
-// other samples then fetch again. Cold epochs over S3 with no latency on the 2-core VM, 1 MiB chunks
-// (integration/bench/s3.sh, JOBS="8 32", RUNS=1, 4-5 rounds): 6 writers ran at 1.01-1.33× the
-// files/s of 2 with 8 readers (median of the rounds' ratios 1.09) and 0.98-1.29× with 32
-// (median 1.18), and fetched 1,235-1,524 MB from S3 at 32 readers for the 1,120 MB dataset,
-// against 1,469-2,043 MB. 12 writers ran at 0.80-0.97× of 6 (two rounds).
+// writers is the number of writer goroutines: writers in parallel drain the queue faster, and a
+// full queue turns chunks away (read through), whose other samples then fetch again. 6 ran
+// faster than 2 and than 12 (docs/s3.md, "Chunk size, writers and buffers: the measurements").
 const writers = 6
 
 // Bounds of the background work.

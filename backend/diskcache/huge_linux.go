@@ -13,16 +13,9 @@ const hugePage = 2 << 20
 // Backend, with the whole huge pages inside it advised for transparent huge pages
 // (MADV_HUGEPAGE): the fetch's socket reads then fault in 2 MiB at a time instead of 4 KiB.
 //
-// Why: in a cold epoch over S3 the daemon's page faults were 8 a sample, 93% of them the
-// socket reads filling fresh chunk buffers (the Go heap growing to its peak). With the advice
-// they fell to about 4 (a 4 MiB buffer starts anywhere on an 8 KiB page, so on average half of
-// it lies in whole huge pages). Cold epochs at 32 readers without latency, 41 rounds
-// interleaved with the build before (5 runs of integration/bench/s3_cpu.sh): files/s a median
-// 1.13× of it, 32 of the 41 rounds faster; the runs' medians 1.03-1.23×, the daemon's CPU a
-// sample 16-30% lower in three runs and unchanged in two. The VM's host backs freed guest
-// memory lazily, so a fresh 4 KiB page can cost a fault in the host as well, and how much
-// that weighs changes with the machine's state (docs/bench/README.md, "Chunk buffers in huge
-// pages").
+// Why: in a cold epoch over S3, 93% of the daemon's page faults were the socket reads filling
+// fresh chunk buffers; with the advice they halve, and cold epochs at 32 readers ran a median
+// 1.13× as fast (docs/bench/README.md, "Chunk buffers in huge pages").
 // Only the buffer's own pages are advised, never a neighbour's. The advice stays on the
 // address range after the buffer is freed, and Go reuses that memory for later chunk buffers:
 // the peak RSS was the same (288-332 MB against 302-365), and 90 s after an epoch the RSS was
