@@ -112,7 +112,6 @@ type FS struct {
 	fuse.RawFileSystem // ENOSYS for every op not defined below
 
 	x      *layout.Index
-	shards []backend.Shard   // by shard number; immutable after New
 	shardN map[string]uint32 // shard name → number, for Arrived; immutable after New
 	loader *prefetch.Loader
 	srv    atomic.Pointer[fuse.Server] // set by Mount, for NOTIFY_STORE
@@ -128,9 +127,9 @@ type FS struct {
 	closeOnce sync.Once
 }
 
-// New opens every shard of x through b (a missing or mismatched shard is an error naming it,
-// so a bad shard set never gets mounted) and returns an FS serving x. The caller keeps b and
-// closes it after the FS.
+// New returns an FS serving x, whose loader opens every shard of x through b (a missing or
+// mismatched shard is an error naming it, so a bad shard set never gets mounted). The caller
+// keeps b and closes it after the FS.
 func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (*FS, error) {
 	f := &FS{
 		RawFileSystem: fuse.NewDefaultRawFileSystem(),
@@ -146,12 +145,6 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 	f.shardN = make(map[string]uint32, len(x.Shards()))
 	for i, s := range x.Shards() {
 		f.shardN[s.Name] = uint32(i)
-		sh, err := b.Open(ctx, s)
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		f.shards = append(f.shards, sh)
 	}
 	po := opt.Prefetch
 	po.KeepRead = opt.KernelCache == CacheOff
@@ -159,8 +152,7 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 		po.Push = f.push
 	}
 	var err error
-	if f.loader, err = prefetch.NewLoader(x, f.shards, po); err != nil {
-		f.Close()
+	if f.loader, err = prefetch.NewLoader(ctx, x, b, po); err != nil {
 		return nil, err
 	}
 	f.stats = newStats(f)
@@ -200,16 +192,10 @@ func (f *FS) Arrived(shard string, off int64, data []byte) {
 // Stats returns the FS's request statistics.
 func (f *FS) Stats() *Stats { return f.stats }
 
-// Close closes the shards. It is idempotent; call it after the server has stopped.
+// Close closes the loader, and with it the shards. It is idempotent; call it after the server
+// has stopped.
 func (f *FS) Close() error {
-	f.closeOnce.Do(func() {
-		if f.loader != nil {
-			f.loader.Close()
-		}
-		for _, s := range f.shards {
-			s.Close()
-		}
-	})
+	f.closeOnce.Do(f.loader.Close)
 	return nil
 }
 

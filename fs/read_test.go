@@ -545,7 +545,7 @@ func TestReadVerify(t *testing.T) {
 	}
 }
 
-// TestNewChecksShards: New opens every shard and fails, naming the shard and closing the ones it
+// TestNewChecksShards: New (its loader) opens every shard and fails, naming the shard and closing the ones it
 // opened, when one is missing or has the wrong size.
 func TestNewChecksShards(t *testing.T) {
 	s := packTree(t, writeSourceTree)

@@ -131,12 +131,39 @@ type Loader struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	stats loaderStats
+	stats     loaderStats
+	closeOnce sync.Once
 }
 
-// NewLoader returns a Loader reading the samples of x from shards (indexed as x.Shards()).
-// Close it when done; it does not close the shards.
-func NewLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, error) {
+// NewLoader opens every shard of x through b and returns a Loader reading the samples of x
+// from them. A missing or mismatched shard is an error naming it (backend.Backend.Open), and
+// the shards opened are closed again, so a bad shard set is refused before it is mounted. The
+// Loader owns the shards and Close closes them; the caller keeps b and closes it after.
+func NewLoader(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (*Loader, error) {
+	shards := make([]backend.Shard, 0, len(x.Shards()))
+	closeAll := func() {
+		for _, sh := range shards {
+			sh.Close()
+		}
+	}
+	for _, s := range x.Shards() {
+		sh, err := b.Open(ctx, s)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		shards = append(shards, sh)
+	}
+	l, err := newLoader(x, shards, opt)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return l, nil
+}
+
+// newLoader returns a Loader over shards, opened (indexed as x.Shards()), which it owns.
+func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, error) {
 	opt.defaults()
 	l := &Loader{x: x, shards: shards, opt: opt, parsers: map[uint32]*planParser{}}
 	l.aheadBudget = opt.CacheBytes
@@ -183,11 +210,17 @@ func NewLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, e
 	return l, nil
 }
 
-// Close stops prefetching and drops the cache. Reads after Close may fail.
+// Close stops prefetching, drops the cache and closes the shards. It is idempotent. Reads
+// after Close fail (the shards are closed: fs.ErrClosed).
 func (l *Loader) Close() {
-	l.cancel()
-	l.wg.Wait()
-	l.cache.Close()
+	l.closeOnce.Do(func() {
+		l.cancel()
+		l.wg.Wait()
+		l.cache.Close()
+		for _, sh := range l.shards {
+			sh.Close()
+		}
+	})
 }
 
 // ReadRange returns [off, off+len(p)) of sample id (entry e), which must lie inside it, for a

@@ -107,7 +107,7 @@ func newTestLoader(t testing.TB, x *layout.Index, shards []*shard, opt Options) 
 	for i, s := range shards {
 		bs[i] = s
 	}
-	l, err := NewLoader(x, bs, opt)
+	l, err := newLoader(x, bs, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
