@@ -308,6 +308,20 @@ func TestReadFetchesSampleOnce(t *testing.T) {
 	}
 }
 
+// allocsPerRead returns the allocations of one READ in by f, averaged over many.
+func allocsPerRead(t *testing.T, f *FS, in *fuse.ReadIn, buf []byte) float64 {
+	return testing.AllocsPerRun(500, func() {
+		res, st := f.Read(nil, in, buf)
+		if st != fuse.OK {
+			t.Fatal(st)
+		}
+		if b, _ := res.Bytes(buf); len(b) != int(in.Size) {
+			t.Fatalf("%d bytes", len(b))
+		}
+		res.Done()
+	})
+}
+
 // TestReadNoAllocs: a READ of a sample that needs no new fetch, or of a sample over MaxWhole
 // (read range by range), allocates nothing, whichever way the shard is read (read.go pools its
 // results).
@@ -341,29 +355,11 @@ func TestReadNoAllocs(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		if n := testing.AllocsPerRun(500, func() {
-			res, st := f.Read(nil, in, buf)
-			if st != fuse.OK {
-				t.Fatal(st)
-			}
-			if b, _ := res.Bytes(buf); len(b) != int(in.Size) {
-				t.Fatalf("%d bytes", len(b))
-			}
-			res.Done()
-		}); n != 0 {
+		if n := allocsPerRead(t, f, in, buf); n != 0 {
 			t.Errorf("%s: %v allocations per READ, want 0", rp.name, n)
 		}
 		readInto(t, large, in.NodeId, in.Offset, in.Size, buf) // the first READ of a sample over MaxWhole
-		if n := testing.AllocsPerRun(500, func() {
-			res, st := large.Read(nil, in, buf)
-			if st != fuse.OK {
-				t.Fatal(st)
-			}
-			if b, _ := res.Bytes(buf); len(b) != int(in.Size) {
-				t.Fatalf("%d bytes", len(b))
-			}
-			res.Done()
-		}); n != 0 {
+		if n := allocsPerRead(t, large, in, buf); n != 0 {
 			t.Errorf("%s: %v allocations per READ of a sample over MaxWhole, want 0", rp.name, n)
 		}
 	}
