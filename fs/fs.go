@@ -9,9 +9,9 @@
 // st_blksize is 1 MiB so Python's buffered reader asks for all of it in one read(2), OPEN and
 // FLUSH are answered with ENOSYS so the kernel stops sending them (and RELEASE), ioctls get
 // ENOTTY at once, and the first READ of a sample pushes the rest of it into the page cache
-// (read.go). With that, one PIL.Image.open(f).convert() costs IOCTL(TCGETS) + READ. Files larger
-// than a sample look like ext4's to readers (4 KiB blocks, the kernel's own read-ahead), so
-// random access to them costs what it costs natively.
+// (prefetch.Options.Push). With that, one PIL.Image.open(f).convert() costs IOCTL(TCGETS) +
+// READ. Files larger than a sample look like ext4's to readers (4 KiB blocks, the kernel's own
+// read-ahead), so random access to them costs what it costs natively.
 //
 // The kernel mount is read-only (mount.go): no write, writable shared mapping or truncate reaches
 // the tree, whoever asks; the handlers in readonly.go answer EROFS as a second line.

@@ -22,9 +22,9 @@ type MountOptions struct {
 
 // maxRead is the largest READ the kernel may send (the kernel caps it at its own maximum, 1 MiB
 // on Linux 4.20+). The kernel's read-ahead is left at its 128 KiB: a READ of a sample's first
-// 128 KiB pushes the rest of it into the page cache (read.go), and a large file is read ahead
-// as ext4 reads it (a 1 MiB read-ahead read 8 times the bytes for each random page fault of a
-// memory-mapped file).
+// 128 KiB pushes the rest of it into the page cache (prefetch's readHead), and a large file is
+// read ahead as ext4 reads it (a 1 MiB read-ahead read 8 times the bytes for each random page
+// fault of a memory-mapped file).
 const maxRead = 1 << 20
 
 // maxBackground bounds the asynchronous requests (read-ahead) the kernel keeps in flight; it is
