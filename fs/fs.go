@@ -27,6 +27,7 @@ package fs
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/layout"
@@ -115,6 +117,7 @@ type FS struct {
 	shardN map[string]uint32 // shard name → number, for Arrived; immutable after New
 	loader *prefetch.Loader
 	srv    atomic.Pointer[fuse.Server] // set by Mount, for NOTIFY_STORE
+	mnt    string                      // the absolute mountpoint, set by Mount before srv
 	opt    Options
 	log    *zap.Logger
 	stats  *Stats
@@ -149,7 +152,7 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 	po := opt.Prefetch
 	po.KeepRead = opt.KernelCache == CacheOff
 	if opt.KernelCache == CacheOn {
-		po.Push = f.push
+		po.Push, po.Drop = f.push, f.drop
 	}
 	var err error
 	if f.loader, err = prefetch.NewLoader(ctx, x, b, po); err != nil {
@@ -177,6 +180,33 @@ func (f *FS) push(id layout.ID, off int64, data []byte) bool {
 		f.log.Debug("NOTIFY_STORE refused", zap.Uint32("id", uint32(id)), zap.Int64("offset", off), zap.Stringer("status", st))
 	}
 	return st == fuse.OK
+}
+
+// drop drops sample id's pages from the kernel's page cache (prefetch.Options.Drop): it opens
+// the file through the mount and advises POSIX_FADV_DONTNEED, which drops its clean pages and
+// nothing else. NOTIFY_INVAL_INODE, the FUSE way, does it where the open fails (the mountpoint
+// is not reachable by path), but also makes the kernel forget the file's attributes, so that
+// its next read (a buffered reader reads past the end) costs a GETATTR: with it, 8 readers in
+// a memory cgroup of half the dataset sent 11,465 GETATTRs in 5 epochs of 4,000 files and read
+// 0.92× as fast (docs/prefetch.md). It never runs on a READ's path: the kernel locks the pages
+// to drop them, and waits for a READ that holds them. The open sends no request (no-open mode,
+// entries cached for an hour), or a LOOKUP that another goroutine of the server answers.
+func (f *FS) drop(id layout.ID) {
+	srv := f.srv.Load()
+	if srv == nil {
+		return
+	}
+	fd, err := unix.Open(filepath.Join(f.mnt, f.x.Path(id)), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		err = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+		unix.Close(fd)
+		if err == nil {
+			return
+		}
+	}
+	if st := srv.InodeNotify(uint64(id)+1, 0, 0); st != fuse.OK && st != fuse.ENOENT {
+		f.log.Debug("NOTIFY_INVAL_INODE refused", zap.Uint32("id", uint32(id)), zap.Stringer("status", st))
+	}
 }
 
 // Arrived is told that bytes data of the shard named shard, from offset off, have just come

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -72,7 +73,10 @@ func Mount(f *FS, mountpoint string, opt MountOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
-	f.srv.Store(srv)
+	if f.mnt, err = filepath.Abs(mountpoint); err != nil {
+		f.mnt = mountpoint
+	}
+	f.srv.Store(srv) // publishes f.mnt too
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()

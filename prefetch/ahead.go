@@ -21,6 +21,9 @@ func (l *Loader) queueFetches(fetches []Fetch) {
 		}
 		if !l.reserveAhead(n) {
 			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
+			if f.Chunk {
+				l.chunkFlights.Add(-1)
+			}
 			continue
 		}
 		if l.inline {
@@ -34,6 +37,9 @@ func (l *Loader) queueFetches(fetches []Fetch) {
 		default:
 			l.aheadBytes.Add(-n)
 			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
+			if f.Chunk {
+				l.chunkFlights.Add(-1)
+			}
 		}
 	}
 }
@@ -54,6 +60,9 @@ func (l *Loader) worker() {
 // samples that another fetch took meanwhile are skipped, the rest become cached read-ahead
 // (and, with Options.Push, are pushed into the page cache).
 func (l *Loader) prefetch(f Fetch) {
+	if f.Chunk {
+		defer l.chunkFlights.Add(-1)
+	}
 	type claim struct {
 		id layout.ID
 		f  *flight.Flight[*Sample]
@@ -118,7 +127,7 @@ func (l *Loader) prefetch(f Fetch) {
 		}
 	}
 	if l.opt.Push != nil {
-		l.pushAhead(samples)
+		l.pushAhead(samples, f.Chunk)
 	}
 	blk.release()
 }

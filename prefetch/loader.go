@@ -40,6 +40,20 @@ type Options struct {
 	// a sample whose first READ stops short of its end (ReadRange), so that a sample costs one
 	// READ whatever the kernel's read-ahead window (push.go).
 	Push func(id layout.ID, off int64, data []byte) bool
+	// PageCache, with Push and Drop, returns the bytes of sample pages the kernel's page cache
+	// may keep (-o page_cache) and where that figure came from, for a Residency policy
+	// (residency.go, pagecache.go); readers are the pids of the processes that sent READs
+	// lately (NoteReader), whose memory cgroups the page cache is charged to. The Loader calls
+	// it when it starts and every second after, from one goroutine. Nil: no limit.
+	PageCache func(readers []uint32) (bytes int64, source string)
+	// Drop drops sample id's pages from the kernel's page cache (fs: NOTIFY_INVAL_INODE). With
+	// Push, it turns the Residency policy on: the Loader calls it, from one goroutine and never
+	// on a READ's path, for the samples the policy lets go. Nil: aifs never drops pages, and
+	// the kernel's LRU decides what stays.
+	Drop func(id layout.ID)
+	// ChunkReads, with the Residency policy on, makes a cold miss read the other samples of its
+	// 4 MiB chunk that the page cache will keep (chunks.go), in the background, and push them.
+	ChunkReads bool
 	// Verify checks every sample fetched against the CRC32C the index records for it, before
 	// any reader sees it (-o verify=on): one whose bytes differ fails with ErrCorrupt and is
 	// not cached. A sample over MaxWhole is read whole once more, in pieces, on its first
@@ -122,6 +136,13 @@ type Loader struct {
 	planner *Planner
 	parsers map[uint32]*planParser
 	pending pendingReads // first READs not yet told to the planner (observe.go)
+
+	// res, when not nil (Push and Drop set), decides what the page cache keeps; guarded by mu,
+	// like the planner, with resSource. readers holds the pids of recent READs (NoteReader).
+	res          *Residency
+	resSource    string
+	readers      [8]atomic.Uint32
+	chunkFlights atomic.Int32 // chunk reads queued or running (chunks.go)
 
 	verified []atomic.Uint64 // with Verify: the samples over MaxWhole whose checksum matched, one bit each
 
@@ -207,6 +228,12 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, e
 		l.wg.Add(1)
 		go l.worker()
 	}
+	if opt.Push != nil && opt.Drop != nil {
+		l.res = NewResidency(x, opt.MaxWhole)
+		l.refreshBudget() // before any READ: nothing is resident yet, so nothing is dropped
+		l.wg.Add(1)
+		go l.residencyLoop()
+	}
 	return l, nil
 }
 
@@ -265,6 +292,9 @@ func (l *Loader) Read(cancel <-chan struct{}, id layout.ID, e layout.Entry, off,
 	if !leader {
 		l.stats.waits.Add(1)
 		return l.wait(id, f, cancel, end)
+	}
+	if off == 0 && l.opt.ChunkReads && l.res != nil {
+		l.readChunk(id, e)
 	}
 	s, err := l.fetchOne(id, e)
 	if err == nil {

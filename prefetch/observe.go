@@ -54,18 +54,27 @@ func (p *pendingReads) add(id layout.ID) bool {
 func (l *Loader) observe(id layout.ID) {
 	if l.mu.TryLock() {
 		l.drainLocked()
-		l.planner.Read(id)
+		l.readLocked(id)
 		l.unlockPlannerNext(true)
 		return
 	}
 	if !l.pending.add(id) {
 		l.lockPlanner()
-		l.planner.Read(id)
+		l.readLocked(id)
 		l.unlockPlannerNext(true)
 		return
 	}
 	if l.mu.TryLock() { // the holder may have let go before our read was left
 		l.unlockPlannerNext(l.drainLocked())
+	}
+}
+
+// readLocked tells the planner, and the page cache's policy, of sample id's first READ; mu is
+// held.
+func (l *Loader) readLocked(id layout.ID) {
+	l.planner.Read(id)
+	if l.res != nil {
+		l.res.Read(id)
 	}
 }
 
@@ -118,7 +127,7 @@ func (l *Loader) drainLocked() bool {
 		s.mu.Lock()
 		n := s.len.Load()
 		for _, id := range s.ids[:n] {
-			l.planner.Read(id)
+			l.readLocked(id)
 		}
 		l.pending.n.Add(-n)
 		s.len.Store(0)

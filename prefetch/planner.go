@@ -51,11 +51,13 @@ func (c *PlannerConfig) defaults() {
 
 // Fetch is one read the planner asks for: [Off, Off+Len) of shard Shard, holding the samples
 // IDs (ascending offsets) and nothing else but holes of at most PlannerConfig.Gap bytes.
+// The Loader's chunk reads (Chunk) are Fetches too, whose holes may be larger.
 type Fetch struct {
 	Shard uint32
 	Off   int64
 	Len   int64
 	IDs   []layout.ID
+	Chunk bool
 }
 
 // maxWriters bounds the plans kept at once; a new writer replaces the one idle longest.
@@ -90,6 +92,7 @@ type Planner struct {
 	pushed  []uint64 // bit per id: Pushed in this epoch and not READ since
 	dropped uint64   // READs of Pushed samples (the kernel dropped them first), ever
 	covered int      // samples read in this epoch
+	unseen  int      // samples the previous epoch never read (nor pushed): page-cache hits
 	epoch   int
 	recent  [recentReads]layout.ID
 	nrecent int
@@ -173,6 +176,17 @@ func (p *Planner) DroppedPushed() uint64 { return p.dropped }
 // Epoch returns the current epoch (from 1) and how many distinct samples it has read.
 func (p *Planner) Epoch() (epoch, covered, files int) { return p.epoch, p.covered, p.files }
 
+// PreviousUnseen returns how many samples the previous epoch neither read nor pushed: with
+// kernel_cache=on, those its readers found in the page cache, kept there from earlier epochs
+// (0 in the first epoch).
+func (p *Planner) PreviousUnseen() int { return p.unseen }
+
+// Passed reports whether the readers of a plan have passed sample id: it lies before its
+// writer's cursor, so it has been read (or skipped) in this pass of the plan.
+func (p *Planner) Passed(id layout.ID) bool {
+	return p.inPlan(id) && int(p.pos[id]) < p.writers[p.slot[id]-1].cursor
+}
+
 // Read records that a reader started reading sample id (its first READ).
 func (p *Planner) Read(id layout.ID) {
 	p.tick++
@@ -214,6 +228,7 @@ func (p *Planner) trackEpoch(id layout.ID) {
 	} else if p.seen[word]&bit != 0 && !p.isRecent(id) {
 		clear(p.seen)
 		clear(p.pushed)
+		p.unseen = p.files - p.covered
 		p.covered = 0
 		p.epoch++
 	}

@@ -19,29 +19,52 @@ const pageSize = 4096
 // pushAhead pushes the samples of one read ahead (nil for those not fetched), which hold
 // their references until their block goes, and lets go of those the kernel took; it takes the
 // planner's mutex twice, not once per sample. It reuses samples. Call it after their flights
-// are resolved: a reader may hold a file's pages locked while its READ
-// waits for a flight, and the kernel locks those pages to push into them.
-func (l *Loader) pushAhead(samples []*Sample) {
+// are resolved: a reader may hold a file's pages locked while its READ waits for a flight,
+// and the kernel locks those pages to push into them. chunk says they came from a cold miss's
+// chunk (chunks.go), which only a plan's beacons skip.
+func (l *Loader) pushAhead(samples []*Sample, chunk bool) {
 	// Beacons (Planner.IsBeacon) still come as a READ, so that the planner sees how far the
-	// readers have got and keeps reading ahead of them.
+	// readers have got and keeps reading ahead of them. The page cache's policy may refuse a
+	// sample (Residency.Push): it stays in memory for its READ.
 	l.lockPlanner()
 	for i, s := range samples {
-		if s != nil && l.planner.IsBeacon(s.id) {
+		if s == nil {
+			continue
+		}
+		beacon := l.planner.IsBeacon(s.id)
+		if chunk {
+			beacon = l.planner.IsPlanBeacon(s.id)
+		}
+		if len(s.data) <= pageSize || beacon || !l.mayPush(s.id) {
 			samples[i] = nil
 		}
 	}
 	l.unlockPlanner()
 	pushed := samples[:0]
+	var refused []layout.ID
 	for _, s := range samples {
-		if s != nil && len(s.data) > pageSize && l.opt.Push(s.id, 0, s.data) {
+		if s == nil {
+			continue
+		}
+		if l.opt.Push(s.id, 0, s.data) {
 			pushed = append(pushed, s)
+		} else {
+			refused = append(refused, s.id)
 		}
 	}
-	l.markPushed(&l.stats.pushedAhead, len(pushed), func(i int) layout.ID { return pushed[i].id })
+	counter := &l.stats.pushedAhead
+	if chunk {
+		counter = &l.stats.chunkSamples
+	}
+	l.markPushed(counter, len(pushed), func(i int) layout.ID { return pushed[i].id }, refused)
 	for _, s := range pushed {
 		l.consumed(s, int64(len(s.data)))
 	}
 }
+
+// mayPush asks the page cache's policy, if any, whether sample id may be pushed, and counts
+// it there if so; mu is held.
+func (l *Loader) mayPush(id layout.ID) bool { return l.res == nil || l.res.Push(id) }
 
 // Arrived is told that bytes data of shard, from offset off, have just come from a slow source
 // (a chunk the disk cache fetched from S3 for a reader). With Options.Push it pushes into the
@@ -69,32 +92,41 @@ func (l *Loader) Arrived(shard uint32, off int64, data []byte) {
 		if e.Shard != shard || e.Offset+e.Size > end {
 			break
 		}
-		if e.Size > pageSize && !l.planner.ReadThisEpoch(id) && !l.planner.IsPlanBeacon(id) && !l.have(id) {
+		if e.Size > pageSize && !l.planner.ReadThisEpoch(id) && !l.planner.IsPlanBeacon(id) && !l.have(id) && l.mayPush(id) {
 			ids = append(ids, id)
 		}
 	}
 	l.unlockPlanner()
-	pushed := ids[:0]
+	pushed := ids[:0:0]
+	var refused []layout.ID
 	for _, id := range ids {
 		e := l.x.Entry(id)
 		b := data[e.Offset-uint64(off) : e.Offset-uint64(off)+e.Size]
 		if l.verify(id, e, b) == nil && l.opt.Push(id, 0, b) { // else its READ fetches it, and reports a corrupt one
 			pushed = append(pushed, id)
+		} else {
+			refused = append(refused, id)
 		}
 	}
-	l.markPushed(&l.stats.pushedArrived, len(pushed), func(i int) layout.ID { return pushed[i] })
+	l.markPushed(&l.stats.pushedArrived, len(pushed), func(i int) layout.ID { return pushed[i] }, refused)
 }
 
 // markPushed counts n samples pushed in counter and tells the planner of them, id(i) for
-// i < n, under one lock.
-func (l *Loader) markPushed(counter *atomic.Uint64, n int, id func(i int) layout.ID) {
-	if n == 0 {
+// i < n, and the page cache's policy of the refused ones it had counted in (mayPush), under
+// one lock.
+func (l *Loader) markPushed(counter *atomic.Uint64, n int, id func(i int) layout.ID, refused []layout.ID) {
+	if n == 0 && len(refused) == 0 {
 		return
 	}
 	counter.Add(uint64(n))
 	l.lockPlanner()
 	for i := range n {
 		l.planner.Pushed(id(i))
+	}
+	if l.res != nil {
+		for _, id := range refused {
+			l.res.Unpush(id)
+		}
 	}
 	l.unlockPlanner()
 }

@@ -12,6 +12,7 @@ type loaderStats struct {
 	pushedAhead                atomic.Uint64 // samples read ahead and pushed into the kernel's page cache
 	pushedArrived              atomic.Uint64 // samples pushed into the kernel's page cache by Arrived
 	corrupt                    atomic.Uint64 // samples that failed Options.Verify
+	chunkReads, chunkSamples   atomic.Uint64 // chunk reads queued, and the samples they pushed
 }
 
 // Stats is a snapshot of the Loader's counters, as they appear in the stats file.
@@ -21,6 +22,8 @@ type Stats struct {
 	Prefetch PrefetchStats  `json:"prefetch"`
 	Epoch    EpochStats     `json:"epoch"`
 	Plans    []PlanPosition `json:"plans"` // one per writer
+	// PageCache is the page cache's policy (Options.Drop); absent without one.
+	PageCache *ResidencyStats `json:"page_cache,omitempty"`
 }
 
 // CacheStats count samples found in memory (hits: cached or fetched ahead), not found
@@ -60,10 +63,13 @@ type PrefetchStats struct {
 	PlanErrors   uint64 `json:"plan_errors"` // plans (or pieces of them) refused (EINVAL)
 }
 
-// EpochStats say which epoch the reads are in and what fraction of the files it has read.
+// EpochStats say which epoch the reads are in and what fraction of the files it has read
+// (read or pushed), and how many files the previous epoch never read: its readers found them in
+// the page cache (kernel_cache=on), kept there from earlier epochs.
 type EpochStats struct {
-	Number   int     `json:"number"`
-	Coverage float64 `json:"coverage"`
+	Number         int     `json:"number"`
+	Coverage       float64 `json:"coverage"`
+	PreviousUnseen int     `json:"previous_unseen"`
 }
 
 // Stats returns the current counters.
@@ -72,6 +78,13 @@ func (l *Loader) Stats() Stats {
 	epoch, covered, files := l.planner.Epoch()
 	plans := l.planner.Plans()
 	dropped := l.planner.DroppedPushed()
+	unseen := l.planner.PreviousUnseen()
+	var pc *ResidencyStats
+	if l.res != nil {
+		r := l.res.Stats()
+		r.Source = l.resSource
+		pc = &r
+	}
 	l.unlockPlanner()
 	st := &l.stats
 	s := Stats{
@@ -82,8 +95,12 @@ func (l *Loader) Stats() Stats {
 			HeldBytes: l.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
 			QueueDepth: len(l.queue), PlanErrors: st.planWriteError.Load(), Stored: st.pushedAhead.Load(),
 			Arrived: st.pushedArrived.Load(), DroppedEarly: dropped},
-		Epoch: EpochStats{Number: epoch},
-		Plans: plans,
+		Epoch:     EpochStats{Number: epoch, PreviousUnseen: unseen},
+		Plans:     plans,
+		PageCache: pc,
+	}
+	if pc != nil {
+		pc.ChunkReads, pc.ChunkSamples = st.chunkReads.Load(), st.chunkSamples.Load()
 	}
 	if files > 0 {
 		s.Epoch.Coverage = float64(covered) / float64(files)

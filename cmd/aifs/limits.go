@@ -3,10 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/aifs/aifs/backend/diskcache"
@@ -45,7 +42,7 @@ func (c *mountConfig) pushOn(log *zap.Logger, x *layout.Index) bool {
 		return c.pushChunks == "on"
 	}
 	set := int64(x.ShardBytes())
-	avail := memAvailable()
+	avail, _ := memInfo()
 	if cg := cgroupMemoryLimit(); cg > 0 && (avail == 0 || cg < avail) {
 		avail = cg
 	}
@@ -53,23 +50,6 @@ func (c *mountConfig) pushOn(log *zap.Logger, x *layout.Index) bool {
 	log.Info("push_chunks=auto: the samples of each chunk fetched go into the page cache when the shard set is at most half the memory available",
 		zap.Bool("on", on), zap.Int64("shard_set_bytes", set), zap.Int64("memory_available", avail))
 	return on
-}
-
-// memAvailable returns MemAvailable of /proc/meminfo in bytes, or 0 if it cannot be read.
-func memAvailable() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err == nil {
-				return kb << 10
-			}
-		}
-	}
-	return 0
 }
 
 // defaultDiskCache is --cache-size when not given; diskCacheSize caps it to the free space.
@@ -102,35 +82,12 @@ func diskCacheSize(log *zap.Logger, dir string, want int64) (int64, error) {
 	return want, nil
 }
 
-// cgroupMemoryLimit returns the memory limit of this process's cgroup (v2 memory.max or v1
-// memory.limit_in_bytes), or 0 if there is none or it cannot be read.
+// cgroupMemoryLimit returns the memory limit of this process's cgroup, the least along its
+// ancestors, or 0 if there is none or it cannot be read.
 func cgroupMemoryLimit() int64 {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
+	cg, ok := memCgroupOf("self")
+	if !ok {
 		return 0
 	}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		var file string
-		switch {
-		case parts[0] == "0" && parts[1] == "": // v2
-			file = filepath.Join("/sys/fs/cgroup", parts[2], "memory.max")
-		case strings.Contains(","+parts[1]+",", ",memory,"): // v1
-			file = filepath.Join("/sys/fs/cgroup/memory", parts[2], "memory.limit_in_bytes")
-		default:
-			continue
-		}
-		v, err := os.ReadFile(file)
-		if err != nil {
-			continue
-		}
-		// "max" (v2) or a huge number (v1) mean no limit
-		if n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64); err == nil && n > 0 && n < 1<<50 {
-			return n
-		}
-	}
-	return 0
+	return cg.limit()
 }

@@ -20,6 +20,18 @@ Mount options (-o, comma-separated, repeatable):
                             off: every read reaches aifs and nothing is cached in the kernel,
                             at 5 requests per sample (on was faster in every case measured,
                             even with a memory limit of 1/8 of the dataset: docs/bench)
+  page_cache=SIZE|auto      with kernel_cache=on: the bytes of sample pages aifs lets the
+                            kernel's page cache keep. When the dataset fits, nothing is
+                            dropped; otherwise the page cache keeps a stable subset (the same
+                            samples every epoch) and aifs drops the other samples soon after
+                            their read. auto (default): the least of MemAvailable and the
+                            memory cgroup limits of the daemon and of its readers, less what
+                            they use besides the page cache and some headroom, read again
+                            every second (docs/prefetch.md)
+  chunk_reads=on|off        on (default): with kernel_cache=on and no cache_dir, a cold miss
+                            also reads, in the background, the other samples of its 4 MiB
+                            chunk that the page cache will keep, and puts them there, so a
+                            cold epoch reads the shards in large reads
   mem_cache=SIZE            memory for samples read ahead and, with kernel_cache=off, a stable
                             subset of the samples read (K, M, G, T suffixes; default 1G)
   verify=on|off             on: check each sample's CRC32C (from the index) when it is read;

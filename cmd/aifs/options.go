@@ -16,6 +16,8 @@ type mountConfig struct {
 	foreground      bool
 	kernelCache     fs.CacheMode
 	memCache        int64 // bytes; 0: prefetch's default
+	pageCache       int64 // -o page_cache bytes; 0: auto
+	chunkReads      bool  // -o chunk_reads=on
 	cacheDir        string
 	cacheSize       int64 // bytes of the disk cache
 	cacheSizeSet    bool  // cache_size or --cache-size given
@@ -45,7 +47,7 @@ const mountSynopsis = "[flags] SRC MOUNTPOINT [-o opt,opt=value...]"
 // starts with every default, and the -o values into opts.
 func mountFlags(c *mountConfig, opts *optList) *flag.FlagSet {
 	flags := newFlags("mount", mountSynopsis, mountHelp)
-	*c = mountConfig{kernelCache: fs.CacheOn, pushChunks: "auto"}
+	*c = mountConfig{kernelCache: fs.CacheOn, pushChunks: "auto", chunkReads: true}
 	flags.BoolVar(&c.foreground, "f", false, "stay in the foreground (logs go to stderr unless --log-file)")
 	flags.Var(opts, "o", "mount options, comma-separated (see above); repeatable")
 	flags.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -123,6 +125,18 @@ func (c *mountConfig) applyOptions(opts []string) error {
 					return fmt.Errorf("invalid mem_cache=%q (want bytes with an optional K, M, G or T suffix)", val)
 				}
 				c.memCache = n
+			case key == "page_cache" && hasVal:
+				if val == "auto" {
+					c.pageCache = 0
+					continue
+				}
+				n, err := parseSize(val)
+				if err != nil || n <= 0 {
+					return fmt.Errorf("invalid page_cache=%q (want auto, or bytes with an optional K, M, G or T suffix)", val)
+				}
+				c.pageCache = n
+			case key == "chunk_reads" && (val == "on" || val == "off"):
+				c.chunkReads = val == "on"
 			case key == "cache_size" && hasVal:
 				n, err := parseSize(val)
 				if err != nil || n <= 0 {

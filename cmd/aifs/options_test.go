@@ -15,7 +15,7 @@ import (
 // after SRC MOUNTPOINT and either the changes it makes to the defaults or a piece of the error.
 // To cover a new option, add a row.
 func TestParseMount(t *testing.T) {
-	defaults := mountConfig{src: "SRC", mountpoint: "MNT", kernelCache: fs.CacheOn, pushChunks: "auto",
+	defaults := mountConfig{src: "SRC", mountpoint: "MNT", kernelCache: fs.CacheOn, pushChunks: "auto", chunkReads: true,
 		cacheSize: defaultDiskCache, logLevel: "info",
 		s3: s3Config{addressing: "auto", timeout: 30 * time.Second, retries: 5}}
 	for _, tc := range []struct {
@@ -41,6 +41,12 @@ func TestParseMount(t *testing.T) {
 		{args: "-o mem_cache=2GiB", want: func(c *mountConfig) { c.memCache = 2 << 30 }},
 		{args: "-o mem_cache=lots", err: `invalid mem_cache="lots"`},
 		{args: "-o mem_cache=0", err: "invalid mem_cache"},
+		{args: "-o page_cache=300M", want: func(c *mountConfig) { c.pageCache = 300 << 20 }},
+		{args: "-o page_cache=300M,page_cache=auto", want: func(c *mountConfig) { c.pageCache = 0 }},
+		{args: "-o page_cache=0", err: "invalid page_cache"},
+		{args: "-o page_cache=half", err: `invalid page_cache="half"`},
+		{args: "-o chunk_reads=off", want: func(c *mountConfig) { c.chunkReads = false }},
+		{args: "-o chunk_reads=maybe", err: `unknown mount option "chunk_reads=maybe"`},
 		{args: "-o verify=on", want: func(c *mountConfig) { c.verify = true }},
 		{args: "-o verify=yes", err: `unknown mount option "verify=yes"`},
 		{args: "-o cache_dir=/c", want: func(c *mountConfig) { c.cacheDir = "/c" }},

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// The page-cache budget (-o page_cache=SIZE|auto, prefetch.Options.PageCache): the bytes of
+// sample pages aifs lets the kernel's page cache keep. With auto (the default) it is the least
+// of what the node can hold, read again every second:
+//   - MemAvailable less 1/16 of MemTotal (MemAvailable counts the page cache, aifs's pages
+//     included, as available: the figure does not shrink as aifs's pages come in);
+//   - for the daemon's memory cgroup and each of its readers' (the pids of recent READs: page
+//     cache pages are charged to the process that reads them, and a Kubernetes trainer pod is
+//     another cgroup than an aifs DaemonSet), its limit less what it uses besides the page
+//     cache (the readers' own memory, the daemon's heap) less 1/16 of the limit (at least
+//     32 MiB), so that the cgroup never reaches its limit and reclaims.
+// A reader's cgroup counts for a minute after its last READ.
+
+// pageCacheBudget computes the budget.
+type pageCacheBudget struct {
+	fixed int64 // page_cache=SIZE; 0: auto
+	log   *zap.Logger
+
+	mu      sync.Mutex // guards readers, logged
+	readers map[string]time.Time
+	logged  int64
+}
+
+// readerMemory is how long a reader's cgroup still counts after its last READ.
+const readerMemory = time.Minute
+
+func newPageCacheBudget(fixed int64, log *zap.Logger) *pageCacheBudget {
+	return &pageCacheBudget{fixed: fixed, log: log, readers: map[string]time.Time{}}
+}
+
+// budget returns the budget and where it came from, given the pids of recent readers.
+func (p *pageCacheBudget) budget(readers []uint32) (int64, string) {
+	if p.fixed > 0 {
+		return p.fixed, "page_cache=" + humanBytes(p.fixed)
+	}
+	best, src := int64(1<<62), "no limit found"
+	if avail, total := memInfo(); avail > 0 {
+		best = avail - total/16
+		src = fmt.Sprintf("MemAvailable %s less 1/16 of MemTotal", humanBytes(avail))
+	}
+	p.mu.Lock()
+	now := time.Now()
+	for _, pid := range readers {
+		if cg, ok := memCgroupOf(strconv.Itoa(int(pid))); ok {
+			p.readers[cg.dir] = now
+		}
+	}
+	dirs := []memCgroup{}
+	if cg, ok := memCgroupOf("self"); ok {
+		dirs = append(dirs, cg)
+	}
+	for dir, seen := range p.readers {
+		if now.Sub(seen) > readerMemory {
+			delete(p.readers, dir)
+			continue
+		}
+		dirs = append(dirs, memCgroup{dir: dir, v2: !strings.HasPrefix(dir, cgroupV1Root)})
+	}
+	p.mu.Unlock()
+	for _, cg := range dirs {
+		limit := cg.limit()
+		if limit <= 0 {
+			continue
+		}
+		used, headroom := cg.nonFile(), max(limit/16, 32<<20)
+		if b := limit - used - headroom; b < best {
+			best = b
+			src = fmt.Sprintf("memory cgroup %s: limit %s less %s in use besides the page cache less %s headroom",
+				cg.dir, humanBytes(limit), humanBytes(used), humanBytes(headroom))
+		}
+	}
+	best = max(best, 0)
+	p.mu.Lock()
+	if d := best - p.logged; d > p.logged/16 || -d > p.logged/16 {
+		p.logged = best
+		p.log.Info("page_cache budget", zap.Int64("bytes", best), zap.String("source", src))
+	}
+	p.mu.Unlock()
+	return best, src
+}
+
+// memInfo returns MemAvailable and MemTotal of /proc/meminfo in bytes, or zeros if it cannot
+// be read.
+func memInfo() (avail, total int64) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		key, rest, ok := strings.Cut(line, ":")
+		if !ok || key != "MemAvailable" && key != "MemTotal" {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+		if err != nil {
+			continue
+		}
+		if key == "MemAvailable" {
+			avail = kb << 10
+		} else {
+			total = kb << 10
+		}
+	}
+	return avail, total
+}
+
+// memCgroup is a memory cgroup, v1 or v2, by its directory under /sys/fs/cgroup.
+type memCgroup struct {
+	dir string
+	v2  bool
+}
+
+const (
+	cgroupV1Root = "/sys/fs/cgroup/memory"
+	cgroupV2Root = "/sys/fs/cgroup"
+)
+
+// memCgroupOf returns the memory cgroup of process pid ("self" for this one) from
+// /proc/PID/cgroup, and whether it found one.
+func memCgroupOf(pid string) (memCgroup, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "cgroup"))
+	if err != nil {
+		return memCgroup{}, false
+	}
+	var v2 string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if strings.Contains(","+parts[1]+",", ",memory,") { // v1, preferred where both are mounted
+			return memCgroup{dir: filepath.Join(cgroupV1Root, parts[2])}, true
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			v2 = parts[2]
+		}
+	}
+	if v2 == "" {
+		return memCgroup{}, false
+	}
+	return memCgroup{dir: filepath.Join(cgroupV2Root, v2), v2: true}, true
+}
+
+// limit returns the cgroup's memory limit, the least along its ancestors (v1
+// hierarchical_memory_limit; v2 memory.max and memory.high up to the root), or 0 if none.
+func (c memCgroup) limit() int64 {
+	if !c.v2 {
+		return noLimit(c.stat("hierarchical_memory_limit"))
+	}
+	var least int64
+	for dir := c.dir; strings.HasPrefix(dir, cgroupV2Root+"/"); dir = filepath.Dir(dir) {
+		for _, file := range []string{"memory.max", "memory.high"} {
+			if n := noLimit(readInt(filepath.Join(dir, file))); n > 0 && (least == 0 || n < least) {
+				least = n
+			}
+		}
+	}
+	return least
+}
+
+// nonFile returns the bytes the cgroup uses besides reclaimable page cache: anonymous memory
+// and shared memory (tmpfs), which the kernel cannot drop to make room.
+func (c memCgroup) nonFile() int64 {
+	if !c.v2 {
+		return c.stat("total_rss") + c.stat("total_shmem")
+	}
+	return max(readInt(filepath.Join(c.dir, "memory.current"))-c.stat("file")+c.stat("shmem"), 0)
+}
+
+// stat returns field key of the cgroup's memory.stat, or 0.
+func (c memCgroup) stat(key string) int64 {
+	b, err := os.ReadFile(filepath.Join(c.dir, "memory.stat"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok && k == key {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// readInt reads a file holding one decimal number ("max" and errors read as 0).
+func readInt(file string) int64 {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// noLimit maps the figures that mean no limit (v1's near 2^63) to 0.
+func noLimit(n int64) int64 {
+	if n <= 0 || n >= 1<<50 {
+		return 0
+	}
+	return n
+}

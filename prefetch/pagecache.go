@@ -1,0 +1,81 @@
+package prefetch
+
+import (
+	"time"
+
+	"github.com/aifs/aifs/layout"
+)
+
+// The page cache's policy at run time (Options.PageCache, Options.Drop): one goroutine ticks
+// the Residency every tickEvery, drops what it lets go, and asks for the budget every
+// budgetEvery ticks. Drops never happen on a READ's path: the kernel locks a file's pages to
+// drop them, and a READ may be holding them.
+
+const (
+	tickEvery   = 10 * time.Millisecond
+	budgetEvery = 100 // ticks: the budget is asked for every second
+)
+
+// NoteReader records the pid of a process that sent a READ (fs: the request's pid): the page
+// cache's pages are charged to the reader's memory cgroup, so its limit bounds the budget
+// (Options.PageCache). One atomic store; the same pid lands in the same slot.
+func (l *Loader) NoteReader(pid uint32) {
+	if l.res != nil && pid != 0 {
+		if s := &l.readers[pid%uint32(len(l.readers))]; s.Load() != pid {
+			s.Store(pid)
+		}
+	}
+}
+
+// recentReaders returns the pids NoteReader recorded since the last call, and forgets them.
+func (l *Loader) recentReaders() []uint32 {
+	var pids []uint32
+	for i := range l.readers {
+		if pid := l.readers[i].Swap(0); pid != 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// refreshBudget asks Options.PageCache for the budget and gives it to the Residency, dropping
+// what a smaller budget leaves out.
+func (l *Loader) refreshBudget() {
+	b, src := int64(1<<62), "none (no page_cache budget)"
+	if l.opt.PageCache != nil {
+		b, src = l.opt.PageCache(l.recentReaders())
+	}
+	l.lockPlanner()
+	drop := l.res.SetBudget(b, nil)
+	l.resSource = src
+	l.unlockPlanner()
+	l.drop(drop)
+}
+
+func (l *Loader) residencyLoop() {
+	defer l.wg.Done()
+	t := time.NewTicker(tickEvery)
+	defer t.Stop()
+	var drop []layout.ID
+	for n := 1; ; n++ {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n%budgetEvery == 0 {
+			l.refreshBudget()
+		}
+		l.lockPlanner()
+		drop = l.res.Tick(l.planner.Passed, drop[:0])
+		l.unlockPlanner()
+		l.drop(drop)
+	}
+}
+
+// drop drops the samples ids from the page cache.
+func (l *Loader) drop(ids []layout.ID) {
+	for _, id := range ids {
+		l.opt.Drop(id)
+	}
+}

@@ -1,0 +1,284 @@
+package prefetch
+
+import (
+	"math/bits"
+
+	"github.com/aifs/aifs/layout"
+)
+
+// Residency decides which samples the kernel's page cache keeps (kernel_cache=on), within a
+// budget of bytes (-o page_cache). It is a pure state machine, like the Planner: no I/O, no
+// clock (Tick is its clock), not safe for concurrent use; the Loader holds it under the
+// planner's mutex and carries out its decisions (drops, refused pushes) outside it.
+//
+// The policy (docs/prefetch.md, "The page cache"):
+//   - When the samples it tracks (regular files of at most MaxWhole bytes: the dataset) fit
+//     the budget, every sample stays: nothing is dropped and nothing refused, as without it.
+//   - Otherwise the page cache holds a stable subset, the samples whose hash rank lies below
+//     (budget − window) ÷ dataset bytes, the same ones every epoch (a shuffled epoch then finds
+//     about that fraction of its samples there, where the kernel's LRU finds c²/2), plus a
+//     window of at most window bytes of other samples: those just read, dropped at the next
+//     Tick (so that their reader has copied them first), and those pushed ahead of their
+//     reader, dropped once the reader has passed them (passed, the plan's cursor) or after
+//     pushedTicks. A push outside the subset that does not fit the window is refused.
+//   - Eviction by next use: a sample read has its next use in the next epoch, the furthest of
+//     anything held, so it goes first; a sample pushed ahead stays until its read (with a
+//     plan) or its time; the subset stays. A budget that falls drops the subset's top ranks.
+//
+// What it believes resident is an estimate: the kernel may drop pages on its own (memory
+// pressure). A READ of a sample it believes resident says so (KernelDropped), and the sample
+// is counted afresh.
+type Residency struct {
+	cat      Catalog
+	maxWhole int64
+	data     int64 // bytes of the samples tracked
+
+	budget   int64
+	fits     bool
+	fraction uint64 // outside fits: a sample is in the subset iff rank(id) < fraction
+	window   int64  // outside fits: bytes for samples outside the subset
+
+	resident       []uint64 // bit per id: believed in the page cache
+	residentBytes  int64
+	subsetBytes    int64       // resident samples that the policy keeps (all of them when fits)
+	transient      []transient // resident samples outside the subset, oldest first
+	transientBytes int64       // their bytes, those still resident
+	tick           uint64
+	set            bool // SetBudget has been called
+
+	drops, refused, kernelDropped uint64
+}
+
+// transient is a sample outside the subset, resident since tick.
+type transient struct {
+	id   layout.ID
+	tick uint64
+	read bool // it came as a READ (else it was pushed and its read is not known)
+}
+
+// pushedTicks is how long a sample pushed outside the subset may wait for its reader once no
+// plan says where the reader is: a sequential run's window (32 MiB) is read in well under a
+// second. The Loader ticks every 10 ms: 2 s.
+const pushedTicks = 200
+
+// maxWindow bounds the window of samples outside the subset: what is read ahead and what was
+// just read, at 8-32 readers, is a few MiB to tens of MiB.
+const maxWindow = 256 << 20
+
+// NewResidency returns a Residency for the samples of cat of at most maxWhole bytes, with no
+// budget yet (everything fits until SetBudget says otherwise).
+func NewResidency(cat Catalog, maxWhole int64) *Residency {
+	r := &Residency{cat: cat, maxWhole: maxWhole, fits: true, fraction: ^uint64(0)}
+	r.resident = make([]uint64, (cat.Len()+63)/64)
+	for id := layout.ID(0); int(id) < cat.Len(); id++ {
+		if n, ok := r.size(id); ok {
+			r.data += n
+		}
+	}
+	r.budget = r.data
+	return r
+}
+
+// size returns the bytes of sample id and whether the policy tracks it.
+func (r *Residency) size(id layout.ID) (int64, bool) {
+	e := r.cat.Entry(id)
+	n := int64(e.Size)
+	return n, !e.IsDir() && n <= r.maxWhole
+}
+
+func (r *Residency) isResident(id layout.ID) bool { return r.resident[id/64]&(1<<(id%64)) != 0 }
+
+// Keeps reports whether the policy keeps sample id in the page cache for later epochs: all of
+// them when the set fits, else the subset's.
+func (r *Residency) Keeps(id layout.ID) bool { return r.fits || rank(id) < r.fraction }
+
+// Fits reports whether every sample fits the budget.
+func (r *Residency) Fits() bool { return r.fits }
+
+// SetBudget sets the budget to b bytes and appends to drop the resident samples that the new
+// budget leaves out, which are no longer counted; the caller drops them from the page cache.
+// A budget that grows by less than 1/16 is ignored, so that a figure that wanders (free
+// memory) does not move the subset back and forth.
+func (r *Residency) SetBudget(b int64, drop []layout.ID) []layout.ID {
+	b = max(b, 0)
+	if r.set && b >= r.budget && b-r.budget <= r.budget/16 {
+		return drop
+	}
+	r.set = true
+	r.budget = b
+	old := r.fraction
+	if r.data <= b {
+		r.fits, r.fraction, r.window = true, ^uint64(0), 0
+	} else {
+		r.fits = false
+		r.window = min(b/8, maxWindow)
+		r.fraction = uint64(float64(b-r.window) / float64(r.data) * (1 << 64))
+	}
+	if r.fraction < old { // the subset shrank: its samples now outside it go
+		for w, word := range r.resident {
+			for word != 0 {
+				id := layout.ID(w*64 + bits.TrailingZeros64(word))
+				word &= word - 1
+				if k := rank(id); r.fraction <= k && k < old {
+					drop = r.evict(id, drop)
+				}
+			}
+		}
+	}
+	r.recount()
+	return drop
+}
+
+// recount splits the resident bytes between the subset and the window anew, after the subset
+// changed.
+func (r *Residency) recount() {
+	r.subsetBytes = 0
+	for w, word := range r.resident {
+		for word != 0 {
+			id := layout.ID(w*64 + bits.TrailingZeros64(word))
+			word &= word - 1
+			if n, _ := r.size(id); r.Keeps(id) {
+				r.subsetBytes += n
+			}
+		}
+	}
+	r.transientBytes = r.residentBytes - r.subsetBytes
+}
+
+// Read records that a READ of sample id reached aifs: the sample is now in the page cache.
+func (r *Residency) Read(id layout.ID) {
+	n, ok := r.size(id)
+	if !ok {
+		return
+	}
+	if r.isResident(id) { // the kernel dropped it on its own
+		r.kernelDropped++
+		r.forget(id, n)
+	}
+	r.add(id, n, true)
+}
+
+// Push reports whether sample id may be pushed into the page cache, and if so counts it
+// there: a sample already resident is not pushed twice, a sample the policy keeps always
+// may be, another only if it fits the window (else the push is refused and counted). If
+// the kernel then refuses it, call Unpush.
+func (r *Residency) Push(id layout.ID) bool {
+	n, ok := r.size(id)
+	if !ok || r.isResident(id) {
+		return false
+	}
+	if !r.Keeps(id) && r.transientBytes+n > r.window {
+		r.refused++
+		return false
+	}
+	r.add(id, n, false)
+	return true
+}
+
+// Unpush takes back a Push that the kernel refused.
+func (r *Residency) Unpush(id layout.ID) {
+	if n, ok := r.size(id); ok && r.isResident(id) {
+		r.forget(id, n)
+	}
+}
+
+// Resident reports whether sample id is believed to be in the page cache.
+func (r *Residency) Resident(id layout.ID) bool { return r.isResident(id) }
+
+// add counts sample id (n bytes) as resident, pushed or read.
+func (r *Residency) add(id layout.ID, n int64, read bool) {
+	r.resident[id/64] |= 1 << (id % 64)
+	r.residentBytes += n
+	if r.Keeps(id) {
+		r.subsetBytes += n
+		return
+	}
+	r.transientBytes += n
+	r.transient = append(r.transient, transient{id: id, tick: r.tick, read: read})
+}
+
+// forget stops counting sample id (n bytes) as resident. A transient entry for it stays in
+// the queue and is skipped when its turn comes.
+func (r *Residency) forget(id layout.ID, n int64) {
+	r.resident[id/64] &^= 1 << (id % 64)
+	r.residentBytes -= n
+	if r.Keeps(id) {
+		r.subsetBytes -= n
+	} else {
+		r.transientBytes -= n
+	}
+}
+
+// evict forgets sample id and appends it to drop.
+func (r *Residency) evict(id layout.ID, drop []layout.ID) []layout.ID {
+	n, _ := r.size(id)
+	r.forget(id, n)
+	r.drops++
+	return append(drop, id)
+}
+
+// Tick advances the clock by one and appends to drop the samples outside the subset whose
+// time is up: those read before this tick, those pushed that the readers have passed (passed;
+// nil: none known) or that waited pushedTicks, and the oldest others while the resident bytes
+// exceed the budget. The caller drops them from the page cache.
+func (r *Residency) Tick(passed func(layout.ID) bool, drop []layout.ID) []layout.ID {
+	r.tick++
+	keep := r.transient[:0]
+	for _, t := range r.transient {
+		switch {
+		case !r.isResident(t.id) || r.Keeps(t.id): // gone, or read again and queued again, or now kept
+		case t.read && t.tick < r.tick,
+			!t.read && (r.tick-t.tick >= pushedTicks || passed != nil && passed(t.id)):
+			drop = r.evict(t.id, drop)
+		default:
+			keep = append(keep, t)
+		}
+	}
+	clear(r.transient[len(keep):])
+	r.transient = keep
+	for len(r.transient) > 0 && r.residentBytes > r.budget && !r.fits {
+		t := r.transient[0]
+		r.transient = r.transient[1:]
+		if r.isResident(t.id) && !r.Keeps(t.id) {
+			drop = r.evict(t.id, drop)
+		}
+	}
+	return drop
+}
+
+// ResidencyStats are the policy's figures, as they appear in the stats file.
+type ResidencyStats struct {
+	BudgetBytes  int64  `json:"budget_bytes"`
+	Source       string `json:"budget_source"` // where the budget came from
+	DatasetBytes int64  `json:"dataset_bytes"` // the samples it applies to (regular files up to MaxWhole)
+	Fits         bool   `json:"fits"`          // all of them fit: nothing is dropped
+	// SubsetFraction is the share of the samples (by hash rank) kept across epochs: 1 when
+	// they all fit.
+	SubsetFraction float64 `json:"subset_fraction"`
+	// ResidentBytes estimates the sample bytes in the page cache: SubsetBytes of the subset,
+	// WindowBytes of others (read or pushed, to be dropped).
+	ResidentBytes int64 `json:"resident_bytes"`
+	SubsetBytes   int64 `json:"subset_bytes"`
+	WindowBytes   int64 `json:"window_bytes"`
+	// Drops counts the samples dropped from the page cache (NOTIFY_INVAL_INODE); PushesRefused
+	// the pushes (read-ahead, chunk reads) left out because they did not fit the window;
+	// KernelDropped the READs of samples believed resident (the kernel dropped them itself).
+	Drops         uint64 `json:"drops"`
+	PushesRefused uint64 `json:"pushes_refused"`
+	KernelDropped uint64 `json:"kernel_dropped"`
+	// ChunkReads counts the reads of a cold miss's chunk (Options.ChunkReads), and
+	// ChunkSamples the samples they pushed into the page cache.
+	ChunkReads   uint64 `json:"chunk_reads"`
+	ChunkSamples uint64 `json:"chunk_samples"`
+}
+
+// Stats returns the policy's figures (Source and the chunk counts are the Loader's).
+func (r *Residency) Stats() ResidencyStats {
+	s := ResidencyStats{BudgetBytes: r.budget, DatasetBytes: r.data, Fits: r.fits, SubsetFraction: 1,
+		ResidentBytes: r.residentBytes, SubsetBytes: r.subsetBytes, WindowBytes: r.transientBytes,
+		Drops: r.drops, PushesRefused: r.refused, KernelDropped: r.kernelDropped}
+	if !r.fits {
+		s.SubsetFraction = float64(r.fraction) / (1 << 64)
+	}
+	return s
+}
