@@ -66,11 +66,17 @@ func (l *Loader) residencyLoop() {
 		if n%budgetEvery == 0 {
 			l.refreshBudget()
 		}
-		l.lockPlanner()
-		drop = l.res.Tick(l.planner.Passed, drop[:0])
-		l.unlockPlanner()
-		l.drop(drop)
+		drop = l.tick(drop[:0])
 	}
+}
+
+// tick ticks the Residency and drops what it lets go; drop is reused.
+func (l *Loader) tick(drop []layout.ID) []layout.ID {
+	l.lockPlanner()
+	drop = l.res.Tick(l.planner.Passed, drop)
+	l.unlockPlanner()
+	l.drop(drop)
+	return drop
 }
 
 // drop drops the samples ids from the page cache.

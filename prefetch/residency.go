@@ -17,8 +17,9 @@ import (
 //   - Otherwise the page cache holds a stable subset, the samples whose hash rank lies below
 //     (budget − window) ÷ dataset bytes, the same ones every epoch (a shuffled epoch then finds
 //     about that fraction of its samples there, where the kernel's LRU finds c²/2), plus a
-//     window of at most window bytes of other samples: those just read, dropped at the next
-//     Tick (so that their reader has copied them first), and those pushed ahead of their
+//     window of at most window bytes of other samples: those just read, dropped at the second
+//     Tick after the read (a whole tick later, so that their reader has copied them), and
+//     those pushed ahead of their
 //     reader, dropped once the reader has passed them (passed, the plan's cursor) or after
 //     pushedTicks. A push outside the subset that does not fit the window is refused.
 //   - Eviction by next use: a sample read has its next use in the next epoch, the furthest of
@@ -61,8 +62,9 @@ type transient struct {
 // second. The Loader ticks every 10 ms: 2 s.
 const pushedTicks = 200
 
-// maxWindow bounds the window of samples outside the subset: what is read ahead and what was
-// just read, at 8-32 readers, is a few MiB to tens of MiB.
+// The window of samples outside the subset is 1/16 of the budget, at most maxWindow: what is
+// read ahead and what was just read, at 8-32 readers, is a few MiB to tens of MiB, and the
+// subset, 15/16 of the budget, is what the next epoch finds (the goal: 0.9 of it).
 const maxWindow = 256 << 20
 
 // NewResidency returns a Residency for the samples of cat of at most maxWhole bytes, with no
@@ -111,7 +113,7 @@ func (r *Residency) SetBudget(b int64, drop []layout.ID) []layout.ID {
 		r.fits, r.fraction, r.window = true, ^uint64(0), 0
 	} else {
 		r.fits = false
-		r.window = min(b/8, maxWindow)
+		r.window = min(b/16, maxWindow)
 		r.fraction = uint64(float64(b-r.window) / float64(r.data) * (1 << 64))
 	}
 	if r.fraction < old { // the subset shrank: its samples now outside it go
@@ -159,13 +161,17 @@ func (r *Residency) Read(id layout.ID) {
 }
 
 // Push reports whether sample id may be pushed into the page cache, and if so counts it
-// there: a sample already resident is not pushed twice, a sample the policy keeps always
-// may be, another only if it fits the window (else the push is refused and counted). If
-// the kernel then refuses it, call Unpush.
+// there: a sample the policy keeps always may be, another only if it fits the window (else
+// the push is refused and counted). A sample believed resident may be pushed again, counted
+// once: the belief may be stale (the kernel drops pages on its own, drop_caches drops all).
+// If the kernel refuses the push, call Unpush.
 func (r *Residency) Push(id layout.ID) bool {
 	n, ok := r.size(id)
-	if !ok || r.isResident(id) {
+	if !ok {
 		return false
+	}
+	if r.isResident(id) {
+		return true
 	}
 	if !r.Keeps(id) && r.transientBytes+n > r.window {
 		r.refused++
@@ -218,7 +224,7 @@ func (r *Residency) evict(id layout.ID, drop []layout.ID) []layout.ID {
 }
 
 // Tick advances the clock by one and appends to drop the samples outside the subset whose
-// time is up: those read before this tick, those pushed that the readers have passed (passed;
+// time is up: those read before the previous tick, those pushed that the readers have passed (passed;
 // nil: none known) or that waited pushedTicks, and the oldest others while the resident bytes
 // exceed the budget. The caller drops them from the page cache.
 func (r *Residency) Tick(passed func(layout.ID) bool, drop []layout.ID) []layout.ID {
@@ -227,7 +233,7 @@ func (r *Residency) Tick(passed func(layout.ID) bool, drop []layout.ID) []layout
 	for _, t := range r.transient {
 		switch {
 		case !r.isResident(t.id) || r.Keeps(t.id): // gone, or read again and queued again, or now kept
-		case t.read && t.tick < r.tick,
+		case t.read && r.tick-t.tick >= 2,
 			!t.read && (r.tick-t.tick >= pushedTicks || passed != nil && passed(t.id)):
 			drop = r.evict(t.id, drop)
 		default:
