@@ -152,6 +152,21 @@ fio_once() {
 		for _ in 1 2 3; do fio_run "$RUN/ext4/set/shard-000000.dat" "$@" --iodepth=8 || return 1; done | median
 	fi
 }
+# fio_seq_parts JOBS prints the MB/s of JOBS fio jobs reading the first shard of the set in
+# $RUN/ext4/set (1 GiB at most) once, sequentially with O_DIRECT, each job its own part of it
+# (--offset_increment: no two read the same bytes) in 4 MiB blocks (smaller if a part is),
+# one read in flight each, caches dropped first: the device's bound for JOBS readers that read
+# each byte of the shards once in large reads.
+fio_seq_parts() {
+	local file=$RUN/ext4/set/shard-000000.dat size part bs
+	size=$(stat -c %s "$file")
+	size=$((size < 1 << 30 ? size : 1 << 30))
+	part=$((size / $1 / 4096 * 4096))
+	[[ $part -gt 0 ]] || die "fio_seq_parts: the first shard has less than 4 KiB for each of $1 jobs"
+	bs=$((part < 4 << 20 ? part : 4 << 20))
+	part=$((part / bs * bs))
+	fio_run "$file" read "$bs" "$1" --iodepth=1 --size="$part" --offset_increment="$part"
+}
 daemon_pid() { pgrep -f -- "aifs mount .*$1( |$)" | head -1; }
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 # cpu_busy_idle prints the whole machine's busy and idle clock ticks since boot (/proc/stat: user,

@@ -1,4 +1,5 @@
-"""Writes compare.sh's report: OUTDIR/compare.md, OUTDIR/compare.png and OUTDIR/compare.tsv.
+"""Writes compare.sh's report: OUTDIR/compare.md, OUTDIR/compare.png, OUTDIR/compare-memory.png
+and OUTDIR/compare.tsv.
 
 usage: report.py RESULTS.tsv OUTDIR
 
@@ -8,6 +9,21 @@ of it. A ratio between two systems is the median of their passes' ratios where b
 (each pass of each system ran within seconds of the others, so drift of the disk over minutes
 cancels), else the ratio of their figures. If OUTDIR already holds a compare.tsv from an
 earlier run, the report compares every ratio with that run's before replacing it.
+
+The memory-limited rows (MEMORY: case memory-8 at half the dataset, memory-8-q1 and -q3 at a
+quarter and three quarters, each limit in meta) come with, per system: hit-CASE, the median
+share of an epoch's bytes that did not reach the disk, and disk-CASE, the bytes an epoch read
+from the disk over the dataset's (hit = max(0, 1 - disk)), both with their passes; peak-CASE,
+the cgroup's peak memory in bytes; oom-CASE, its OOM kills; hwm-CASE, the FUSE daemon's peak
+RSS in bytes; failed-CASE, the epochs that failed, if any. The report tabulates them, and compare-memory.png
+plots files/s and hit fraction against the limit beside two models of ext4: every byte that fits
+cached (hit fraction h = c, c the limit over the dataset's bytes) and an LRU page cache under
+shuffled epochs (h = c²/2), each turned into files/s with ext4's cold and warm epochs at 8
+readers, rate(h) = 1 / ((1 - h) / cold + h / warm).
+
+In the cold rows, system fio is fio's O_DIRECT random reads of the mean sample and fio-seq its
+sequential O_DIRECT reads, each job its own part of a shard in 4 MiB blocks, in files/s of the
+mean sample. aifs-old ("aifs before") is the build OLD_AIFS named, where the run had one.
 """
 
 import os
@@ -26,14 +42,23 @@ SYSTEMS = [  # column, label
     ("xfs", "XFS"),
     ("aifs-ext4", "aifs on ext4"),
     ("aifs-xfs", "aifs on XFS"),
+    ("aifs-old", "aifs before"),
     ("squashfuse", "squashfuse"),
     ("fio", "fio O_DIRECT (device)"),
+    ("fio-seq", "fio sequential (device)"),
 ]
 RATIOS = [  # label, numerator, denominator
     ("aifs/ext4", "aifs-ext4", "ext4"),
     ("aifs/XFS", "aifs-xfs", "xfs"),
     ("aifs/fio", "aifs-ext4", "fio"),
+    ("aifs/fio-seq", "aifs-ext4", "fio-seq"),
+    ("aifs/aifs before", "aifs-ext4", "aifs-old"),
     ("squashfuse/ext4", "squashfuse", "ext4"),
+]
+MEMORY = [  # case, meta key of its limit, the limit's share of the dataset as compare.sh sets it
+    ("memory-8-q1", "memory_limit_q1", "1/4"),
+    ("memory-8", "memory_limit", "1/2"),
+    ("memory-8-q3", "memory_limit_q3", "3/4"),
 ]
 
 
@@ -42,13 +67,28 @@ def present(figs):
     return [(s, label) for s, label in SYSTEMS if any(k[1] == s for k in figs)]
 
 
+def memory_rows(meta):
+    """The memory-limited rows this run has, in order of their limits: case, limit in bytes, c (the
+    limit over the dataset's bytes), and the share as a label ("1/4", or c where the 64 MiB floor
+    raised the limit above it)."""
+    out = []
+    for case, key, share in MEMORY:
+        if key in meta:
+            limit, total = int(meta[key]), int(meta["bytes"])
+            num, den = (int(x) for x in share.split("/"))
+            c = limit / total
+            out.append((case, limit, c, share if limit == total * num // den else f"{c:.2f}"))
+    return out
+
+
 def cases(meta):
     """The throughput rows, in order: case, label, unit (higher is better in all of them)."""
     rows = [(f"cold-{j}", f"cold shuffled epoch, {j} reader{'s' if j != '1' else ''}", "files/s")
             for j in meta["JOBS"].split()]
+    rows.append(("warm-8", "warm shuffled epoch, 8 readers", "files/s"))
+    rows += [(case, f"shuffled epochs, memory limited to {share} of the dataset, 8 readers", "files/s")
+             for case, _, _, share in memory_rows(meta)]
     return rows + [
-        ("warm-8", "warm shuffled epoch, 8 readers", "files/s"),
-        ("memory-8", "shuffled epochs, memory limited to half the dataset, 8 readers", "files/s"),
         ("sorted-1", "sorted scan (validation order), 1 reader", "MB/s"),
         ("pytorch", f"PyTorch DataLoader, {meta['WORKERS']} workers, decode + transform", "samples/s"),
     ]
@@ -126,8 +166,16 @@ def markdown(meta, figs, previous):
            if any(k[1] == "squashfuse" for k in figs) else "") + ". aifs runs with its defaults. Each figure is the median of "
         f"{pass_counts(meta, figs)}, the systems interleaved pass by pass; a ratio is the median of the passes' "
         "ratios, pass by pass (drift of the disk over minutes cancels). Every aifs pass served the same bytes "
-        "as ext4 (`aifs bench` digests).",
+        "as ext4 (`aifs bench` digests)."
+        + (f" \"aifs before\" is `{meta['old_aifs']}` mounting the ext4 image's shard set "
+           "(`aifs bench`, the reader, is this commit's)." if "old_aifs" in meta else ""),
         "",
+    ]
+    oom = oom_lines(meta, figs)
+    if oom:
+        lines += ["**OOM kills in the memory-limited epochs:** " + "; ".join(oom) + ". See "
+                  "[Memory limited](#memory-limited-what-stays-cached).", ""]
+    lines += [
         "## Reading the dataset",
         "",
         "| | unit | " + " | ".join(label for _, label in systems) + " | " + " | ".join(r[0] for r in ratio_cols) + " |",
@@ -145,12 +193,18 @@ def markdown(meta, figs, previous):
         f"fio reads {int(meta['fio_block']) // 1024} KiB blocks (the mean sample, rounded up to 4 KiB) at random "
         "from a shard with O_DIRECT, at the same concurrency, one fio run after each pass of the systems: "
         "the device's ceiling for random samples."
+        + (" fio sequential: as many fio jobs as readers, each reading its own part of the shard once in 4 MiB "
+           "blocks with O_DIRECT, one in flight each, right after the random reads; its MB/s "
+           f"({seq_mbps(meta, figs)}) over the mean sample's bytes: the bound of a system that reads each byte "
+           "of the shards once, in large reads." if any(k[1] == "fio-seq" for k in figs) else "")
         + (" squashfuse, the slowest, reads first in a pass, so that fio follows aifs within seconds."
            if any(k[1] == "squashfuse" for k in figs) else ""),
         f"- **warm**: after two epochs, with nothing dropped; the median of {passes(figs, 'warm-8', 'ext4')} epochs, as each "
         "takes a fraction of a second.",
-        "- **memory limited**: each system's readers and its FUSE daemon in one memory cgroup limited to half "
-        f"the dataset ({int(meta['memory_limit']) / 1e6:,.0f} MB), epochs 2 onward; the systems take turns epoch by epoch.",
+        "- **memory limited**: each system's readers and its FUSE daemon in one memory cgroup limited to "
+        + and_list([mb(limit) for _, limit, _, _ in memory_rows(meta)]) + " MB ("
+        + and_list([share for *_, share in memory_rows(meta)]) + " of the dataset), epochs 2 onward (epoch 1 fills the cache, untimed); the systems take turns epoch by "
+        "epoch" + ("; squashfuse only at 1/2" if any(k[1] == "squashfuse" for k in figs) else "") + ".",
         "- **sorted scan**: caches dropped and the tree listed, then every file in ImageFolder's sorted order; "
         "fio reads the first shard (1 GiB at most) once from start to end in 4 MiB blocks with O_DIRECT, 8 in flight (32 MiB, "
         "the window aifs's read-ahead grows to), three times after each pass; a pass's figure is the median "
@@ -160,6 +214,7 @@ def markdown(meta, figs, previous):
         f"{int(meta['PT_SAMPLES']):,} samples per pass, caches dropped before each "
         "(`integration/bench/dataloader.py`).",
     ]
+    lines += memory_section(meta, figs)
     if ("imagefolder", "ext4") in figs:
         nsys = [(s, label) for s, label in systems if ("imagefolder", s) in figs]
         lines += [
@@ -200,11 +255,151 @@ def markdown(meta, figs, previous):
                 "|---|---|---|---|---|",
             ]
             lines += [f"| {k[0]} | {k[1]} | {before[k]:.2f} | {now[k]:.2f} | {changes[k] * 100:+.0f}% |" for k in common]
-            fio = [k for k in figs if k[1] == "fio" and "/" not in k[0] and k in pfigs]
-            lines += [f"| {k[0]} | fio alone (the device; not a ratio) | {fmt(pfigs[k])} | {fmt(figs[k])} | "
+            fio = [k for k in figs if k[1] in ("fio", "fio-seq") and "/" not in k[0] and k in pfigs]
+            lines += [f"| {k[0]} | {'fio sequential' if k[1] == 'fio-seq' else 'fio'} alone (the device; not a ratio) | {fmt(pfigs[k])} | {fmt(figs[k])} | "
                       f"{(figs[k] / pfigs[k] - 1) * 100:+.0f}% |" for k in fio]
             lines.append("")
     return "\n".join(lines)
+
+
+def seq_mbps(meta, figs):
+    """fio sequential's MB/s in each cold row, from its files/s of the mean sample."""
+    mean = int(meta["bytes"]) / int(meta["FILES"])
+    return ", ".join(f"{figs[(case, 'fio-seq')] * mean / 1e6:,.0f} MB/s at {case.split('-')[1]} job"
+                     + ("s" if case != "cold-1" else "")
+                     for case, _, _ in cases(meta) if (case, "fio-seq") in figs)
+
+
+def and_list(words):
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def mb(v):
+    return f"{v / 1e6:,.0f}"
+
+
+def oom_lines(meta, figs):
+    """One phrase for each memory-limited row and system whose cgroup saw an OOM kill or an
+    epoch fail."""
+    out = []
+    labels = dict(SYSTEMS)
+    for case, _, _, share in memory_rows(meta):
+        for s, label in SYSTEMS:
+            kills, failed = figs.get((f"oom-{case}", s), 0), figs.get((f"failed-{case}", s), 0)
+            if kills or failed:
+                out.append(f"{labels[s]} at {share} of the dataset, {kills:.0f} OOM kill{'s' if kills != 1 else ''}"
+                           + (f", {failed:.0f} of {int(meta['RUNS']) + 1} epochs failed" if failed else ""))
+    return out
+
+
+def memory_section(meta, figs):
+    """The hit fractions and memory use of the memory-limited rows."""
+    rows = memory_rows(meta)
+    systems = [(s, label) for s, label in SYSTEMS if any((f"hit-{case}", s) in figs for case, *_ in rows)]
+    if not systems:
+        return []
+    lines = [
+        "",
+        "## Memory limited: what stays cached",
+        "",
+        "Hit fraction: the share of a timed epoch's bytes served without reaching the disk, 1 − (bytes read from "
+        "the loop device of the image the system reads, during the epoch) / (the dataset's bytes), 0 at least; "
+        "the median of the epochs. The loop device counts every read, metadata and read-ahead too, so a hit "
+        "fraction is a floor; where a system read more than the dataset's bytes in an epoch, the cell says how "
+        "much more (\"read 1.10×\"). Beside them, for c = the limit over the dataset's bytes, the hit fraction of a "
+        "cache that keeps c of the dataset (ideal, h = c) and of an LRU page cache under shuffled epochs "
+        "(h = c²/2).",
+        "",
+        "| limit | ideal, c | LRU, c²/2 | " + " | ".join(label for _, label in systems) + " |",
+        "|---|---|---|" + "---|" * len(systems),
+    ]
+    for case, limit, c, share in rows:
+        cells = [hit_cell(figs, case, s) for s, _ in systems]
+        lines.append(f"| {mb(limit)} MB ({share}) | {c:.2f} | {c * c / 2:.2f} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "![files/s and hit fraction against the memory limit](compare-memory.png)",
+        "",
+        "Memory use against the limit: each cgroup's peak (its processes and the page cache charged to it), the "
+        "FUSE daemon's peak RSS (VmHWM, aifs's sample cache included) and the OOM kills in the cgroup.",
+        "",
+        "| limit | system | cgroup peak (MB) | peak/limit | daemon peak RSS (MB) | OOM kills |",
+        "|---|---|---|---|---|---|",
+    ]
+    for case, limit, c, share in rows:
+        for s, label in SYSTEMS:
+            if (f"oom-{case}", s) not in figs:
+                continue
+            peak = figs.get((f"peak-{case}", s))
+            hwm = figs.get((f"hwm-{case}", s))
+            kills, failed = figs[(f"oom-{case}", s)], figs.get((f"failed-{case}", s), 0)
+            oom = f"**{kills:.0f}**" if kills else "0"
+            if failed:
+                oom += f" (**{failed:.0f} of {int(meta['RUNS']) + 1} epochs failed**)"
+            lines.append(f"| {mb(limit)} MB ({share}) | {label} | {mb(peak) if peak else '—'} | "
+                         f"{f'{peak / limit:.2f}' if peak else '—'} | {mb(hwm) if hwm else '—'} | {oom} |")
+    return lines
+
+
+def hit_cell(figs, case, system):
+    """system's hit fraction in case, with the bytes it read from the disk over the dataset's
+    where that is more than 1 (the hit fraction, 0, says less)."""
+    if (f"hit-{case}", system) not in figs:
+        return "—"
+    disk = figs.get((f"disk-{case}", system), 0)
+    return f"{figs[(f'hit-{case}', system)]:.2f}" + (f" (read {disk:.2f}×)" if disk > 1 else "")
+
+
+def memory_model(meta, figs):
+    """ext4's files/s as a function of the hit fraction h, from its cold and warm epochs at 8
+    readers (None without them): each sample read costs 1/cold s from the disk, 1/warm from the
+    page cache."""
+    if ("cold-8", "ext4") not in figs or ("warm-8", "ext4") not in figs:
+        return None
+    cold, warm = figs[("cold-8", "ext4")], figs[("warm-8", "ext4")]
+    return lambda h: 1 / ((1 - h) / cold + h / warm)
+
+
+def memory_chart(meta, figs, path):
+    """files/s (log scale) and hit fraction against c, each system's memory-limited rows (with its
+    warm epochs at c = 1), beside the ideal and LRU models."""
+    rows = memory_rows(meta)
+    systems = [(s, label) for s, label in SYSTEMS if any((case, s) in figs for case, *_ in rows)]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5.5))
+    cs = [i / 100 for i in range(101)]
+    model = memory_model(meta, figs)
+    if model:
+        ax.plot(cs, [model(c) for c in cs], "k--", linewidth=1, label="ext4 model, ideal (h = c)")
+        ax.plot(cs, [model(c * c / 2) for c in cs], "k:", linewidth=1, label="ext4 model, LRU (h = c²/2)")
+    for s, label in systems:
+        pts = [(c, figs[(case, s)]) for case, _, c, _ in rows if (case, s) in figs]
+        if ("warm-8", s) in figs:
+            pts.append((1.0, figs[("warm-8", s)]))
+        line, = ax.plot(*zip(*pts), "o-", label=label)
+        hits = [(c, figs[(f"hit-{case}", s)]) for case, _, c, _ in rows if (f"hit-{case}", s) in figs]
+        if hits:
+            ax2.plot(*zip(*hits), "o-", color=line.get_color(), label=label)
+    ax.set_yscale("log")
+    ax.yaxis.set_minor_locator(matplotlib.ticker.LogLocator(subs=(2, 5)))
+    for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+        axis(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_xlabel("memory limit / dataset bytes (c; 1 = the warm epochs, nothing limited)")
+    ax.set_ylabel("files/s, 8 readers (log scale)")
+    ax.legend(fontsize=8)
+    ax2.plot(cs, cs, "k--", linewidth=1, label="ideal, h = c")
+    ax2.plot(cs, [c * c / 2 for c in cs], "k:", linewidth=1, label="LRU, h = c²/2")
+    ax2.set_xlim(0, 1)
+    ax2.set_ylim(0, 1)
+    ax2.set_xlabel("memory limit / dataset bytes (c)")
+    ax2.set_ylabel("hit fraction: epoch bytes not read from the disk")
+    ax2.legend(fontsize=8)
+    for a in (ax, ax2):
+        a.grid(True, alpha=0.3)
+    fig.suptitle(f"Memory-limited shuffled epochs, {int(meta['FILES']):,} JPEGs, "
+                 f"{int(meta['bytes']) / 1e9:.2f} GB; {meta['machine']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def chart(meta, figs, path):
@@ -248,6 +443,7 @@ def chart(meta, figs, path):
     fig.suptitle(f"{int(meta['FILES']):,} JPEGs; {meta['machine']}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def main(argv):
@@ -260,8 +456,12 @@ def main(argv):
     with open(os.path.join(outdir, "compare.md"), "w") as f:
         f.write(markdown(meta, figs, previous))
     chart(meta, figs, os.path.join(outdir, "compare.png"))
+    written = ["compare.md", "compare.png"]
+    if any((case, "ext4") in figs for case, *_ in memory_rows(meta)):
+        memory_chart(meta, figs, os.path.join(outdir, "compare-memory.png"))
+        written.append("compare-memory.png")
     shutil.copyfile(results, prev_path)
-    print(f"wrote {outdir}/compare.md, compare.png and compare.tsv")
+    print(f"wrote {outdir}/{', '.join(written)} and compare.tsv")
 
 
 if __name__ == "__main__":
