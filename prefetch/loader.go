@@ -141,6 +141,7 @@ type Loader struct {
 	// like the planner, with resSource. readers holds the pids of recent READs (NoteReader).
 	res          *Residency
 	resSource    string
+	resFits      atomic.Bool // res.Fits(), readable without mu
 	readers      [8]atomic.Uint32
 	chunkFlights atomic.Int32 // chunk reads queued or running (chunks.go)
 

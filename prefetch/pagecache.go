@@ -48,6 +48,7 @@ func (l *Loader) refreshBudget() {
 	l.lockPlanner()
 	drop := l.res.SetBudget(b, nil)
 	l.resSource = src
+	l.resFits.Store(l.res.Fits())
 	l.unlockPlanner()
 	l.drop(drop)
 }

@@ -24,8 +24,10 @@ const pageSize = 4096
 // chunk (chunks.go), which only a plan's beacons skip.
 func (l *Loader) pushAhead(samples []*Sample, chunk bool) {
 	// Beacons (Planner.IsBeacon) still come as a READ, so that the planner sees how far the
-	// readers have got and keeps reading ahead of them. The page cache's policy may refuse a
-	// sample (Residency.Push): it stays in memory for its READ.
+	// readers have got and keeps reading ahead of them. A sample that the page cache's policy
+	// refuses (Residency.Push: the window is full) is let go, not held for its READ: its
+	// memory would count against the same memory cgroup as the page cache, past the budget.
+	var letGo []layout.ID
 	l.lockPlanner()
 	for i, s := range samples {
 		if s == nil {
@@ -35,11 +37,18 @@ func (l *Loader) pushAhead(samples []*Sample, chunk bool) {
 		if chunk {
 			beacon = l.planner.IsPlanBeacon(s.id)
 		}
-		if len(s.data) <= pageSize || beacon || !l.mayPush(s.id) {
+		switch {
+		case len(s.data) <= pageSize || beacon:
+			samples[i] = nil
+		case !l.mayPush(s.id):
+			letGo = append(letGo, s.id)
 			samples[i] = nil
 		}
 	}
 	l.unlockPlanner()
+	for _, id := range letGo {
+		l.cache.Del(uint32(id))
+	}
 	pushed := samples[:0]
 	var refused []layout.ID
 	for _, s := range samples {
@@ -59,6 +68,13 @@ func (l *Loader) pushAhead(samples []*Sample, chunk bool) {
 	l.markPushed(counter, len(pushed), func(i int) layout.ID { return pushed[i].id }, refused)
 	for _, s := range pushed {
 		l.consumed(s, int64(len(s.data)))
+	}
+	if l.res != nil && !l.resFits.Load() {
+		// The kernel refused them (ENOENT: under memory pressure it has reclaimed the inode of
+		// a file with no pages); they are let go for the reason above.
+		for _, id := range refused {
+			l.cache.Del(uint32(id))
+		}
 	}
 }
 

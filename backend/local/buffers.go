@@ -13,10 +13,12 @@ const (
 // Buffers for reads, shared by the direct and buffered paths: aligned so O_DIRECT can use them,
 // pooled so a READ allocates nothing.
 
-// Pooled buffers come in size classes, so that a 112 KiB sample does not pin a 4 MiB buffer.
-// Each starts at a bufAlign-aligned address and is returned to the pool of its class.
+// Pooled buffers come in size classes, so that a 112 KiB sample does not pin a 4 MiB buffer
+// (nor a 130 KiB one a 1 MiB buffer: a sample held for its READ, or kept, pins its buffer,
+// and in a memory cgroup that memory is taken from the page cache). Each starts at a
+// bufAlign-aligned address and is returned to the pool of its class.
 var (
-	classes = [...]int{128 << 10, 1 << 20, maxChunk}
+	classes = [...]int{128 << 10, 256 << 10, 512 << 10, 1 << 20, maxChunk}
 	pools   [len(classes)]sync.Pool // of *buffer
 )
 
