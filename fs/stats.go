@@ -247,10 +247,11 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 		p.printf("aifs_request_duration_seconds_count{op=%q} %d\n", opNames[o], c.count.Load())
 	}
 	l := s.f.loader.Stats()
-	for _, m := range []struct {
+	type metric struct {
 		name, kind, help string
 		value            uint64
-	}{
+	}
+	ms := []metric{
 		{"aifs_read_bytes_total", "counter", "Bytes returned by READ requests.", s.bytes.Load()},
 		{"aifs_cache_hits_total", "counter", "Sample reads served from aifs's memory (cached or read ahead).", l.Cache.Hits},
 		{"aifs_cache_misses_total", "counter", "Sample reads that had to wait for the backend.", l.Cache.Misses},
@@ -264,7 +265,16 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 		{"aifs_epoch", "gauge", "The current epoch, as detected from the reads.", uint64(l.Epoch.Number)},
 		{"aifs_dataset_files", "gauge", "Sample files in the mounted shard set.", uint64(s.f.x.Files())},
 		{"aifs_dataset_bytes", "gauge", "Bytes of sample data in the mounted shard set.", s.f.x.FileBytes()},
-	} {
+	}
+	if pc := l.PageCache; pc != nil {
+		ms = append(ms,
+			metric{"aifs_page_cache_budget_bytes", "gauge", "Bytes of sample pages aifs lets the page cache keep (page_cache).", uint64(pc.BudgetBytes)},
+			metric{"aifs_page_cache_resident_bytes", "gauge", "Sample bytes aifs estimates in the page cache.", uint64(pc.ResidentBytes)},
+			metric{"aifs_page_cache_drops_total", "counter", "Samples dropped from the page cache after their read.", pc.Drops},
+			metric{"aifs_page_cache_pushes_refused_total", "counter", "Pushes into the page cache refused: outside the subset, past the window.", pc.PushesRefused},
+			metric{"aifs_page_cache_kernel_dropped_total", "counter", "READs of samples aifs believed in the page cache: the kernel dropped them.", pc.KernelDropped})
+	}
+	for _, m := range ms {
 		p.header(m.name, m.kind, m.help)
 		p.printf("%s %d\n", m.name, m.value)
 	}

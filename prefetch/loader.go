@@ -233,7 +233,7 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, e
 		l.res = NewResidency(x, opt.MaxWhole)
 		l.refreshBudget() // before any READ: nothing is resident yet, so nothing is dropped
 		l.wg.Add(1)
-		go l.residencyLoop()
+		go l.residencyLoop(tickEvery)
 	}
 	return l, nil
 }

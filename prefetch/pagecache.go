@@ -11,10 +11,10 @@ import (
 // budgetEvery ticks. Drops never happen on a READ's path: the kernel locks a file's pages to
 // drop them, and a READ may be holding them.
 
-const (
-	tickEvery   = 10 * time.Millisecond
-	budgetEvery = 100 // ticks: the budget is asked for every second
-)
+// tickEvery is a variable so that tests can tick by hand (Loader.tick) and nothing else.
+var tickEvery = 10 * time.Millisecond
+
+const budgetEvery = 100 // ticks: the budget is asked for every second
 
 // NoteReader records the pid of a process that sent a READ (fs: the request's pid): the page
 // cache's pages are charged to the reader's memory cgroup, so its limit bounds the budget
@@ -53,9 +53,9 @@ func (l *Loader) refreshBudget() {
 	l.drop(drop)
 }
 
-func (l *Loader) residencyLoop() {
+func (l *Loader) residencyLoop(every time.Duration) {
 	defer l.wg.Done()
-	t := time.NewTicker(tickEvery)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	var drop []layout.ID
 	for n := 1; ; n++ {
@@ -74,7 +74,7 @@ func (l *Loader) residencyLoop() {
 // tick ticks the Residency and drops what it lets go; drop is reused.
 func (l *Loader) tick(drop []layout.ID) []layout.ID {
 	l.lockPlanner()
-	drop = l.res.Tick(l.planner.Passed, drop)
+	drop = l.res.Tick(l.planner.Passed, l.flights.Busy, drop)
 	l.unlockPlanner()
 	l.drop(drop)
 	return drop

@@ -224,16 +224,18 @@ func (r *Residency) evict(id layout.ID, drop []layout.ID) []layout.ID {
 }
 
 // Tick advances the clock by one and appends to drop the samples outside the subset whose
-// time is up: those read before the previous tick, those pushed that the readers have passed (passed;
-// nil: none known) or that waited pushedTicks, and the oldest others while the resident bytes
-// exceed the budget. The caller drops them from the page cache.
-func (r *Residency) Tick(passed func(layout.ID) bool, drop []layout.ID) []layout.ID {
+// time is up: those read before the previous tick whose READ is over (busy: still being
+// fetched for it; the kernel would not drop the pages a READ holds, and the drop would be
+// lost), those pushed that the readers have passed (passed; nil: none known) or that waited
+// pushedTicks, and the oldest others while the resident bytes exceed the budget. The caller
+// drops them from the page cache.
+func (r *Residency) Tick(passed, busy func(layout.ID) bool, drop []layout.ID) []layout.ID {
 	r.tick++
 	keep := r.transient[:0]
 	for _, t := range r.transient {
 		switch {
 		case !r.isResident(t.id) || r.Keeps(t.id): // gone, or read again and queued again, or now kept
-		case t.read && r.tick-t.tick >= 2,
+		case t.read && r.tick-t.tick >= 2 && (busy == nil || !busy(t.id)),
 			!t.read && (r.tick-t.tick >= pushedTicks || passed != nil && passed(t.id)):
 			drop = r.evict(t.id, drop)
 		default:

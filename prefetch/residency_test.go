@@ -57,7 +57,7 @@ func (pc *pageCache) epoch(rng *rand.Rand) map[layout.ID]bool {
 }
 
 func (pc *pageCache) tick(passed func(layout.ID) bool) {
-	pc.apply(pc.r.Tick(passed, nil))
+	pc.apply(pc.r.Tick(passed, nil, nil))
 	pc.peak = max(pc.peak, pc.inBytes)
 }
 
@@ -140,10 +140,10 @@ func TestResidencyReadDropped(t *testing.T) {
 	}
 	r.Read(out)
 	r.Read(out)
-	if drop := r.Tick(nil, nil); len(drop) != 0 {
+	if drop := r.Tick(nil, nil, nil); len(drop) != 0 {
 		t.Fatalf("dropped %v in the tick of its read", drop)
 	}
-	if drop := r.Tick(nil, nil); len(drop) != 1 || drop[0] != out {
+	if drop := r.Tick(nil, nil, nil); len(drop) != 1 || drop[0] != out {
 		t.Fatalf("dropped %v, want [%d]", drop, out)
 	}
 	if st := r.Stats(); st.Drops != 1 || st.KernelDropped != 1 || st.ResidentBytes != 0 || st.WindowBytes != 0 {
@@ -185,16 +185,16 @@ func TestResidencyPushes(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	passed := map[layout.ID]bool{out[0]: true, out[1]: true}
-	drop := r.Tick(func(id layout.ID) bool { return passed[id] }, nil)
+	drop := r.Tick(func(id layout.ID) bool { return passed[id] }, nil, nil)
 	if len(drop) != 2 || drop[0] != out[0] || drop[1] != out[1] {
 		t.Fatalf("dropped %v, want the two the readers passed", drop)
 	}
 	for range pushedTicks - 2 {
-		if drop := r.Tick(nil, nil); len(drop) != 0 {
+		if drop := r.Tick(nil, nil, nil); len(drop) != 0 {
 			t.Fatalf("dropped %v before their time", drop)
 		}
 	}
-	if drop := r.Tick(nil, nil); len(drop) != pushed-2 {
+	if drop := r.Tick(nil, nil, nil); len(drop) != pushed-2 {
 		t.Fatalf("dropped %d at their time, want %d", len(drop), pushed-2)
 	}
 	r.Unpush(in[0])

@@ -29,16 +29,17 @@ type pageCacheBudget struct {
 	fixed int64 // page_cache=SIZE; 0: auto
 	log   *zap.Logger
 
-	mu      sync.Mutex // guards readers, logged
-	readers map[string]time.Time
-	logged  int64
+	mu         sync.Mutex // guards readers, last, lastSource
+	readers    map[memCgroup]time.Time
+	last       int64 // the last budget; a move of more than 1/16 from it is logged
+	lastSource string
 }
 
 // readerMemory is how long a reader's cgroup still counts after its last READ.
 const readerMemory = time.Minute
 
 func newPageCacheBudget(fixed int64, log *zap.Logger) *pageCacheBudget {
-	return &pageCacheBudget{fixed: fixed, log: log, readers: map[string]time.Time{}}
+	return &pageCacheBudget{fixed: fixed, log: log, readers: map[memCgroup]time.Time{}}
 }
 
 // budget returns the budget and where it came from, given the pids of recent readers.
@@ -46,28 +47,35 @@ func (p *pageCacheBudget) budget(readers []uint32) (int64, string) {
 	if p.fixed > 0 {
 		return p.fixed, "page_cache=" + humanBytes(p.fixed)
 	}
-	best, src := int64(1<<62), "no limit found"
-	if avail, total := memInfo(); avail > 0 {
-		best = avail - total/16
-		src = fmt.Sprintf("MemAvailable %s less 1/16 of MemTotal", humanBytes(avail))
+	avail, total := memInfo()
+	if avail <= 0 {
+		// /proc unreadable (out of descriptors?): keep the last budget rather than none.
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.last > 0 {
+			return p.last, p.lastSource + " (last known: /proc/meminfo unreadable)"
+		}
+		return 1 << 62, "no limit found (/proc/meminfo unreadable)"
 	}
+	best := avail - total/16
+	src := fmt.Sprintf("MemAvailable %s less 1/16 of MemTotal", humanBytes(avail))
 	p.mu.Lock()
 	now := time.Now()
 	for _, pid := range readers {
 		if cg, ok := memCgroupOf(strconv.Itoa(int(pid))); ok {
-			p.readers[cg.dir] = now
+			p.readers[cg] = now
 		}
 	}
 	dirs := []memCgroup{}
 	if cg, ok := memCgroupOf("self"); ok {
 		dirs = append(dirs, cg)
 	}
-	for dir, seen := range p.readers {
+	for cg, seen := range p.readers {
 		if now.Sub(seen) > readerMemory {
-			delete(p.readers, dir)
+			delete(p.readers, cg)
 			continue
 		}
-		dirs = append(dirs, memCgroup{dir: dir, v2: !strings.HasPrefix(dir, cgroupV1Root)})
+		dirs = append(dirs, cg)
 	}
 	p.mu.Unlock()
 	for _, cg := range dirs {
@@ -84,10 +92,10 @@ func (p *pageCacheBudget) budget(readers []uint32) (int64, string) {
 	}
 	best = max(best, 0)
 	p.mu.Lock()
-	if d := best - p.logged; d > p.logged/16 || -d > p.logged/16 {
-		p.logged = best
+	if d := best - p.last; d > p.last/16 || -d > p.last/16 {
 		p.log.Info("page_cache budget", zap.Int64("bytes", best), zap.String("source", src))
 	}
+	p.last, p.lastSource = best, src
 	p.mu.Unlock()
 	return best, src
 }
@@ -117,10 +125,10 @@ func memInfo() (avail, total int64) {
 	return avail, total
 }
 
-// memCgroup is a memory cgroup, v1 or v2, by its directory under /sys/fs/cgroup.
+// memCgroup is a memory cgroup, v1 or v2, by its directory dir under the hierarchy's root.
 type memCgroup struct {
-	dir string
-	v2  bool
+	dir, root string
+	v2        bool
 }
 
 const (
@@ -142,7 +150,7 @@ func memCgroupOf(pid string) (memCgroup, bool) {
 			continue
 		}
 		if strings.Contains(","+parts[1]+",", ",memory,") { // v1, preferred where both are mounted
-			return memCgroup{dir: filepath.Join(cgroupV1Root, parts[2])}, true
+			return memCgroup{dir: filepath.Join(cgroupV1Root, parts[2]), root: cgroupV1Root}, true
 		}
 		if parts[0] == "0" && parts[1] == "" {
 			v2 = parts[2]
@@ -151,7 +159,7 @@ func memCgroupOf(pid string) (memCgroup, bool) {
 	if v2 == "" {
 		return memCgroup{}, false
 	}
-	return memCgroup{dir: filepath.Join(cgroupV2Root, v2), v2: true}, true
+	return memCgroup{dir: filepath.Join(cgroupV2Root, v2), root: cgroupV2Root, v2: true}, true
 }
 
 // limit returns the cgroup's memory limit, the least along its ancestors (v1
@@ -161,7 +169,7 @@ func (c memCgroup) limit() int64 {
 		return noLimit(c.stat("hierarchical_memory_limit"))
 	}
 	var least int64
-	for dir := c.dir; strings.HasPrefix(dir, cgroupV2Root+"/"); dir = filepath.Dir(dir) {
+	for dir := c.dir; strings.HasPrefix(dir, c.root+"/"); dir = filepath.Dir(dir) {
 		for _, file := range []string{"memory.max", "memory.high"} {
 			if n := noLimit(readInt(filepath.Join(dir, file))); n > 0 && (least == 0 || n < least) {
 				least = n

@@ -69,7 +69,20 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	if p.DroppedEarly > 0 {
 		fmt.Fprintf(w, "dropped early %d samples put in the page cache were dropped by the kernel before their read (memory pressure)\n", p.DroppedEarly)
 	}
-	fmt.Fprintf(w, "epoch         %d, %.0f%% of the files seen (reads that the page cache answers are not)\n", s.Epoch.Number, 100*s.Epoch.Coverage)
+	if pc := s.PageCache; pc != nil {
+		fmt.Fprintf(w, "page cache    budget %s (%s); ", humanBytes(pc.BudgetBytes), pc.Source)
+		if pc.Fits {
+			fmt.Fprintf(w, "the dataset fits, %s resident\n", humanBytes(pc.ResidentBytes))
+		} else {
+			fmt.Fprintf(w, "a subset of %.0f%% kept, %s resident (%s of the subset); %d dropped, %d pushes refused, %d dropped by the kernel\n",
+				100*pc.SubsetFraction, humanBytes(pc.ResidentBytes), humanBytes(pc.SubsetBytes), pc.Drops, pc.PushesRefused, pc.KernelDropped)
+		}
+		if pc.ChunkReads > 0 {
+			fmt.Fprintf(w, "chunk reads   %d, %d samples put in the page cache\n", pc.ChunkReads, pc.ChunkSamples)
+		}
+	}
+	fmt.Fprintf(w, "epoch         %d, %.0f%% of the files seen (reads that the page cache answers are not); the last epoch found %d files in the page cache\n",
+		s.Epoch.Number, 100*s.Epoch.Coverage, s.Epoch.PreviousUnseen)
 	for _, pl := range s.Plans {
 		fmt.Fprintf(w, "plan          writer %d: %d samples, read to %d, fetched to %d\n", pl.Writer, pl.Samples, pl.Read, pl.Fetched)
 	}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestMemCgroupV2: the limit is the least memory.max or memory.high along the ancestors ("max"
+// is none), and what is used besides the page cache is memory.current less file plus shmem.
+func TestMemCgroupV2(t *testing.T) {
+	root := t.TempDir()
+	pod := filepath.Join(root, "kubepods", "pod1")
+	ctr := filepath.Join(pod, "ctr")
+	writeFiles(t, filepath.Join(root, "kubepods"), map[string]string{"memory.max": "max\n", "memory.high": "max\n"})
+	writeFiles(t, pod, map[string]string{"memory.max": "1073741824\n", "memory.high": "max\n"})
+	writeFiles(t, ctr, map[string]string{"memory.max": "max\n", "memory.high": "805306368\n",
+		"memory.current": "600000000\n", "memory.stat": "anon 100000000\nfile 450000000\nshmem 50000000\n"})
+	cg := memCgroup{dir: ctr, root: root, v2: true}
+	if got := cg.limit(); got != 805306368 {
+		t.Errorf("limit %d, want the container's memory.high 805306368", got)
+	}
+	if got := cg.nonFile(); got != 200000000 {
+		t.Errorf("in use besides the page cache %d, want 600M - 450M + 50M", got)
+	}
+	writeFiles(t, ctr, map[string]string{"memory.high": "max\n"})
+	if got := cg.limit(); got != 1073741824 {
+		t.Errorf("limit %d, want the pod's memory.max", got)
+	}
+	writeFiles(t, pod, map[string]string{"memory.max": "max\n"})
+	if got := cg.limit(); got != 0 {
+		t.Errorf("limit %d with none set, want 0", got)
+	}
+}
+
+// TestMemCgroupV1: the limit is hierarchical_memory_limit (a near-2^63 figure is none), and what
+// is used besides the page cache is total_rss plus total_shmem.
+func TestMemCgroupV1(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "job")
+	writeFiles(t, dir, map[string]string{"memory.stat": "cache 400\nrss 10\nhierarchical_memory_limit 556326912\ntotal_cache 450000000\ntotal_rss 80000000\ntotal_shmem 1000000\n"})
+	cg := memCgroup{dir: dir, root: filepath.Dir(dir)}
+	if got := cg.limit(); got != 556326912 {
+		t.Errorf("limit %d", got)
+	}
+	if got := cg.nonFile(); got != 81000000 {
+		t.Errorf("in use besides the page cache %d, want total_rss + total_shmem", got)
+	}
+	writeFiles(t, dir, map[string]string{"memory.stat": "hierarchical_memory_limit 9223372036854771712\n"})
+	if got := cg.limit(); got != 0 {
+		t.Errorf("limit %d for none, want 0", got)
+	}
+}
+
+// TestPageCacheBudgetFixed: page_cache=SIZE is the budget, whatever the machine.
+func TestPageCacheBudgetFixed(t *testing.T) {
+	b, src := newPageCacheBudget(300<<20, nil).budget([]uint32{1})
+	if b != 300<<20 || src != "page_cache=314.6 MB" {
+		t.Errorf("budget %d from %q", b, src)
+	}
+}
