@@ -118,6 +118,8 @@ type FS struct {
 	loader *prefetch.Loader
 	srv    atomic.Pointer[fuse.Server] // set by Mount, for NOTIFY_STORE
 	mnt    string                      // the absolute mountpoint, set by Mount before srv
+
+	lastRead atomic.Int64 // when the last READ of a sample came (UnixNano), for drop
 	opt    Options
 	log    *zap.Logger
 	stats  *Stats
@@ -182,32 +184,43 @@ func (f *FS) push(id layout.ID, off int64, data []byte) bool {
 	return st == fuse.OK
 }
 
-// drop drops sample id's pages from the kernel's page cache (prefetch.Options.Drop): it opens
-// the file through the mount and advises POSIX_FADV_DONTNEED, which drops its clean pages and
-// nothing else. NOTIFY_INVAL_INODE, the FUSE way, does it where the open fails (the mountpoint
-// is not reachable by path), but also makes the kernel forget the file's attributes, so that
-// its next read (a buffered reader reads past the end) costs a GETATTR: with it, 8 readers in
-// a memory cgroup of half the dataset sent 11,465 GETATTRs in 5 epochs of 4,000 files and read
-// 0.92× as fast (docs/prefetch.md). It never runs on a READ's path: the kernel locks the pages
-// to drop them, and waits for a READ that holds them. The open sends no request (no-open mode,
-// entries cached for an hour), or a LOOKUP that another goroutine of the server answers.
+// drop drops sample id's pages from the kernel's page cache (prefetch.Options.Drop). While
+// READs come (one in the last dropIdle), it opens the file through the mount and advises
+// POSIX_FADV_DONTNEED, which drops its clean pages and nothing else. NOTIFY_INVAL_INODE, the
+// FUSE way, also makes the kernel forget the file's attributes, so that its next read (a
+// buffered reader reads past the end) costs a GETATTR: with it, 8 readers in a memory cgroup
+// of half the dataset sent 11,465 GETATTRs in 5 epochs of 4,000 files and read 0.92× as fast,
+// and 0.89× on 10,000 files (docs/prefetch.md). But an open file keeps the mount busy, so on a
+// mount with no READ lately (a user may be unmounting it) drop uses NOTIFY_INVAL_INODE, as it
+// does where the open fails; the GETATTR then falls on a read that is not coming soon. drop
+// never runs on a READ's path: the kernel locks the pages to drop them, and waits for a READ
+// that holds them. The open sends no request (no-open mode, entries cached for an hour), or a
+// LOOKUP that another goroutine of the server answers.
 func (f *FS) drop(id layout.ID) {
 	srv := f.srv.Load()
 	if srv == nil {
 		return
 	}
-	fd, err := unix.Open(filepath.Join(f.mnt, f.x.Path(id)), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err == nil {
-		err = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
-		unix.Close(fd)
+	if time.Now().UnixNano()-f.lastRead.Load() < int64(dropIdle) { // the mount is being read
+		fd, err := unix.Open(filepath.Join(f.mnt, f.x.Path(id)), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err == nil {
-			return
+			err = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+			unix.Close(fd)
+			if err == nil {
+				return
+			}
 		}
 	}
 	if st := srv.InodeNotify(uint64(id)+1, 0, 0); st != fuse.OK && st != fuse.ENOENT {
 		f.log.Debug("NOTIFY_INVAL_INODE refused", zap.Uint32("id", uint32(id)), zap.Stringer("status", st))
 	}
 }
+
+// dropIdle: a mount with no READ for this long drops pages without opening files (FS.drop). It
+// is short: drops come 10-20 ms after their READs (prefetch's ticks), so the drops that follow
+// a workload's last READs, when a user may unmount, do not open files; a mount being read
+// sends READs every few ms or less.
+const dropIdle = 5 * time.Millisecond
 
 // Arrived is told that bytes data of the shard named shard, from offset off, have just come
 // from a slow source (a disk cache's fetch from S3; diskcache.Options.Arrived): with

@@ -3,6 +3,7 @@ package fs
 import (
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -21,7 +22,7 @@ func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Rea
 		n, st = f.ctl.read(in.NodeId, in.Offset, buf[:min(int(in.Size), len(buf))])
 		r.data = buf[:n]
 	} else {
-		st = f.read(cancel, in, buf, r)
+		st = f.read(cancel, in, buf, r, t)
 	}
 	f.stats.doneRead(t, st, len(r.data))
 	if st != fuse.OK {
@@ -31,7 +32,7 @@ func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Rea
 	return r, fuse.OK
 }
 
-func (f *FS) read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte, r *readResult) fuse.Status {
+func (f *FS) read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte, r *readResult, t time.Time) fuse.Status {
 	id, e, ok := f.entry(in.NodeId)
 	switch {
 	case !ok:
@@ -43,6 +44,7 @@ func (f *FS) read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte, r *readRe
 	}
 	n := min(e.Size-in.Offset, uint64(in.Size), uint64(len(buf)))
 	f.loader.NoteReader(in.Pid)
+	f.lastRead.Store(t.UnixNano())
 	var err error
 	if r.data, r.view, err = f.loader.ReadRange(cancel, id, e, int64(in.Offset), buf[:n]); err != nil {
 		return f.errno("read", id, err)

@@ -244,12 +244,19 @@ func (r *Residency) Tick(passed, busy func(layout.ID) bool, drop []layout.ID) []
 	}
 	clear(r.transient[len(keep):])
 	r.transient = keep
-	for len(r.transient) > 0 && r.residentBytes > r.budget && !r.fits {
-		t := r.transient[0]
-		r.transient = r.transient[1:]
-		if r.isResident(t.id) && !r.Keeps(t.id) {
-			drop = r.evict(t.id, drop)
+	if r.residentBytes > r.budget && !r.fits {
+		// Over the budget (the budget fell, or reads came faster than the window): the oldest
+		// others go now, but not one whose READ is still being fetched (see above).
+		keep = r.transient[:0]
+		for _, t := range r.transient {
+			if r.residentBytes > r.budget && (busy == nil || !busy(t.id)) {
+				drop = r.evict(t.id, drop)
+				continue
+			}
+			keep = append(keep, t)
 		}
+		clear(r.transient[len(keep):])
+		r.transient = keep
 	}
 	return drop
 }
