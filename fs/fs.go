@@ -120,12 +120,12 @@ type FS struct {
 	mnt    string                      // the absolute mountpoint, set by Mount before srv
 
 	lastRead atomic.Int64 // when the last READ of a sample came (UnixNano), for drop
-	opt    Options
-	log    *zap.Logger
-	stats  *Stats
-	ctl    control
-	uid    uint32
-	gid    uint32
+	opt      Options
+	log      *zap.Logger
+	stats    *Stats
+	ctl      control
+	uid      uint32
+	gid      uint32
 
 	failures failLog // which failed READs are logged (errno.go)
 
