@@ -118,14 +118,14 @@ type FS struct {
 	loader *prefetch.Loader
 	srv    atomic.Pointer[fuse.Server] // set by Mount, for NOTIFY_STORE
 	mnt    string                      // the absolute mountpoint, set by Mount before srv
+	opt    Options
+	log    *zap.Logger
+	stats  *Stats
+	ctl    control
+	uid    uint32
+	gid    uint32
 
 	lastRead atomic.Int64 // when the last READ of a sample came (UnixNano), for drop
-	opt      Options
-	log      *zap.Logger
-	stats    *Stats
-	ctl      control
-	uid      uint32
-	gid      uint32
 
 	failures failLog // which failed READs are logged (errno.go)
 
