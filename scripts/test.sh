@@ -15,6 +15,8 @@ need_versitygw
 tmp=${TMPDIR:-/tmp}
 awk -v tmp="$tmp" '$2 ~ "^" tmp "/(aifs-integration-|Test)" { print $2 }' /proc/mounts | sort -r |
 	while read -r m; do umount -l "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || true; done
+# and the memory cgroups of the page-cache tests (empty once their processes are gone)
+rmdir /sys/fs/cgroup/aifs-test-* /sys/fs/cgroup/memory/aifs-test-* 2>/dev/null || true
 
 unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then
