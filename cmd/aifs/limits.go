@@ -15,7 +15,8 @@ import (
 
 // setMemoryLimit gives the Go runtime a soft memory limit: the index, the sample cache and
 // 256 MiB for everything else (buffers, requests), or 9/10 of this process's memory cgroup
-// limit if that is lower. Without one the heap may grow to twice the live cache before a
+// limit if that is lower; in a memory cgroup, it also collects more often (GOGC=25, unless
+// GOGC is set). Without one the heap may grow to twice the live cache before a
 // collection, and a daemon in a memory cgroup is killed (it was, in a cgroup of half a 1.1 GB
 // dataset with cache_size at 3/4 of the limit).
 func setMemoryLimit(log *zap.Logger, indexBytes int64, cacheSize int64) {
@@ -23,7 +24,8 @@ func setMemoryLimit(log *zap.Logger, indexBytes int64, cacheSize int64) {
 		cacheSize = prefetch.DefaultCacheBytes
 	}
 	limit := cacheSize + indexBytes + 256<<20
-	if cg := cgroupMemoryLimit(); cg > 0 && cg/10*9 < limit {
+	cg := cgroupMemoryLimit()
+	if cg > 0 && cg/10*9 < limit {
 		limit = cg / 10 * 9
 		if cacheSize > limit/2 {
 			log.Warn("mem_cache is more than half of this memory cgroup's limit; the daemon may run out of memory",
@@ -31,6 +33,13 @@ func setMemoryLimit(log *zap.Logger, indexBytes int64, cacheSize int64) {
 		}
 	}
 	debug.SetMemoryLimit(limit)
+	if cg > 0 && os.Getenv("GOGC") == "" {
+		// In a memory cgroup the daemon's heap comes out of the page cache's budget
+		// (page_cache=auto subtracts it), so the heap is collected at 1.25 times its live
+		// bytes, not 2: in a cgroup of half a 1.1 GB set with 8 readers, the daemon's RSS
+		// went from 93 to 68 MB and the budget grew by 23 MB, with no more daemon CPU seen.
+		debug.SetGCPercent(25)
+	}
 }
 
 // pushOn decides -o push_chunks for a mount with a disk cache: on, off, or with auto, on when
