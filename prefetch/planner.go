@@ -150,7 +150,6 @@ func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(i
 const (
 	planBeaconEvery = 8
 	runBeaconEvery  = 32
-	runSkip         = 2 * runBeaconEvery // ids a run may skip (trackStream)
 )
 
 // IsBeacon reports whether sample id must still come as a READ when read ahead, so that the
@@ -255,15 +254,11 @@ func (p *Planner) isRecent(id layout.ID) bool {
 func (p *Planner) trackStream(id layout.ID) {
 	for i := range p.streams {
 		s := &p.streams[i]
-		// A confirmed run also continues at a sample it read ahead up to runSkip past the one
-		// expected: the samples in between were pushed into the page cache and read there
-		// without a READ (the next READ is at most a beacon away, IsBeacon), or parallel
-		// readers of a sorted scan send their reads a little out of order. Not anywhere in
-		// the window: it grows to 32 MiB, and any read inside it made shuffled reads look
-		// sequential (a shuffled epoch of 600 samples of 40 KB read ahead 3.8 times the
-		// dataset: 2,304 samples issued, 21 MB wasted). Only at beacons was too strict: the
-		// out-of-order reads of a sorted scan started new runs, whose read-ahead piled up.
-		if s.hits > 0 && s.next == id || s.hits >= 2 && id > s.next && id < s.ahead && id-s.next <= runSkip {
+		// A confirmed run also continues at a sample it read ahead: the samples in between
+		// may have been read from the kernel's page cache (Options.Push) without a READ.
+		// (Continuing only near the sample expected wastes less read-ahead on shuffled reads
+		// of a small dataset, but was tried and left: docs/prefetch.md, "Limits".)
+		if s.hits > 0 && s.next == id || s.hits >= 2 && id > s.next && id < s.ahead {
 			s.hits++
 			s.next = p.cat.NextFile(id)
 			if s.ahead < s.next {
