@@ -42,6 +42,27 @@ func setMemoryLimit(log *zap.Logger, indexBytes int64, cacheSize int64) {
 	}
 }
 
+// memCacheFor returns -o mem_cache, or when it is not given and the daemon runs in a memory
+// cgroup limited to cg bytes (0: none) with a limit below 8 GiB, 1/8 of the limit with
+// kernel_cache=on (aifs then holds only read-ahead, and the page cache needs the memory) and
+// 1/2 with kernel_cache=off (aifs's memory is then the only cache): the daemon's heap comes out
+// of the page cache's budget (page_cache=auto). In a cgroup of half a 1.1 GB dataset with 8
+// readers the daemon's peak RSS went from 100 to 88 MB and the subset from 0.352 to 0.365.
+func (c *mountConfig) memCacheFor(log *zap.Logger, cg int64) int64 {
+	if c.memCache > 0 || cg <= 0 {
+		return c.memCache
+	}
+	share := cg / 8
+	if c.kernelCache == fs.CacheOff {
+		share = cg / 2
+	}
+	if share >= prefetch.DefaultCacheBytes {
+		return c.memCache
+	}
+	log.Info("mem_cache from the memory cgroup's limit", zap.Int64("mem_cache", share), zap.Int64("cgroup_limit", cg))
+	return share
+}
+
 // pushOn decides -o push_chunks for a mount with a disk cache: on, off, or with auto, on when
 // kernel_cache=on and the shard set takes at most half the memory available now (MemAvailable,
 // and the memory cgroup's limit): every sample pushed stays in the page cache until it is

@@ -33,7 +33,8 @@ Mount options (-o, comma-separated, repeatable):
                             chunk that the page cache will keep, and puts them there, so a
                             cold epoch reads the shards in large reads
   mem_cache=SIZE            memory for samples read ahead and, with kernel_cache=off, a stable
-                            subset of the samples read (K, M, G, T suffixes; default 1G)
+                            subset of the samples read (K, M, G, T suffixes; default 1G, or in
+                            a memory cgroup 1/8 of its limit, 1/2 with kernel_cache=off, if less)
   verify=on|off             on: check each sample's CRC32C (from the index) when it is read;
                             a corrupt sample gets EIO and is logged once with its path and
                             shard offset (default off: 'aifs verify' finds corruption)

@@ -4,6 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/aifs/aifs/fs"
 )
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -68,5 +72,26 @@ func TestPageCacheBudgetFixed(t *testing.T) {
 	b, src := newPageCacheBudget(300<<20, nil).budget([]uint32{1})
 	if b != 300<<20 || src != "page_cache=314.6 MB" {
 		t.Errorf("budget %d from %q", b, src)
+	}
+}
+
+// TestMemCacheFor: mem_cache given is kept; otherwise a memory cgroup's limit bounds it, to 1/8
+// with kernel_cache=on and 1/2 with off, and a large limit or none leaves the default.
+func TestMemCacheFor(t *testing.T) {
+	log := zap.NewNop()
+	for _, tc := range []struct {
+		c    mountConfig
+		cg   int64
+		want int64
+	}{
+		{mountConfig{memCache: 64 << 20}, 512 << 20, 64 << 20},
+		{mountConfig{}, 0, 0},
+		{mountConfig{}, 512 << 20, 64 << 20},
+		{mountConfig{kernelCache: fs.CacheOff}, 512 << 20, 256 << 20},
+		{mountConfig{}, 64 << 30, 0},
+	} {
+		if got := tc.c.memCacheFor(log, tc.cg); got != tc.want {
+			t.Errorf("%+v in a cgroup of %d: mem_cache %d, want %d", tc.c, tc.cg, got, tc.want)
+		}
 	}
 }

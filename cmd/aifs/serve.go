@@ -119,8 +119,9 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		be = dc
 		storage["disk_cache"] = func() any { return dc.Stats() }
 	}
-	setMemoryLimit(log, src.indexBytes, c.memCache)
-	po := prefetch.Options{CacheBytes: c.memCache, Verify: c.verify,
+	memCache := c.memCacheFor(log, cgroupMemoryLimit())
+	setMemoryLimit(log, src.indexBytes, memCache)
+	po := prefetch.Options{CacheBytes: memCache, Verify: c.verify,
 		PageCache:  newPageCacheBudget(c.pageCache, log.Named("page_cache")).budget,
 		ChunkReads: c.chunkReads && c.cacheDir == ""} // with a disk cache, push_chunks pushes its chunks
 	f, err := fs.New(ctx, src.x, be, fs.Options{Logger: log.Named("fs"), KernelCache: c.kernelCache, Source: src.name, Mountpoint: mnt,
