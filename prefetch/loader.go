@@ -46,10 +46,10 @@ type Options struct {
 	// lately (NoteReader), whose memory cgroups the page cache is charged to. The Loader calls
 	// it when it starts and every second after, from one goroutine. Nil: no limit.
 	PageCache func(readers []uint32) (bytes int64, source string)
-	// Drop drops sample id's pages from the kernel's page cache (fs: NOTIFY_INVAL_INODE). With
-	// Push, it turns the Residency policy on: the Loader calls it, from one goroutine and never
-	// on a READ's path, for the samples the policy lets go. Nil: aifs never drops pages, and
-	// the kernel's LRU decides what stays.
+	// Drop drops sample id's pages from the kernel's page cache (fs: fadvise through the
+	// mount, or NOTIFY_INVAL_INODE). With Push, it turns the Residency policy on: the Loader
+	// calls it, from one goroutine and never on a READ's path, for the samples the policy lets
+	// go. Nil: aifs never drops pages, and the kernel's LRU decides what stays.
 	Drop func(id layout.ID)
 	// ChunkReads, with the Residency policy on, makes a cold miss read the other samples of its
 	// 4 MiB chunk that the page cache will keep (chunks.go), in the background, and push them.
