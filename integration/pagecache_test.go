@@ -165,19 +165,30 @@ func oomKills(t *testing.T, dir string) int {
 	return 0
 }
 
-// mountInCgroup mounts set in cgroup cg (the daemon stays in it) and returns the mountpoint and
-// the command prefix that runs a command in the same cgroup; the mount is undone at cleanup.
-func mountInCgroup(t *testing.T, cg, set string) (mnt string, wrap []string) {
+// cgroupEpochs mounts the large set in a memory cgroup of 1/part of it, with the defaults, and
+// reads four shuffled epochs with jobs readers in the same cgroup (subsetEpochs, which checks
+// the bytes and, if subset, the subset); nothing in the cgroup may be OOM-killed. It returns the
+// last stats and the mountpoint; the mount is undone at cleanup.
+func cgroupEpochs(t *testing.T, part int64, jobs int, subset bool) (aifsfs.Snapshot, string) {
 	t.Helper()
-	wrap = []string{"sh", "-c", `echo $$ >"$0/cgroup.procs" && exec "$@"`, cg}
-	mnt = filepath.Join(t.TempDir(), "mnt")
+	src, set := largeSet(t)
+	want := benchEpoch(t, nil, src, 1, 8)
+	limit := datasetBytes(t, set) / part
+	cg := memoryCgroup(t, limit)
+	wrap := []string{"sh", "-c", `echo $$ >"$0/cgroup.procs" && exec "$@"`, cg}
+	mnt := filepath.Join(t.TempDir(), "mnt")
 	mkdir(t, mnt)
 	if out, err := exec.Command(wrap[0], append(wrap[1:], aifsBin, "mount", set, mnt)...).CombinedOutput(); err != nil {
 		t.Fatalf("aifs mount in the cgroup: %v\n%s", err, out)
 	}
 	pid := daemonPID(t, mnt)
 	t.Cleanup(func() { unmount(t, mnt, pid) })
-	return mnt, wrap
+	st := subsetEpochs(t, wrap, mnt, want, 4, jobs, subset)
+	if n := oomKills(t, cg); n != 0 {
+		t.Errorf("%d OOM kills in the cgroup of %d bytes", n, limit)
+	}
+	t.Logf("daemon RSS %d KiB in a cgroup of %d MiB", rssKiB(t, pid), limit>>20)
+	return st, mnt
 }
 
 // TestPageCacheMemoryCgroup mounts in a memory cgroup of half the set, with the default
@@ -185,31 +196,14 @@ func mountInCgroup(t *testing.T, cg, set string) (mnt string, wrap []string) {
 // comes from the cgroup, every epoch reads the right bytes, the subset stays in the page cache
 // from the second epoch on, and nothing in the cgroup is OOM-killed.
 func TestPageCacheMemoryCgroup(t *testing.T) {
-	src, set := largeSet(t)
-	want := benchEpoch(t, nil, src, 1, 8)
-	limit := datasetBytes(t, set) / 2
-	cg := memoryCgroup(t, limit)
-	mnt, wrap := mountInCgroup(t, cg, set)
-	st := subsetEpochs(t, wrap, mnt, want, 4, 8, true)
+	st, _ := cgroupEpochs(t, 2, 8, true)
 	if !strings.Contains(st.PageCache.Source, "memory cgroup") {
 		t.Errorf("the budget came from %q, not the memory cgroup", st.PageCache.Source)
-	}
-	if n := oomKills(t, cg); n != 0 {
-		t.Errorf("%d OOM kills in the cgroup of %d bytes", n, limit)
 	}
 }
 
 // TestPageCache64Readers: 64 readers and the daemon in a memory cgroup of a quarter of the set
 // read four shuffled epochs, each of the right bytes, and nothing is OOM-killed.
 func TestPageCache64Readers(t *testing.T) {
-	src, set := largeSet(t)
-	want := benchEpoch(t, nil, src, 1, 8)
-	limit := datasetBytes(t, set) / 4
-	cg := memoryCgroup(t, limit)
-	mnt, wrap := mountInCgroup(t, cg, set)
-	subsetEpochs(t, wrap, mnt, want, 4, 64, false)
-	if n := oomKills(t, cg); n != 0 {
-		t.Errorf("%d OOM kills in the cgroup of %d bytes", n, limit)
-	}
-	t.Logf("daemon RSS %d KiB in a cgroup of %d MiB", rssKiB(t, daemonPID(t, mnt)), limit>>20)
+	cgroupEpochs(t, 4, 64, false)
 }

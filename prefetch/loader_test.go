@@ -147,6 +147,14 @@ func writePathPlan(t testing.TB, l *Loader, ids []layout.ID) {
 	}
 }
 
+// contentBytes returns the bytes of all the samples in content.
+func contentBytes(content map[layout.ID][]byte) (n int64) {
+	for _, b := range content {
+		n += int64(len(b))
+	}
+	return n
+}
+
 func sortedIDs(content map[layout.ID][]byte) []layout.ID {
 	return slices.Sorted(maps.Keys(content))
 }
@@ -359,10 +367,7 @@ func TestLoaderVerify(t *testing.T) {
 func TestLoaderNextEpochHitRate(t *testing.T) {
 	x, shards, content := dataset(t, 2000, 8<<10)
 	ids := sortedIDs(content)
-	var total int64
-	for _, b := range content {
-		total += int64(len(b))
-	}
+	total := contentBytes(content)
 	for _, c := range []float64{0.25, 0.5, 1.0} {
 		t.Run(fmt.Sprint(c), func(t *testing.T) {
 			budget := int64(c * float64(total))

@@ -108,10 +108,7 @@ func (k *kernelCache) epoch(t testing.TB, l *Loader, ids []layout.ID, rng *rand.
 func TestLoaderPageCacheSubset(t *testing.T) {
 	x, shards, content := dataset(t, 400, 16<<10)
 	ids := sortedIDs(content)
-	var data int64
-	for _, b := range content {
-		data += int64(len(b))
-	}
+	data := contentBytes(content)
 	k := newKernelCache(t, content)
 	defer func(d time.Duration) { tickEvery = d }(tickEvery)
 	tickEvery = time.Hour // the test ticks (kernelCache.epoch), so that drops never race its reads
