@@ -127,7 +127,7 @@ def cmd_loader(args):
     }
     if args.plan:
         st = read_stats(args.mnt)
-        out.update(cache=st["cache"], plans=st["plans"], prefetch=st["prefetch"])
+        out.update(cache=st["cache"], plans=st["plans"], prefetch=st["prefetch"], page_cache=st.get("page_cache", {}))
     print(json.dumps(out))
 
 
