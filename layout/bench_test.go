@@ -28,7 +28,7 @@ func imagenetIndex() (buf []byte, samples int, nameBytes int) {
 			files = append(files, n)
 		}
 	}
-	return encodeIndex(nodes, assignShards(files, 1<<30)), len(files), nameBytes
+	return encodeIndex(nodes, assignShards(files, 1<<30), false), len(files), nameBytes
 }
 
 // BenchmarkIndexLoad loads a 1.28 M-sample index from a file (in the page cache) and reports

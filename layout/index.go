@@ -15,6 +15,7 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"unsafe"
@@ -27,17 +28,26 @@ const IndexName = "index.aifs"
 func ShardName(n int) string { return fmt.Sprintf("shard-%06d.dat", n) }
 
 const (
-	magic       = "AIFSIDX\x00"
-	version     = 1
-	headerSize  = 128
-	entrySize   = 47
-	shardSize   = 32
-	maxNameLen  = 255
-	numSections = 3
+	magic        = "AIFSIDX\x00"
+	versionPack  = 1 // what Pack writes, and all this aifs read before tar shards
+	versionTars  = 2 // what IndexTars writes: tar shards, flags 2 and 4 (FORMAT.md)
+	headerSize   = 128
+	entrySize    = 47
+	shardSize    = 32
+	maxNameLen   = 255
+	maxShardPath = 4095 // a tar shard's name is a path (PATH_MAX less its NUL)
+	numSections  = 3    // in every version; version 2 adds the extent order, descriptor at orderDesc
+	orderDesc    = 104  // version 2: {offset u64, length u64, crc32c u32} of the extent order
 
 	// flagShardVersions: each shard record's u32 at offset 12 is the length of the shard's
-	// version (an S3 ETag), stored in the names section right after the shard's name.
+	// version (an S3 ETag, a local tar's mtime), stored in the names section right after the
+	// shard's name.
 	flagShardVersions = 1
+	// flagNoChecksums (version 2): the set was indexed without reading its data; the CRC32C
+	// fields of entries and shards are zero and mean nothing.
+	flagNoChecksums = 2
+	// flagExtentOrder (version 2): the extent order section is present.
+	flagExtentOrder = 4
 
 	secEntries = 0
 	secShards  = 1
@@ -66,7 +76,8 @@ type ShardKind uint16
 const (
 	// ShardData is a shard written by Pack: sample bytes end to end.
 	ShardData ShardKind = 0
-	// ShardTar is reserved for tar files indexed in place.
+	// ShardTar is a tar file indexed in place (IndexTars): samples are its members' data. Its
+	// name is a path, relative to the index's directory (or object prefix) or absolute.
 	ShardTar ShardKind = 1
 )
 
@@ -112,10 +123,21 @@ type Shard struct {
 	Name string
 	Kind ShardKind
 	Size uint64
-	CRC  uint32 // CRC32C of the whole shard
+	CRC  uint32 // CRC32C of the whole shard (zero when the set has no checksums)
 	// Version identifies the stored bytes where the storage can replace an object under the same
-	// name: the S3 ETag the upload got, checked on every open and read. Empty for local sets.
+	// name: the S3 ETag the upload (or the indexed tar) had, checked on every open and read; for a
+	// local tar, its mtime in nanoseconds, in decimal, checked at open. Empty for local packed sets.
 	Version string
+}
+
+// ShardPath returns where the shard lies for a set whose index is in directory dir (or under
+// the object prefix dir): the name of a packed shard joined to dir; a tar's name joined to dir
+// if relative, itself if absolute. Use it, not the name, to open a shard.
+func ShardPath(dir string, s Shard) string {
+	if s.Kind == ShardTar && path.IsAbs(s.Name) {
+		return s.Name
+	}
+	return path.Join(dir, s.Name)
 }
 
 // Index is a loaded, validated index. It holds the file's bytes in one buffer and decodes entries
@@ -124,6 +146,8 @@ type Shard struct {
 type Index struct {
 	entries []byte // E × entrySize
 	names   []byte
+	order   []byte   // version 2 with flagExtentOrder: the file ids in extent order, u32 each; else nil
+	noCRC   bool     // flagNoChecksums
 	shards  []Shard  // S is small (one per GiB of data), so these are decoded once
 	table   []uint32 // lookup table (see initTable): entry ids, 0 for an empty slot
 	seed    maphash.Seed
@@ -171,18 +195,28 @@ func Parse(buf []byte) (*Index, error) {
 	if got, want := crc32.Checksum(h[:124], castagnoli), le.Uint32(h[124:]); got != want {
 		return nil, corruptf("header checksum mismatch")
 	}
-	if v := le.Uint32(h[8:]); v != version {
-		return nil, fmt.Errorf("index version %d is not supported (this aifs reads version %d)", v, version)
+	v, flags := le.Uint32(h[8:]), le.Uint32(h[12:])
+	known := map[uint32]uint32{versionPack: flagShardVersions, versionTars: flagShardVersions | flagNoChecksums | flagExtentOrder}
+	if _, ok := known[v]; !ok {
+		return nil, fmt.Errorf("index version %d is not supported (this aifs reads versions %d and %d)", v, versionPack, versionTars)
 	}
-	flags := le.Uint32(h[12:])
-	if flags&^flagShardVersions != 0 {
+	if flags&^known[v] != 0 {
 		return nil, corruptf("unknown header flags %#x", flags)
 	}
 	nEntries, nShards := le.Uint64(h[16:]), le.Uint64(h[24:])
-	var sec [numSections][]byte
-	secNamesText := [numSections]string{"entries", "shards", "names"}
+	var sec [numSections + 1][]byte // and the extent order
+	secNamesText := [numSections + 1]string{"entries", "shards", "names", "extent order"}
 	for i := range sec {
 		d := h[32+24*i:]
+		if i == numSections {
+			if flags&flagExtentOrder == 0 {
+				if !allZero(h[orderDesc:124]) {
+					return nil, corruptf("nonzero reserved header bytes")
+				}
+				break
+			}
+			d = h[orderDesc:]
+		}
 		off, n, sum := le.Uint64(d), le.Uint64(d[8:]), le.Uint32(d[16:])
 		if off < headerSize || off > uint64(len(buf)) || n > uint64(len(buf))-off {
 			return nil, corruptf("%s section [%d,+%d) lies outside the %d-byte file", secNamesText[i], off, n, len(buf))
@@ -200,8 +234,8 @@ func Parse(buf []byte) (*Index, error) {
 	if nShards != uint64(len(sec[secShards]))/shardSize || len(sec[secShards])%shardSize != 0 {
 		return nil, corruptf("shards section is %d bytes for %d shards", len(sec[secShards]), nShards)
 	}
-	x := &Index{entries: sec[secEntries], names: sec[secNames]}
-	if err := x.parseShards(sec[secShards], int(nShards), flags&flagShardVersions != 0); err != nil {
+	x := &Index{entries: sec[secEntries], names: sec[secNames], order: sec[numSections], noCRC: flags&flagNoChecksums != 0}
+	if err := x.parseShards(sec[secShards], int(nShards), flags&flagShardVersions != 0, v >= versionTars); err != nil {
 		return nil, err
 	}
 	if err := x.check(); err != nil {
@@ -216,14 +250,29 @@ func corruptf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
 }
 
-func (x *Index) parseShards(b []byte, n int, versions bool) error {
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// parseShards decodes the shard table; tarPaths (version 2) lets a tar's name be a path.
+func (x *Index) parseShards(b []byte, n int, versions, tarPaths bool) error {
 	x.shards = make([]Shard, n)
 	seen := make(map[string]bool, n)
 	for i := range x.shards {
 		r := b[i*shardSize:]
 		nameOff, nameLen := le.Uint64(r), uint64(le.Uint16(r[8:]))
+		kind := ShardKind(le.Uint16(r[10:]))
 		name, ok := x.nameAt(nameOff, nameLen)
-		if !ok || !ValidName(name) {
+		valid := ValidName
+		if kind == ShardTar && tarPaths {
+			valid = validShardPath
+		}
+		if !ok || !valid(name) {
 			return corruptf("shard %d has an invalid name", i)
 		}
 		var version []byte
@@ -234,7 +283,6 @@ func (x *Index) parseShards(b []byte, n int, versions bool) error {
 		} else if n != 0 {
 			return corruptf("shard %d has nonzero reserved fields", i)
 		}
-		kind := ShardKind(le.Uint16(r[10:]))
 		if kind != ShardData && kind != ShardTar || le.Uint32(r[28:]) != 0 {
 			return corruptf("shard %d has unknown kind %d or nonzero reserved fields", i, kind)
 		}
@@ -262,6 +310,32 @@ func ValidName(name []byte) bool {
 	return len(name) > 0 && len(name) <= maxNameLen &&
 		!(len(name) == 1 && name[0] == '.') && !(len(name) == 2 && name[0] == '.' && name[1] == '.') &&
 		bytes.IndexByte(name, '/') < 0 && bytes.IndexByte(name, 0) < 0
+}
+
+// validShardPath reports whether name can be a tar shard's path: 1 to maxShardPath bytes, no
+// NUL, not ending in '/', and no empty, "." or ".." component except leading ".." of a relative
+// path (a tar beside the index's directory), so each tar has one spelling.
+func validShardPath(name []byte) bool {
+	if len(name) == 0 || len(name) > maxShardPath || bytes.IndexByte(name, 0) >= 0 {
+		return false
+	}
+	rest, ups := name, true
+	if rest[0] == '/' {
+		rest, ups = rest[1:], false
+	}
+	for _, part := range bytes.Split(rest, []byte("/")) {
+		switch string(part) {
+		case "..":
+			if !ups {
+				return false
+			}
+		case "", ".":
+			return false
+		default:
+			ups = false
+		}
+	}
+	return true
 }
 
 // check applies the structural rules of FORMAT.md in one pass over the entries, and fills the
@@ -305,9 +379,12 @@ func (x *Index) check() error {
 				return corruptf("file entry %d extent [%d,+%d) runs past the end of %s (%d bytes)",
 					i, off, size, x.shards[shard].Name, sz)
 			}
-			if shard < lastShard || shard == lastShard && off < lastEnd {
+			if x.order == nil && (shard < lastShard || shard == lastShard && off < lastEnd) {
 				return corruptf("file entry %d extent [%d,+%d) of %s overlaps or precedes the file before it (file ids ascend in pack order)",
 					i, off, size, x.shards[shard].Name)
+			}
+			if x.noCRC && le.Uint32(b[eCRC:]) != 0 {
+				return corruptf("file entry %d has a checksum in a set without checksums", i)
 			}
 			lastShard, lastEnd = shard, off+size
 			x.files++
@@ -318,6 +395,36 @@ func (x *Index) check() error {
 	}
 	if inRanges != n-1 {
 		return corruptf("directories list %d children for %d non-root entries", inRanges, n-1)
+	}
+	if x.order != nil {
+		return x.checkOrder()
+	}
+	return nil
+}
+
+// checkOrder checks the extent order section (version 2): every file id exactly once, and
+// along it each extent starts at or after the end of the one before in the same shard, shards
+// ascending, or is the same extent with the same checksum (hard links in a tar). So it rejects
+// every overlap the id-order rule rejects, only not in id order.
+func (x *Index) checkOrder() error {
+	if uint64(len(x.order)) != 4*uint64(x.files) {
+		return corruptf("extent order section is %d bytes for %d files", len(x.order), x.files)
+	}
+	seen := make([]uint64, (x.Len()+63)/64)
+	var last Entry
+	for pos := range x.files {
+		id := le.Uint32(x.order[4*pos:])
+		if uint64(id) >= uint64(x.Len()) || seen[id/64]&(1<<(id%64)) != 0 || x.raw(ID(id)).IsDir() {
+			return corruptf("extent order position %d names entry %d: not a file, or named twice", pos, id)
+		}
+		seen[id/64] |= 1 << (id % 64)
+		e := x.raw(ID(id))
+		same := pos > 0 && e.Shard == last.Shard && e.Offset == last.Offset && e.Size == last.Size && e.CRC == last.CRC
+		if pos > 0 && !same && (e.Shard < last.Shard || e.Shard == last.Shard && e.Offset < last.Offset+last.Size) {
+			return corruptf("file entry %d extent [%d,+%d) of %s overlaps or precedes the file before it in extent order",
+				id, e.Offset, e.Size, x.shards[e.Shard].Name)
+		}
+		last = e
 	}
 	return nil
 }
@@ -445,24 +552,30 @@ func (x *Index) FileAt(i int) ID {
 // Entry decodes entry id. It panics if id is out of range; ids from this Index are always valid.
 func (x *Index) Entry(id ID) Entry { return x.raw(id) }
 
-// FirstFileAt returns the first regular file whose extent in shard starts at or after off, or
-// Len() if there is none. File ids ascend in pack order (check enforces it), so this is a binary
-// search; a directory between files stands for the file after it. It allocates nothing.
-func (x *Index) FirstFileAt(shard uint32, off uint64) ID {
-	n := ID(x.Len())
-	lo, hi := ID(0), n
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		if f := x.fileFrom(mid); f < n {
-			if e := x.raw(f); e.Shard < shard || e.Shard == shard && e.Offset < off {
-				lo = f + 1
-				continue
-			}
-		}
-		hi = mid
+// ByExtent returns the file at position pos of extent order: files sorted by shard, then by
+// offset, as they lie in storage (0 <= pos < Files()). For a packed set this is id order
+// (FileAt); a tar set may store another (FORMAT.md, version 2), in which hard links are
+// adjacent. It allocates nothing.
+func (x *Index) ByExtent(pos int) ID {
+	if x.order != nil {
+		return ID(le.Uint32(x.order[4*pos:]))
 	}
-	return x.fileFrom(lo)
+	return x.FileAt(pos)
 }
+
+// ExtentPos returns the first position in extent order (ByExtent) whose file's extent starts
+// in shard at or after off, or Files() if there is none: a binary search that allocates
+// nothing. Walk on from it to find the files lying in a range of a shard.
+func (x *Index) ExtentPos(shard uint32, off uint64) int {
+	return sort.Search(x.files, func(pos int) bool {
+		e := x.raw(x.ByExtent(pos))
+		return e.Shard > shard || e.Shard == shard && e.Offset >= off
+	})
+}
+
+// Checksums reports whether the entries' CRC32C fields hold checksums: false for a tar set
+// indexed without reading its data (aifs index --no-checksums).
+func (x *Index) Checksums() bool { return !x.noCRC }
 
 // fileFrom returns the first regular file at or after id, or Len() if none. A directory lies
 // in a run whose end is a file or Len().

@@ -47,7 +47,7 @@ func tree(shardTarget uint64, paths ...string) ([]*node, []Shard) {
 
 func testIndex(t testing.TB) []byte {
 	nodes, shards := tree(64, "b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c")
-	return encodeIndex(nodes, shards)
+	return encodeIndex(nodes, shards, false)
 }
 
 func TestLookupAndList(t *testing.T) {
@@ -106,39 +106,97 @@ func TestPackOrder(t *testing.T) {
 	}
 }
 
-// TestFirstFileAt checks the binary search against a scan in id order, for every offset of
-// every shard and one past each end, over a tree with directories between its files and a
-// zero-byte file, packed into several shards.
-func TestFirstFileAt(t *testing.T) {
-	nodes, shards := tree(8, "b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c", "d/e/f/g")
-	x, err := Parse(encodeIndex(nodes, shards))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(x.Shards()) < 3 {
-		t.Fatalf("%d shards, want several", len(x.Shards()))
-	}
-	n := ID(x.Len())
-	scan := func(shard uint32, off uint64) ID {
-		for id := ID(0); id < n; id++ {
-			if e := x.Entry(id); !e.IsDir() && (e.Shard > shard || e.Shard == shard && e.Offset >= off) {
-				return id
-			}
-		}
-		return n
-	}
-	for si, sh := range x.Shards() {
-		for off := uint64(0); off <= sh.Size+1; off++ {
-			if got, want := x.FirstFileAt(uint32(si), off), scan(uint32(si), off); got != want {
-				t.Errorf("FirstFileAt(%d, %d) = %d, want %d", si, off, got, want)
-			}
+// tarTree is tree as a tar set would lay it out (version 2): each shard's files stored in the
+// reverse of id order, with a gap of 512 bytes (a header) before each, and the file "c" a hard
+// link to the last file. Its index carries the extent order.
+func tarTree(t testing.TB, shardTarget uint64, paths ...string) ([]*node, []Shard) {
+	nodes, shards := tree(shardTarget, paths...)
+	var files []*node
+	for _, n := range nodes {
+		if !n.isDir() {
+			files = append(files, n)
 		}
 	}
-	if got := x.FirstFileAt(uint32(len(x.Shards())), 0); got != n {
-		t.Errorf("FirstFileAt past the last shard = %d, want %d", got, n)
+	for i := range shards {
+		shards[i].Kind, shards[i].Size = ShardTar, 0
 	}
-	if allocs := testing.AllocsPerRun(100, func() { x.FirstFileAt(0, 10) }); allocs != 0 {
-		t.Errorf("FirstFileAt allocates %.0f times", allocs)
+	for i := len(files) - 1; i >= 0; i-- {
+		f, s := files[i], &shards[files[i].shard]
+		f.offset = s.Size + 512
+		s.Size = f.offset + f.size
+	}
+	last := files[len(files)-1]
+	for _, f := range files {
+		if f.name == "c" && f != last {
+			f.shard, f.offset, f.size, f.crc = last.shard, last.offset, last.size, last.crc
+		}
+	}
+	if extentOrder(nodes) == nil {
+		t.Fatal("tarTree: extents in id order")
+	}
+	return nodes, shards
+}
+
+// TestExtentPos checks ByExtent and the binary search of ExtentPos against a scan of every
+// file, for every offset of every shard and one past each end: over a packed tree with
+// directories between its files and a zero-byte file in several shards (version 1, extent
+// order = id order), and over the same tree laid out as tars (version 2, an extent order of its
+// own, with a hard link).
+func TestExtentPos(t *testing.T) {
+	paths := []string{"b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c", "d/e/f/g"}
+	for _, set := range []struct {
+		name          string
+		nodes, shards func() ([]*node, []Shard)
+	}{
+		{"packed", func() ([]*node, []Shard) { return tree(8, paths...) }, nil},
+		{"tars", func() ([]*node, []Shard) { return tarTree(t, 16, paths...) }, nil},
+	} {
+		t.Run(set.name, func(t *testing.T) {
+			nodes, shards := set.nodes()
+			x, err := Parse(encodeIndex(nodes, shards, false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(x.Shards()) < 2 {
+				t.Fatalf("%d shards, want several", len(x.Shards()))
+			}
+			// Every file once, in (shard, offset) order.
+			seen := map[ID]bool{}
+			for pos := range x.Files() {
+				id := x.ByExtent(pos)
+				if seen[id] || x.Entry(id).IsDir() {
+					t.Fatalf("ByExtent(%d) = %d: a directory or seen before", pos, id)
+				}
+				seen[id] = true
+				if pos > 0 {
+					a, b := x.Entry(x.ByExtent(pos-1)), x.Entry(id)
+					if a.Shard > b.Shard || a.Shard == b.Shard && a.Offset > b.Offset {
+						t.Errorf("ByExtent(%d), ByExtent(%d): %+v before %+v", pos-1, pos, a, b)
+					}
+				}
+			}
+			scan := func(shard uint32, off uint64) int {
+				for pos := range x.Files() {
+					if e := x.Entry(x.ByExtent(pos)); e.Shard > shard || e.Shard == shard && e.Offset >= off {
+						return pos
+					}
+				}
+				return x.Files()
+			}
+			for si, sh := range x.Shards() {
+				for off := uint64(0); off <= sh.Size+1; off++ {
+					if got, want := x.ExtentPos(uint32(si), off), scan(uint32(si), off); got != want {
+						t.Errorf("ExtentPos(%d, %d) = %d, want %d", si, off, got, want)
+					}
+				}
+			}
+			if got := x.ExtentPos(uint32(len(x.Shards())), 0); got != x.Files() {
+				t.Errorf("ExtentPos past the last shard = %d, want %d", got, x.Files())
+			}
+			if allocs := testing.AllocsPerRun(100, func() { x.ByExtent(x.ExtentPos(0, 10) % x.Files()) }); allocs != 0 {
+				t.Errorf("ExtentPos allocates %.0f times", allocs)
+			}
+		})
 	}
 }
 
@@ -174,8 +232,14 @@ func TestEveryByteFlipIsDetected(t *testing.T) {
 // reseal recomputes every section checksum and the header checksum after a test edits buf, so
 // that the structural checks behind them are exercised.
 func reseal(buf []byte) []byte {
-	for i := range numSections {
+	for i := range numSections + 1 {
 		d := buf[32+24*i:]
+		if i == numSections {
+			if le.Uint32(buf[12:])&flagExtentOrder == 0 {
+				break
+			}
+			d = buf[orderDesc:]
+		}
 		off, n := le.Uint64(d), le.Uint64(d[8:])
 		if off > uint64(len(buf)) || n > uint64(len(buf))-off {
 			continue
@@ -206,8 +270,13 @@ func TestParseRejectsBadStructure(t *testing.T) {
 		name, want string
 		edit       func(b []byte)
 	}{
-		{"version", "version 2 is not supported", func(b []byte) { le.PutUint32(b[8:], 2) }},
+		{"version", "version 3 is not supported", func(b []byte) { le.PutUint32(b[8:], 3) }},
 		{"flags", "unknown header flags", func(b []byte) { le.PutUint32(b[12:], 2) }},
+		{"reserved header bytes", "nonzero reserved header", func(b []byte) { b[110] = 1 }},
+		{"tar shard path in version 1", "invalid name", func(b []byte) {
+			le.PutUint16(b[int(le.Uint64(b[56:]))+10:], uint16(ShardTar))
+			b[int(le.Uint64(b[80:]))+int(le.Uint64(b[int(le.Uint64(b[56:])):]))] = '/'
+		}},
 		{"shard reserved without versions flag", "nonzero reserved", func(b []byte) { le.PutUint32(b[int(le.Uint64(b[56:]))+12:], 3) }},
 		{"shard version past names", "invalid version", func(b []byte) {
 			le.PutUint32(b[12:], flagShardVersions)
@@ -251,6 +320,77 @@ func TestParseRejectsBadStructure(t *testing.T) {
 	}
 }
 
+// TestParseRejectsBadTarSets corrupts a version 2 index (tar shards, extent order, a hard
+// link) in the ways its own rules forbid, and checks that Parse names each one; the rules of
+// version 1 are checked above and hold in version 2 too.
+func TestParseRejectsBadTarSets(t *testing.T) {
+	nodes, shards := tarTree(t, 1<<20, "b/y", "a/x2", "a/x1", "c", "zero")
+	shards[0].Name = "../tars/x.tar"
+	good := encodeIndex(nodes, shards, false)
+	x, err := Parse(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if le.Uint32(good[8:]) != versionTars || x.order == nil || !x.Checksums() {
+		t.Fatalf("version %d, order %v, checksums %v: want version 2 with an extent order and checksums", le.Uint32(good[8:]), x.order != nil, x.Checksums())
+	}
+	entriesOff, orderOff := int(le.Uint64(good[32:])), int(le.Uint64(good[orderDesc:]))
+	shardName := func(b []byte) []byte {
+		r := b[int(le.Uint64(b[56:])):]
+		return b[int(le.Uint64(b[80:]))+int(le.Uint64(r)):][:le.Uint16(r[8:])]
+	}
+	at := func(buf []byte, p string) []byte {
+		id, _ := x.LookupPath(p)
+		return buf[entriesOff+int(id)*entrySize:]
+	}
+	cases := []struct {
+		name, want string
+		edit       func(b []byte)
+	}{
+		{"order names a directory", "not a file, or named twice", func(b []byte) { le.PutUint32(b[orderOff:], 1) }},
+		{"order names a file twice", "not a file, or named twice", func(b []byte) { copy(b[orderOff:orderOff+4], b[orderOff+4:]) }},
+		{"order past the table", "not a file, or named twice", func(b []byte) { le.PutUint32(b[orderOff:], 1<<30) }},
+		{"order too short", "extent order section is", func(b []byte) { le.PutUint64(b[orderDesc+8:], 4) }},
+		{"order not ascending", "in extent order", func(b []byte) {
+			end := orderOff + 4*x.Files()
+			first, last := bytes.Clone(b[orderOff:orderOff+4]), bytes.Clone(b[end-4:end])
+			copy(b[orderOff:], last)
+			copy(b[end-4:], first)
+		}},
+		{"overlap", "in extent order", func(b []byte) { le.PutUint64(at(b, "a/x2")[eA:], le.Uint64(at(b, "a/x1")[eA:])+1) }},
+		{"hard link with another checksum", "in extent order", func(b []byte) { le.PutUint32(at(b, "c")[eCRC:], 1) }},
+		{"order flag without section", "lies outside", func(b []byte) { le.PutUint64(b[orderDesc:], 1<<40) }},
+		{"checksum without checksums", "has a checksum", func(b []byte) { le.PutUint32(b[12:], le.Uint32(b[12:])|flagNoChecksums) }},
+		{"absolute path with dot-dot", "invalid name", func(b []byte) { copy(shardName(b), "/../tars/") }},
+		{"empty path component", "invalid name", func(b []byte) { copy(shardName(b), "..//tars/") }},
+		{"NUL in path", "invalid name", func(b []byte) { shardName(b)[3] = 0 }},
+		{"path ends in slash", "invalid name", func(b []byte) { n := shardName(b); n[len(n)-1] = '/' }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			buf := bytes.Clone(good)
+			c.edit(buf)
+			_, err := Parse(reseal(buf))
+			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Parse = %v, want an error wrapping ErrCorrupt containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestValidShardPath(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a.tar": true, "../../x/a.tar": true, "/data/shards/a.tar": true, "d/a.tar": true, ".hidden.tar": true,
+		strings.Repeat("x", maxShardPath): true,
+		"":                                false, "/": false, "a/": false, "a//b": false, "./a": false, "a/../b": false, "/../a": false, "a\x00": false,
+		strings.Repeat("x", maxShardPath+1): false,
+	} {
+		if got := validShardPath([]byte(name)); got != want {
+			t.Errorf("validShardPath(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
 func TestValidName(t *testing.T) {
 	for name, want := range map[string]bool{
 		"a": true, "with space": true, "new\nline": true, "\xff\xfe": true, ".hidden": true, "...": true,
@@ -271,7 +411,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:headerSize])
 	nodes, shards := tree(1<<20, "only")
-	f.Add(encodeIndex(nodes, shards))
+	f.Add(encodeIndex(nodes, shards, false))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkParsed(t, data)
 		if len(data) >= headerSize {
@@ -307,7 +447,7 @@ func checkParsed(t *testing.T, data []byte) {
 
 func ExampleIndex_Lookup() {
 	nodes, shards := tree(1<<20, "train/cat/1.jpg", "train/dog/2.jpg")
-	x, _ := Parse(encodeIndex(nodes, shards))
+	x, _ := Parse(encodeIndex(nodes, shards, false))
 	dog, _ := x.LookupPath("train/dog")
 	id, ok := x.Lookup(dog, "2.jpg")
 	fmt.Println(x.Path(id), ok, x.Entry(id).Size)
@@ -322,7 +462,7 @@ func TestLookupLargeDirectory(t *testing.T) {
 		paths = append(paths, fmt.Sprintf("big/%d", i), fmt.Sprintf("small%d/x", i%3))
 	}
 	nodes, shards := tree(1<<20, paths...)
-	x, err := Parse(encodeIndex(nodes, shards))
+	x, err := Parse(encodeIndex(nodes, shards, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,14 +486,14 @@ func TestLookupLargeDirectory(t *testing.T) {
 // present, so local shard sets stay byte-identical to those of earlier versions.
 func TestShardVersions(t *testing.T) {
 	nodes, shards := tree(2, "b/y", "a/x2", "a/x1", "c")
-	plain := encodeIndex(nodes, shards)
+	plain := encodeIndex(nodes, shards, false)
 	if le.Uint32(plain[12:]) != 0 {
 		t.Fatalf("flags = %#x without versions, want 0", le.Uint32(plain[12:]))
 	}
 	for i := range shards {
 		shards[i].Version = fmt.Sprintf(`"%032x-%d"`, i*7919, i+1)
 	}
-	x, err := Parse(encodeIndex(nodes, shards))
+	x, err := Parse(encodeIndex(nodes, shards, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +526,7 @@ var factTrees = [][]string{
 func TestIndexFacts(t *testing.T) {
 	for _, paths := range factTrees {
 		nodes, shards := tree(8, paths...)
-		x, err := Parse(encodeIndex(nodes, shards))
+		x, err := Parse(encodeIndex(nodes, shards, false))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -136,7 +136,7 @@ func (p *packer) run(ctx context.Context, src string) (PackResult, error) {
 	for i := range shards {
 		shards[i].Version = versions[i]
 	}
-	if err := p.sink.Commit(ctx, encodeIndex(nodes, shards)); err != nil {
+	if err := p.sink.Commit(ctx, encodeIndex(nodes, shards, false)); err != nil {
 		return PackResult{}, err
 	}
 	res.Shards = len(shards)

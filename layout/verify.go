@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 )
@@ -69,6 +68,9 @@ type VerifyResult struct {
 
 const verifyChunk = 1 << 20
 
+// ErrNoChecksums is returned by Verify for a set indexed without checksums (Index.Checksums).
+var ErrNoChecksums = errors.New("the shard set has no checksums to verify against (it was indexed with --no-checksums; index it again without that flag)")
+
 // Verify re-reads every sample of the shard set in directory dir, whose index is x, and checks
 // its CRC32C, and checks each shard's size and whole-file checksum. It calls report (serialised)
 // once for each corrupt, unreadable or missing sample and once for each shard whose size or
@@ -78,8 +80,11 @@ func Verify(ctx context.Context, dir string, x *Index, opt VerifyOptions, report
 	if opt.Jobs <= 0 {
 		opt.Jobs = 4
 	}
+	if !x.Checksums() {
+		return VerifyResult{}, ErrNoChecksums
+	}
 	if opt.Open == nil {
-		opt.Open = func(_ context.Context, s Shard) (ShardFile, error) { return openFile(filepath.Join(dir, s.Name)) }
+		opt.Open = func(_ context.Context, s Shard) (ShardFile, error) { return openFile(ShardPath(dir, s)) }
 	}
 	perShard := make([][]ID, len(x.Shards()))
 	res := VerifyResult{Samples: x.Files()}
@@ -165,6 +170,7 @@ func (v *verifier) shard(ctx context.Context, s int, ids []ID, buf []byte) {
 		pos      uint64 // bytes of the shard folded into shardCRC so far
 		shardCRC uint32
 		inOrder  = true // extents did not overlap, so shardCRC covers every byte once
+		prev     Entry  // the sample before: a hard link in a tar has the same extent
 	)
 	for _, id := range ids {
 		if ctx.Err() != nil {
@@ -177,7 +183,7 @@ func (v *verifier) shard(ctx context.Context, s int, ids []ID, buf []byte) {
 			continue
 		}
 		if e.Offset < pos {
-			inOrder = false
+			inOrder = inOrder && e.Offset == prev.Offset && e.Size == prev.Size
 		} else if e.Offset > pos {
 			if err := crcRange(f, pos, e.Offset-pos, buf, &shardCRC, nil); err != nil {
 				v.report(Problem{Shard: sh.Name, Reason: err.Error()})
@@ -198,6 +204,7 @@ func (v *verifier) shard(ctx context.Context, s int, ids []ID, buf []byte) {
 		if shardPart != nil {
 			pos += e.Size
 		}
+		prev = e
 		v.progress(int64(e.Size))
 	}
 	if pos < size {

@@ -2,7 +2,9 @@ package layout
 
 import (
 	"bytes"
+	"cmp"
 	"hash/crc32"
+	"slices"
 	"sort"
 )
 
@@ -48,8 +50,10 @@ func number(root *node) []*node {
 	return order
 }
 
-// encodeIndex returns the index file for nodes (in id order, as number returns them) and shards.
-func encodeIndex(nodes []*node, shards []Shard) []byte {
+// encodeIndex returns the index file for nodes (in id order, as number returns them) and shards:
+// version 1 for packed shards, version 2 with tar shards, then with the extent order when id
+// order is not it, and flagged as having no checksums if noCRC.
+func encodeIndex(nodes []*node, shards []Shard, noCRC bool) []byte {
 	var names bytes.Buffer
 	entries := make([]byte, len(nodes)*entrySize)
 	for i, n := range nodes {
@@ -91,14 +95,33 @@ func encodeIndex(nodes []*node, shards []Shard) []byte {
 		le.PutUint32(b[24:], s.CRC)
 	}
 
-	out := make([]byte, headerSize, headerSize+len(entries)+len(shardTable)+names.Len())
+	v := uint32(versionPack)
+	if slices.ContainsFunc(shards, func(s Shard) bool { return s.Kind == ShardTar }) {
+		v = versionTars
+	}
+	var order []byte
+	if v == versionTars {
+		if noCRC {
+			flags |= flagNoChecksums
+		}
+		if order = extentOrder(nodes); order != nil {
+			flags |= flagExtentOrder
+		}
+	}
+	out := make([]byte, headerSize, headerSize+len(entries)+len(shardTable)+names.Len()+len(order))
 	copy(out, magic)
-	le.PutUint32(out[8:], version)
+	le.PutUint32(out[8:], v)
 	le.PutUint32(out[12:], flags)
 	le.PutUint64(out[16:], uint64(len(nodes)))
 	le.PutUint64(out[24:], uint64(len(shards)))
-	for i, sec := range [numSections][]byte{entries, shardTable, names.Bytes()} {
+	for i, sec := range [numSections + 1][]byte{entries, shardTable, names.Bytes(), order} {
 		d := out[32+24*i:]
+		if i == numSections {
+			if order == nil {
+				break
+			}
+			d = out[orderDesc:]
+		}
 		le.PutUint64(d, uint64(len(out)))
 		le.PutUint64(d[8:], uint64(len(sec)))
 		le.PutUint32(d[16:], crc32.Checksum(sec, castagnoli))
@@ -106,4 +129,32 @@ func encodeIndex(nodes []*node, shards []Shard) []byte {
 	}
 	le.PutUint32(out[124:], crc32.Checksum(out[:124], castagnoli))
 	return out
+}
+
+// extentOrder returns the extent order section for nodes (id order), or nil when the files'
+// extents ascend in id order without overlapping, so that version 1's rule holds.
+func extentOrder(nodes []*node) []byte {
+	var files []*node
+	inOrder := true
+	for _, n := range nodes {
+		if n.isDir() {
+			continue
+		}
+		if k := len(files); k > 0 {
+			p := files[k-1]
+			inOrder = inOrder && (n.shard > p.shard || n.shard == p.shard && n.offset >= p.offset+p.size)
+		}
+		files = append(files, n)
+	}
+	if inOrder {
+		return nil
+	}
+	slices.SortStableFunc(files, func(a, b *node) int {
+		return cmp.Or(cmp.Compare(a.shard, b.shard), cmp.Compare(a.offset, b.offset), cmp.Compare(a.size, b.size))
+	})
+	order := make([]byte, 4*len(files))
+	for i, f := range files {
+		le.PutUint32(order[4*i:], uint32(f.id))
+	}
+	return order
 }

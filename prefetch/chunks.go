@@ -45,12 +45,9 @@ func (l *Loader) chunkFetch(id layout.ID, e layout.Entry) (Fetch, bool) {
 	end := start + chunkSize
 	f := Fetch{Shard: e.Shard, Chunk: true}
 	var want int64
-	n := layout.ID(l.x.Len())
-	for c := l.x.FirstFileAt(e.Shard, start); c < n; c++ {
+	for pos := l.x.ExtentPos(e.Shard, start); pos < l.x.Files(); pos++ {
+		c := l.x.ByExtent(pos)
 		ce := l.x.Entry(c)
-		if ce.IsDir() {
-			continue
-		}
 		if ce.Shard != e.Shard || ce.Offset+ce.Size > end {
 			break
 		}

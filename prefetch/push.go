@@ -97,14 +97,11 @@ func (l *Loader) Arrived(shard uint32, off int64, data []byte) {
 		return
 	}
 	end := uint64(off) + uint64(len(data))
-	n := layout.ID(l.x.Len())
 	var ids []layout.ID
 	l.lockPlanner()
-	for id := l.x.FirstFileAt(shard, uint64(off)); id < n; id++ {
+	for pos := l.x.ExtentPos(shard, uint64(off)); pos < l.x.Files(); pos++ {
+		id := l.x.ByExtent(pos)
 		e := l.x.Entry(id)
-		if e.IsDir() {
-			continue
-		}
 		if e.Shard != shard || e.Offset+e.Size > end {
 			break
 		}
