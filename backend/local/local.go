@@ -13,9 +13,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/layout"
@@ -69,10 +70,10 @@ func (b *Backend) Open(ctx context.Context, s layout.Shard) (backend.Shard, erro
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("local: open %s: %w", s.Name, err)
 	}
-	if !layout.ValidName([]byte(s.Name)) {
+	if s.Kind != layout.ShardTar && !layout.ValidName([]byte(s.Name)) {
 		return nil, fmt.Errorf("local: open %q: not a shard name: %w", s.Name, backend.ErrNotExist)
 	}
-	path := filepath.Join(b.dir, s.Name)
+	path := layout.ShardPath(b.dir, s)
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -83,6 +84,9 @@ func (b *Backend) Open(ctx context.Context, s layout.Shard) (backend.Shard, erro
 		return nil, fmt.Errorf("local: %s is not a regular file: %w", path, backend.ErrMismatch)
 	case uint64(fi.Size()) != s.Size:
 		return nil, fmt.Errorf("local: %s has %d bytes, the index says %d: %w", path, fi.Size(), s.Size, backend.ErrMismatch)
+	case s.Version != "" && s.Version != strconv.FormatInt(fi.ModTime().UnixNano(), 10):
+		return nil, fmt.Errorf("local: %s was modified after it was indexed (mtime %s; index it again): %w",
+			path, fi.ModTime().Format(time.RFC3339Nano), backend.ErrMismatch)
 	}
 	sh := &shard{path: path, size: fi.Size()}
 	if !b.buffered.Load() {

@@ -107,6 +107,23 @@ func (l Location) key(name string) string {
 	return l.Prefix + "/" + name
 }
 
+// shardKey returns the object key of shard s: a packed shard's name under the prefix; a tar's
+// path resolved against the prefix (layout.ShardPath), from the bucket's root if absolute. A
+// relative path may not climb above the bucket's root.
+func (l Location) shardKey(s layout.Shard) (string, error) {
+	if s.Kind != layout.ShardTar {
+		if !layout.ValidName([]byte(s.Name)) {
+			return "", fmt.Errorf("s3: open %q: not a shard name: %w", s.Name, backend.ErrNotExist)
+		}
+		return l.key(s.Name), nil
+	}
+	key := strings.TrimPrefix(layout.ShardPath("/"+l.Prefix, s), "/")
+	if key == "" || key == ".." || strings.HasPrefix(key, "../") {
+		return "", fmt.Errorf("s3: tar %q lies above the root of bucket %s: %w", s.Name, l.Bucket, backend.ErrNotExist)
+	}
+	return key, nil
+}
+
 // Options configure a Backend. The zero value uses the defaults given on each field.
 type Options struct {
 	// Endpoint is the S3 server: "http://host:port" for plain HTTP, "https://host[:port]" or a
@@ -402,12 +419,13 @@ func (b *Backend) Open(ctx context.Context, s layout.Shard) (backend.Shard, erro
 	if b.closed.Load() {
 		return nil, fmt.Errorf("s3: open %s: %w", s.Name, fs.ErrClosed)
 	}
-	if !layout.ValidName([]byte(s.Name)) {
-		return nil, fmt.Errorf("s3: open %q: not a shard name: %w", s.Name, backend.ErrNotExist)
+	key, err := b.loc.shardKey(s)
+	if err != nil {
+		return nil, err
 	}
-	sh := &shard{b: b, key: b.loc.key(s.Name), url: b.objectURL(s.Name)}
+	sh := &shard{b: b, key: key, url: "s3://" + b.loc.Bucket + "/" + key}
 	var info minio.ObjectInfo
-	err := b.do(ctx, sh.key, func(ctx context.Context) (err error) {
+	err = b.do(ctx, sh.key, func(ctx context.Context) (err error) {
 		info, err = b.client.StatObject(ctx, b.loc.Bucket, sh.key, minio.StatObjectOptions{})
 		return err
 	})
