@@ -90,15 +90,8 @@ func (d *dirSink) Commit(_ context.Context, index []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(index)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write index: %w", err)
+	if err := writeSynced(f, index); err != nil {
+		return err
 	}
 	if err := d.dst.removeOld(); err != nil {
 		return err
@@ -126,6 +119,42 @@ func (d *dirSink) Abort() {
 	}
 	d.temps = nil
 	d.dst.undo()
+}
+
+// writeSynced writes index into f, syncs and closes it.
+func writeSynced(f *os.File, index []byte) error {
+	_, err := f.Write(index)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	return nil
+}
+
+// WriteIndexFile writes index as dir/index.aifs in one step: under a temporary name, synced,
+// then renamed over any index there, so that dir holds the old index or the new one, never a
+// part. It is how aifs index writes beside tars, where nothing else is aifs's to replace.
+func WriteIndexFile(dir string, index []byte) error {
+	tmp := filepath.Join(dir, tmpPrefix+IndexName)
+	os.Remove(tmp) // an interrupted run's
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", tmp, err)
+	}
+	if err := writeSynced(f, index); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, IndexName)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("rename into place: %w", err)
+	}
+	return syncDir(dir)
 }
 
 func syncDir(path string) error {

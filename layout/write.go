@@ -15,6 +15,7 @@ type node struct {
 	mode     uint32 // Unix st_mode
 	mtime    int64
 	src      string // path to read the content from (files)
+	link     bool   // a hard link of a tar (IndexTars): its extent is another file's
 	size     uint64
 	children []*node
 

@@ -262,16 +262,9 @@ func (k *sink) Commit(ctx context.Context, index []byte) error {
 	if err != nil {
 		return err
 	}
-	b, key := k.b, k.b.loc.key(layout.IndexName)
-	// Allow at least 1 MiB/s for a large index on top of the usual time limit.
-	timeout := b.timeout + time.Duration(len(index)>>20)*time.Second
-	err = b.doFor(ctx, key, timeout, func(ctx context.Context) error {
-		_, err := b.client.PutObject(ctx, b.loc.Bucket, key, bytes.NewReader(index), int64(len(index)), minio.PutObjectOptions{
-			ContentType: contentType, PartSize: uploadPartSize, NumThreads: uploadThreads})
+	b := k.b
+	if err := b.putIndex(ctx, index); err != nil {
 		return err
-	})
-	if err != nil {
-		return fmt.Errorf("s3: upload %s: %w", b.objectURL(layout.IndexName), describe(err))
 	}
 	k.mu.Lock()
 	k.committed = true
@@ -284,6 +277,22 @@ func (k *sink) Commit(ctx context.Context, index []byte) error {
 		if err := b.remove(ctx, name); err != nil {
 			return fmt.Errorf("the new shard set at %s is complete, but removing a shard of the set it replaced failed: %w", b.loc, err)
 		}
+	}
+	return nil
+}
+
+// putIndex uploads index as the set's index object, replacing any.
+func (b *Backend) putIndex(ctx context.Context, index []byte) error {
+	key := b.loc.key(layout.IndexName)
+	// Allow at least 1 MiB/s for a large index on top of the usual time limit.
+	timeout := b.timeout + time.Duration(len(index)>>20)*time.Second
+	err := b.doFor(ctx, key, timeout, func(ctx context.Context) error {
+		_, err := b.client.PutObject(ctx, b.loc.Bucket, key, bytes.NewReader(index), int64(len(index)), minio.PutObjectOptions{
+			ContentType: contentType, PartSize: uploadPartSize, NumThreads: uploadThreads})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("s3: upload %s: %w", b.objectURL(layout.IndexName), describe(err))
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"pack", "pack a directory tree into a shard set", runPack},
+		{"index", "index tar files (WebDataset shards) in place as a shard set", runIndex},
 		{"verify", "check every sample of a shard set against its checksum", runVerify},
 		{"ls", "list a directory of a shard set without mounting it", runLs},
 		{"mount", "mount a shard set read-only as a file tree", runMount},
@@ -140,7 +141,7 @@ func argsError(fs *flag.FlagSet, err error) int {
 // splitArgs is parseArgs without the printing: it parses the flags in args, wherever they are,
 // into fs and returns the positional arguments (all of those after "--"). Errors: flag.ErrHelp
 // for -h or --help, the flag package's for a bad flag, and one for a count outside
-// [minPos, maxPos].
+// [minPos, maxPos] (maxPos < 0: no upper bound).
 func splitArgs(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error) {
 	var pos []string
 	fs.SetOutput(io.Discard) // the flag package would print usage itself; the caller chooses where
@@ -159,7 +160,7 @@ func splitArgs(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, e
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
-	if len(pos) < minPos || len(pos) > maxPos {
+	if len(pos) < minPos || maxPos >= 0 && len(pos) > maxPos {
 		return nil, errors.New("wrong number of arguments")
 	}
 	return pos, nil

@@ -89,6 +89,10 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	}
 	be := src.be
 	closers = append(closers, be.Close)
+	if c.verify && !src.x.Checksums() {
+		return nil, nil, fmt.Errorf("-o verify=on: %s has no checksums to verify against (it was indexed with --no-checksums); "+
+			"mount it without verify=on, or index it again without --no-checksums", src.name)
+	}
 	storage := map[string]func() any{}
 	if src.s3 != nil {
 		storage["s3"] = func() any { return src.s3.Stats() }

@@ -1,0 +1,529 @@
+package layout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// TarSource is one tar file to index in place: IndexTars reads it once, from its first byte.
+type TarSource struct {
+	// Name is what the index records as the shard's name: the tar's path relative to the
+	// index's directory (or object prefix), or absolute (ShardPath).
+	Name string
+	// Label names the tar in messages: its path or URL.
+	Label string
+	// Size is the tar's size in bytes, as listed; a tar that reads otherwise fails the index.
+	Size int64
+	// MTime (nanoseconds) is given to the directories the tar implies without a member of their own.
+	MTime int64
+	// Version is recorded in the index and checked when the set is opened: a local tar's mtime in
+	// nanoseconds in decimal, an object's ETag (Shard.Version).
+	Version string
+	// Open returns the tar's bytes from the first. If the reader is an io.Seeker, indexing
+	// without checksums seeks over large members' data instead of reading it.
+	Open func(ctx context.Context) (io.ReadCloser, error)
+}
+
+// View says how the members of the tars become the tree of the index.
+type View int
+
+const (
+	// ViewTree puts each tar's members under a directory named after the tar, less ".tar".
+	ViewTree View = iota
+	// ViewMerge puts the members of every tar into one tree.
+	ViewMerge
+	// ViewImageFolder makes each WebDataset sample a file CLASS/KEY.EXT (tarview.go).
+	ViewImageFolder
+)
+
+// IndexOptions configure IndexTars. The zero value indexes with the defaults given on each field.
+type IndexOptions struct {
+	// View is the tree the index presents. Default ViewTree.
+	View View
+	// NoChecksums reads only the tars' headers (and labels), skipping the CRC32C of each member
+	// and tar; the index is flagged so (Index.Checksums). Default false: every byte is read.
+	NoChecksums bool
+	// Jobs is the number of tars read in parallel. Default 4.
+	Jobs int
+	// Labels configures ViewImageFolder (tarview.go).
+	Labels LabelOptions
+	// Warn receives one line for each member skipped (symlinks, devices, FIFOs, sparse files, hard
+	// links to nothing before them) and for the first few samples the image-folder view leaves
+	// out. Default: discard. Calls are serialised.
+	Warn func(msg string)
+	// Progress, if set, is called (serialised, from the reading goroutines) as tars are read.
+	Progress func(IndexProgress)
+}
+
+// IndexProgress is a snapshot of a running IndexTars.
+type IndexProgress struct {
+	Tars, TotalTars   int
+	Bytes, TotalBytes int64 // of the tars
+}
+
+// IndexResult summarises a finished IndexTars.
+type IndexResult struct {
+	Tars     int
+	TarBytes int64
+	Members  int // members read, of every type
+	Files    int // regular files in the tree, hard links included
+	Links    int // hard links among Files
+	Dirs     int
+	Bytes    int64 // the files' sizes
+	Skipped  int   // members of a type the tree cannot hold (Warn named each)
+	Replaced int   // files or samples whose path a later one took (the last one wins)
+	// ViewImageFolder: samples in the tree and classes, and samples left out (tarview.go).
+	Samples, Classes, NoLabel, NoImage, NoKey int
+	Duration                                  time.Duration
+}
+
+// maxLabelBytes bounds what is read of a member holding a label (.cls, .json).
+const maxLabelBytes = 1 << 20
+
+// IndexTars reads the tars in srcs (each once, several in parallel) and returns an index that
+// presents their members as the tree opt.View asks for, each file's extent lying in its tar,
+// with the tars as shards of kind ShardTar in the order of srcs. The same tars and options
+// always give the same bytes.
+//
+// Members are taken as tar writes them (ustar, GNU, PAX, v7: tar.go). Names are cleaned: leading
+// "/" and "." components dropped; a name with a ".." component, or one whose component cannot be
+// stored, fails the index naming the tar and member. Regular files become files; a hard link
+// shares its target's extent (an earlier file of the same tar); directories are kept and
+// implied; symlinks, devices, FIFOs and sparse members are skipped with a warning. When two
+// members (in the same or different tars) take the same path, the last in tar order, then in
+// the order of srcs, wins, as tar -x would leave it, and the others are counted in Replaced; a
+// file and a directory at the same path fail the index. A truncated, corrupt or compressed tar,
+// or one whose size differs from Size, fails it too (ErrCompressedTar for the compressed).
+func IndexTars(ctx context.Context, srcs []TarSource, opt IndexOptions) ([]byte, IndexResult, error) {
+	start := time.Now()
+	if len(srcs) == 0 {
+		return nil, IndexResult{}, errors.New("no tars to index")
+	}
+	if opt.Jobs <= 0 {
+		opt.Jobs = 4
+	}
+	var warnMu sync.Mutex
+	warn := opt.Warn
+	opt.Warn = func(msg string) {
+		if warn != nil {
+			warnMu.Lock()
+			defer warnMu.Unlock()
+			warn(msg)
+		}
+	}
+	ix := &indexer{opt: opt, srcs: srcs}
+	for _, s := range srcs {
+		ix.total += s.Size
+	}
+	scans, err := ix.scanAll(ctx)
+	if err != nil {
+		return nil, IndexResult{}, err
+	}
+	b, err := ix.build(scans)
+	if err != nil {
+		return nil, IndexResult{}, err
+	}
+	nodes := number(b.root)
+	shards := make([]Shard, len(srcs))
+	for i, s := range srcs {
+		shards[i] = Shard{Name: s.Name, Kind: ShardTar, Size: uint64(s.Size), CRC: scans[i].crc, Version: s.Version}
+	}
+	res := b.res
+	res.Tars, res.TarBytes = len(srcs), ix.total
+	for _, sc := range scans {
+		res.Members += sc.members
+		res.Skipped += sc.skipped
+	}
+	for _, n := range nodes[1:] {
+		if n.isDir() {
+			res.Dirs++
+		} else {
+			res.Files++
+			res.Bytes += int64(n.size)
+			if n.link {
+				res.Links++
+			}
+		}
+	}
+	res.Duration = time.Since(start)
+	return encodeIndex(nodes, shards, opt.NoChecksums), res, nil
+}
+
+// indexer reads the tars of one IndexTars call.
+type indexer struct {
+	opt   IndexOptions
+	srcs  []TarSource
+	total int64
+
+	mu        sync.Mutex // guards the progress below and serialises opt.Progress
+	doneTars  int
+	doneBytes int64
+}
+
+// tarEntry is a member of a scanned tar that the tree may hold: a file or a directory, its
+// name cleaned.
+type tarEntry struct {
+	path      string
+	dir       bool
+	link      bool // a hard link: the extent and checksum are its target's
+	mode      uint32
+	mtime     int64
+	off, size uint64
+	crc       uint32
+	data      []byte // a label member's bytes (ViewImageFolder)
+}
+
+// tarScan is what reading one tar gave.
+type tarScan struct {
+	entries []tarEntry
+	crc     uint32 // of the whole tar, with checksums
+	members int
+	skipped int
+}
+
+// scanAll reads every tar, opt.Jobs at a time, and returns their scans in the order of srcs;
+// the first error (in that order) stops it.
+func (ix *indexer) scanAll(ctx context.Context) ([]*tarScan, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	scans := make([]*tarScan, len(ix.srcs))
+	errs := make([]error, len(ix.srcs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(ix.opt.Jobs, len(ix.srcs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if scans[i], errs[i] = ix.scan(ctx, i); errs[i] != nil {
+					cancel()
+				}
+			}
+		}()
+	}
+	for i := range ix.srcs {
+		select {
+		case next <- i:
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return scans, nil
+}
+
+// crcCounter passes reads through, summing their bytes and their CRC32C.
+type crcCounter struct {
+	r   io.Reader
+	n   int64
+	crc uint32
+}
+
+func (c *crcCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	c.crc = crc32.Update(c.crc, castagnoli, p[:n])
+	return n, err
+}
+
+// scan reads tar i, keeping what the tree may hold.
+func (ix *indexer) scan(ctx context.Context, i int) (*tarScan, error) {
+	src := ix.srcs[i]
+	rc, err := src.Open(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", src.Label, err)
+	}
+	defer rc.Close()
+	var r io.Reader = rc
+	var sum *crcCounter
+	if !ix.opt.NoChecksums {
+		sum = &crcCounter{r: rc}
+		r = sum
+	}
+	tr := NewTarReader(r)
+	sc := &tarScan{}
+	files := map[string]int{} // path → the entry of the regular file there, for hard links
+	buf := make([]byte, 256<<10)
+	var reported int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		m, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", src.Label, err)
+		}
+		sc.members++
+		p, err := cleanMemberPath(m.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: member %q (at byte %d): %w", src.Label, m.Name, m.Header, err)
+		}
+		e := tarEntry{path: p, mode: m.Mode, mtime: m.MTime, off: uint64(m.Offset), size: uint64(m.Size)}
+		switch m.Type {
+		case TarDir:
+			if p != "" {
+				e.dir = true
+				sc.entries = append(sc.entries, e)
+			}
+		case TarFile:
+			if p == "" {
+				return nil, fmt.Errorf("%s: member %q (at byte %d): a file with no name", src.Label, m.Name, m.Header)
+			}
+			if e.crc, e.data, err = ix.readMember(tr, m, p, buf); err != nil {
+				return nil, fmt.Errorf("%s: member %q: %w", src.Label, m.Name, err)
+			}
+			files[p] = len(sc.entries)
+			sc.entries = append(sc.entries, e)
+		case TarHardLink:
+			target, err := cleanMemberPath(m.Linkname)
+			j, ok := files[target]
+			if err != nil || !ok || p == "" {
+				ix.opt.Warn(fmt.Sprintf("%s: skipped hard link %q: its target %q is not a file before it in the tar", src.Label, m.Name, m.Linkname))
+				sc.skipped++
+				break
+			}
+			t := sc.entries[j]
+			t.path, t.link = p, true
+			files[p] = len(sc.entries)
+			sc.entries = append(sc.entries, t)
+		default:
+			ix.opt.Warn(fmt.Sprintf("%s: skipped %s %q", src.Label, typeName(m.Type, m.Linkname), m.Name))
+			sc.skipped++
+		}
+		if n := tr.Offset(); n-reported >= 8<<20 {
+			ix.progress(0, n-reported)
+			reported = n
+		}
+	}
+	if sum != nil {
+		// The bytes after the end-of-archive blocks count in the tar's checksum and size.
+		if _, err := io.CopyBuffer(io.Discard, sum, buf); err != nil {
+			return nil, fmt.Errorf("read %s: %w", src.Label, err)
+		}
+		if sum.n != src.Size {
+			return nil, fmt.Errorf("%s changed while it was indexed (%d bytes when listed, %d read)", src.Label, src.Size, sum.n)
+		}
+		sc.crc = sum.crc
+	} else if end := tr.Offset(); end > src.Size {
+		return nil, fmt.Errorf("%s changed while it was indexed (%d bytes when listed, members up to byte %d)", src.Label, src.Size, end)
+	}
+	ix.progress(1, src.Size-reported)
+	return sc, nil
+}
+
+// readMember reads the data of file member m (path p) if it is wanted: all of it for its
+// checksum, and the bytes of a label member for the image-folder view. buf is scratch space.
+func (ix *indexer) readMember(tr *TarReader, m TarMember, p string, buf []byte) (uint32, []byte, error) {
+	var data []byte
+	keep := ix.opt.View == ViewImageFolder && ix.opt.Labels.isLabel(p) && m.Size <= maxLabelBytes
+	if keep {
+		data = make([]byte, 0, m.Size)
+	} else if ix.opt.NoChecksums {
+		return 0, nil, nil
+	}
+	var crc uint32
+	for {
+		n, err := tr.Read(buf)
+		crc = crc32.Update(crc, castagnoli, buf[:n])
+		if keep {
+			data = append(data, buf[:n]...)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	if ix.opt.NoChecksums {
+		crc = 0
+	}
+	return crc, data, nil
+}
+
+// progress adds tars and bytes read, and reports them.
+func (ix *indexer) progress(tars int, bytes int64) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.doneTars += tars
+	ix.doneBytes += bytes
+	if ix.opt.Progress != nil {
+		ix.opt.Progress(IndexProgress{Tars: ix.doneTars, TotalTars: len(ix.srcs), Bytes: ix.doneBytes, TotalBytes: ix.total})
+	}
+}
+
+func typeName(t TarType, link string) string {
+	switch t {
+	case TarSymlink:
+		return "symlink (to " + fmt.Sprintf("%q", link) + ")"
+	case TarSparse:
+		return "sparse file"
+	default:
+		return "device, FIFO or special member"
+	}
+}
+
+// cleanMemberPath returns a member's name as a path in the tree: leading "/", empty and "."
+// components dropped ("" is the top). A ".." component would leave the tree, and a component
+// longer than 255 bytes cannot be stored: both are errors.
+func cleanMemberPath(name string) (string, error) {
+	var b strings.Builder
+	for part := range strings.SplitSeq(name, "/") {
+		switch {
+		case part == "" || part == ".":
+			continue
+		case part == "..":
+			return "", errors.New(`the name has a ".." component, which would lead out of the tree`)
+		case !ValidName([]byte(part)):
+			return "", fmt.Errorf("the name component %.40q… is longer than %d bytes", part, maxNameLen)
+		}
+		if b.Len() > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(part)
+	}
+	return b.String(), nil
+}
+
+// treeBuilder builds the tree of nodes from scanned tars, with the rule for a path taken twice.
+type treeBuilder struct {
+	root  *node
+	kids  map[*node]map[string]*node
+	mtime int64 // of directories implied
+	res   IndexResult
+}
+
+func newTreeBuilder(mtime int64) *treeBuilder {
+	b := &treeBuilder{root: &node{mode: modeDir | 0o755, mtime: mtime}, kids: map[*node]map[string]*node{}, mtime: mtime}
+	return b
+}
+
+// dir returns the directory at path p under d, creating it and its parents as needed.
+func (b *treeBuilder) dir(d *node, p string) (*node, error) {
+	for part := range strings.SplitSeq(p, "/") {
+		if part == "" {
+			continue
+		}
+		c := b.kids[d][part]
+		if c == nil {
+			c = &node{name: part, mode: modeDir | 0o755, mtime: b.mtime}
+			b.add(d, c)
+		} else if !c.isDir() {
+			return nil, fmt.Errorf("%q is both a file and a directory", part)
+		}
+		d = c
+	}
+	return d, nil
+}
+
+func (b *treeBuilder) add(d, c *node) {
+	if b.kids[d] == nil {
+		b.kids[d] = map[string]*node{}
+	}
+	b.kids[d][c.name] = c
+	d.children = append(d.children, c)
+}
+
+// put places e, a member of tar shard, at its path under d: a directory takes e's mode and
+// mtime; a file replaces one already there (the last wins).
+func (b *treeBuilder) put(d *node, e tarEntry, shard uint32) error {
+	parent, base := "", e.path
+	if i := strings.LastIndexByte(e.path, '/'); i >= 0 {
+		parent, base = e.path[:i], e.path[i+1:]
+	}
+	pd, err := b.dir(d, parent)
+	if err != nil {
+		return err
+	}
+	if e.dir {
+		n, err := b.dir(pd, base)
+		if err != nil {
+			return err
+		}
+		n.mode, n.mtime = modeDir|e.mode, e.mtime
+		return nil
+	}
+	n := b.kids[pd][base]
+	switch {
+	case n == nil:
+		n = &node{name: base}
+		b.add(pd, n)
+	case n.isDir():
+		return fmt.Errorf("%q is both a directory and a file", e.path)
+	default:
+		b.res.Replaced++
+	}
+	n.mode, n.mtime, n.shard, n.size, n.offset, n.crc, n.link = modeRegular|e.mode, e.mtime, shard, e.size, e.off, e.crc, e.link
+	return nil
+}
+
+// build makes the tree of the scans as opt.View asks.
+func (ix *indexer) build(scans []*tarScan) (*treeBuilder, error) {
+	var newest int64
+	for _, s := range ix.srcs {
+		newest = max(newest, s.MTime)
+	}
+	b := newTreeBuilder(newest)
+	if ix.opt.View == ViewImageFolder {
+		return b, ix.buildImageFolder(b, scans)
+	}
+	tops := map[string]int{}
+	for i, sc := range scans {
+		top, src := b.root, ix.srcs[i]
+		if ix.opt.View == ViewTree {
+			name := tarDirName(src.Name)
+			if j, ok := tops[name]; ok {
+				return nil, fmt.Errorf("%s and %s would both be the directory %q; rename one, or use --merge", ix.srcs[j].Label, src.Label, name)
+			}
+			tops[name] = i
+			b.mtime = src.MTime
+			var err error
+			if top, err = b.dir(b.root, name); err != nil {
+				return nil, err
+			}
+		}
+		b.mtime = src.MTime
+		for _, e := range sc.entries {
+			if err := b.put(top, e, uint32(i)); err != nil {
+				return nil, fmt.Errorf("%s: %w", src.Label, err)
+			}
+		}
+		sc.entries = nil
+	}
+	return b, nil
+}
+
+// tarDirName is the directory a tar's members go under in ViewTree: its base name less ".tar".
+func tarDirName(name string) string {
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	if n := strings.TrimSuffix(name, ".tar"); n != "" {
+		return n
+	}
+	return name
+}
