@@ -284,11 +284,9 @@ func (ix *indexer) scan(ctx context.Context, i int) (*tarScan, error) {
 		}
 		e := tarEntry{path: p, mode: m.Mode, mtime: m.MTime, off: uint64(m.Offset), size: uint64(m.Size)}
 		switch m.Type {
-		case TarDir:
-			if p != "" {
-				e.dir = true
-				sc.entries = append(sc.entries, e)
-			}
+		case TarDir: // "./" (p == "") describes the top: the tar's directory, or the root
+			e.dir = true
+			sc.entries = append(sc.entries, e)
 		case TarFile:
 			if p == "" {
 				return nil, fmt.Errorf("%s: member %q (at byte %d): a file with no name", src.Label, m.Name, m.Header)
