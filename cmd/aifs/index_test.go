@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestExpandBraces(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"plain.tar", []string{"plain.tar"}},
+		{"t-{000000..000002}.tar", []string{"t-000000.tar", "t-000001.tar", "t-000002.tar"}},
+		{"t-{8..11}.tar", []string{"t-8.tar", "t-9.tar", "t-10.tar", "t-11.tar"}},
+		{"t-{08..10}.tar", []string{"t-08.tar", "t-09.tar", "t-10.tar"}},
+		{"{a,b}/{0..1}", []string{"a/0", "a/1", "b/0", "b/1"}},
+		{"x{a,{b,c}}y", []string{"xay", "xby", "xcy"}},
+		{"s3://b/p/shard-{00..01}.tar", []string{"s3://b/p/shard-00.tar", "s3://b/p/shard-01.tar"}},
+	} {
+		got, err := expandBraces(c.in)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("expandBraces(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"t-{0..2.tar", "t-}.tar", "t-{3..1}.tar", "t-{only}.tar", "t-{0..99999999}.tar"} {
+		if got, err := expandBraces(bad); err == nil {
+			t.Errorf("expandBraces(%q) = %q, want an error", bad, got)
+		}
+	}
+}
+
+func TestLabelFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	m, err := readLabels(write("labels", "# key class\nk1 3\n\nsub/k 2 \nkey with space\tcat\n"))
+	if err != nil || len(m) != 3 || m["k1"] != "3" || m["sub/k"] != "2" || m["key with space"] != "cat" {
+		t.Errorf("readLabels = %v, %v", m, err)
+	}
+	for text, want := range map[string]string{"k1 3\nk1 4\n": "given twice", "lonely\n": "want 'KEY CLASS'"} {
+		if _, err := readLabels(write("bad", text)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("readLabels(%q) = %v, want an error containing %q", text, err, want)
+		}
+	}
+	names, err := readClassNames(write("names", "n01440764\nn01443537\n\n"))
+	if err != nil || !slices.Equal(names, []string{"n01440764", "n01443537"}) {
+		t.Errorf("readClassNames = %q, %v", names, err)
+	}
+	for text, want := range map[string]string{"a\n\nb\n": "blank line", "a/b\n": "cannot name a directory"} {
+		if _, err := readClassNames(write("bad", text)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("readClassNames(%q) = %v, want an error containing %q", text, err, want)
+		}
+	}
+}
