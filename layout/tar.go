@@ -1,0 +1,516 @@
+package layout
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// A tar is read here without archive/tar because indexing a shard in place needs what archive/tar
+// hides: the exact archive offset of every member's data, across PAX and GNU extension blocks.
+
+const (
+	tarBlock   = 512
+	tarBufSize = 1 << 20 // the bufio.Reader of each TarReader
+	tarMaxExt  = 1 << 20 // largest PAX or GNU long-name payload, or GNU sparse map, accepted
+	tarSeekMin = 1 << 20 // skips at least this long seek when the input is an io.Seeker
+	// tarMaxSize bounds member sizes, so that offset + size + padding cannot overflow an int64.
+	tarMaxSize = 1 << 62
+)
+
+// ErrCompressedTar is wrapped by the error NewTarReader's first Next returns for a compressed tar;
+// the message names the compression. Such a tar must be decompressed before it can be indexed.
+var ErrCompressedTar = errors.New("tar is compressed")
+
+var tarCompressions = []struct{ magic, name string }{
+	{"\x1f\x8b", "gzip"}, {"BZh", "bzip2"}, {"\xfd7zXZ\x00", "xz"},
+	{"\x28\xb5\x2f\xfd", "zstd"}, {"\x04\x22\x4d\x18", "lz4"}, {"LZIP", "lzip"},
+}
+
+// TarType says what a tar member is.
+type TarType uint8
+
+const (
+	TarFile     TarType = iota // regular file ('0', '\0', '7' contiguous file)
+	TarHardLink                // '1': Linkname names an earlier member; no data of its own
+	TarDir                     // '5', or a '\0' (or v7 '0') member whose name ends in '/'
+	TarSymlink                 // '2'
+	TarOther                   // devices, FIFOs, GNU 'D', 'M', 'V' and any typeflag not understood
+	TarSparse                  // GNU sparse 'S', or a PAX GNU.sparse.* file: its data is not the file's bytes
+)
+
+func (t TarType) String() string {
+	if int(t) < len(tarTypeNames) {
+		return tarTypeNames[t]
+	}
+	return "TarType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// tarTypes maps the typeflags understood to types.
+var tarTypes = map[byte]TarType{0: TarFile, '0': TarFile, '7': TarFile, '1': TarHardLink, '2': TarSymlink, '5': TarDir, 'S': TarSparse}
+
+var tarTypeNames = []string{"file", "hard link", "directory", "symlink", "other", "sparse file"}
+
+// TarMember is one member as the archive describes it. Directories, links, devices and FIFOs
+// have no data: their Size is 0 whatever their header says, as for archive/tar and tarfile.
+type TarMember struct {
+	Name     string  // PAX "path", else GNU long name ('L'), else ustar prefix + "/" + name; not cleaned
+	Linkname string  // PAX "linkpath", else GNU long link name ('K'), else the header's linkname
+	Type     TarType // see TarType; the type decides whether there is data
+	Mode     uint32  // permission bits only (& 07777)
+	MTime    int64   // nanoseconds since the Unix epoch (PAX "mtime" with its fraction, else the header's), saturating
+	Size     int64   // bytes of data that follow the header in the archive (PAX "size" overrides)
+	Offset   int64   // offset in the archive of the member's first data byte
+	Header   int64   // offset of the member's first header block, extension blocks included
+}
+
+// TarReader reads the members of an uncompressed tar sequentially. It is not safe for concurrent
+// use. Errors are sticky: after one, Next and Read return it again.
+//
+// Formats read: v7, ustar, GNU (long names 'L'/'K', old sparse 'S' with its extension blocks)
+// and PAX ('x' records apply to the next member, a later 'x' replacing an earlier; 'g' records
+// apply to every later member until a later 'g' overrides or, with an empty value, removes them).
+// 'g', 'x', 'L' and 'K' headers are consumed, not returned; GNU volume labels ('V') are returned
+// as TarOther. The end is two zero blocks, one zero block followed by the end of the input, or the
+// end of the input at a header boundary; a zero block followed by anything else is an error.
+type TarReader struct {
+	r      io.Reader
+	br     *bufio.Reader
+	seeker io.Seeker // r, if it is one and seeking has not failed
+	off    int64     // archive bytes consumed
+	remain int64     // unread data of the current member
+	pad    int64     // padding after it
+	name   string    // the current member's name, for messages
+	err    error     // sticky: io.EOF at the end, or the first error
+	global tarPAX    // PAX 'g' records in effect
+	local  tarPAX    // PAX 'x' records for the member being read
+	long   [2]string // its GNU long name ('L') and long link name ('K')
+	blk    [tarBlock]byte
+	ext    []byte // extension payloads, reused
+}
+
+// tarPAX holds the PAX records aifs uses; set says which are present.
+type tarPAX struct {
+	path, linkpath string
+	size, mtime    int64
+	set            uint8
+	sparse         bool
+}
+
+const (
+	paxPath = 1 << iota
+	paxLinkpath
+	paxSize
+	paxMTime
+)
+
+// NewTarReader returns a reader of the tar in r. If r is an io.Seeker, large skips seek; where
+// Seek fails (a pipe), they read.
+func NewTarReader(r io.Reader) *TarReader { return newTarReader(r, tarBufSize) }
+
+// newTarReader returns a TarReader with a buffer of size bytes (the fuzz test's are small).
+func newTarReader(r io.Reader, size int) *TarReader {
+	t := &TarReader{r: r, br: bufio.NewReaderSize(r, size)}
+	t.seeker, _ = r.(io.Seeker)
+	return t
+}
+
+// Offset returns the number of archive bytes consumed so far; at the end, the archive's length
+// as far as it was read (the end-of-archive blocks included, anything after them not).
+func (t *TarReader) Offset() int64 { return t.off }
+
+// Next advances to the next member, skipping whatever of the previous member's data was not read
+// (by seeking when the input is an io.Seeker and the skip is large, else by reading). It returns
+// io.EOF at the end of the archive, an error wrapping io.ErrUnexpectedEOF if the archive is
+// truncated, ErrCompressedTar for compressed input, and otherwise an error naming the header's
+// offset.
+func (t *TarReader) Next() (TarMember, error) {
+	if t.err != nil {
+		return TarMember{}, t.err
+	}
+	m, err := t.next()
+	if err != nil {
+		t.err, t.remain, t.pad = err, 0, 0
+		return TarMember{}, err
+	}
+	t.name, t.remain, t.pad = m.Name, m.Size, -m.Size&(tarBlock-1)
+	return m, nil
+}
+
+// Read reads the current member's data, returning io.EOF at its end, like archive/tar.Reader.
+func (t *TarReader) Read(p []byte) (int, error) {
+	if t.err != nil || t.remain == 0 {
+		return 0, cmp.Or(t.err, io.EOF)
+	}
+	n, err := t.br.Read(p[:min(int64(len(p)), t.remain)])
+	t.off, t.remain = t.off+int64(n), t.remain-int64(n)
+	if err != nil {
+		t.err = t.readErr(err, fmt.Sprintf("member %q", t.name), t.off+t.remain+t.pad)
+	}
+	return n, t.err
+}
+
+// next skips the rest of the current member and reads the next one's headers, leaving t at its
+// data.
+func (t *TarReader) next() (TarMember, error) {
+	need := t.off + t.remain + t.pad
+	if err := t.skip(t.remain + t.pad); err != nil {
+		return TarMember{}, t.readErr(err, fmt.Sprintf("member %q", t.name), need)
+	}
+	m := TarMember{Header: t.off}
+	t.local, t.long = tarPAX{}, [2]string{}
+	pending := int64(-1) // the first 'x', 'L' or 'K' header before the member
+	for {
+		at := t.off
+		if err := t.readHeader(); err == io.EOF && pending >= 0 {
+			return m, fmt.Errorf("tar: the archive ends after the extension header at byte %d, without its member", pending)
+		} else if err != nil {
+			return m, err
+		}
+		var f [3]int64 // mode, size, mtime
+		for i, r := range [3][2]int{{100, 108}, {124, 136}, {136, 148}} {
+			var ok bool
+			if f[i], ok = tarNumber(t.blk[r[0]:r[1]]); !ok {
+				return m, fmt.Errorf("tar: header at byte %d: invalid %s field %q", at, [3]string{"mode", "size", "mtime"}[i], t.blk[r[0]:r[1]])
+			}
+		}
+		if f[1] < 0 || f[1] > tarMaxSize {
+			return m, fmt.Errorf("tar: header at byte %d: invalid size %d", at, f[1])
+		}
+		flag := t.blk[156]
+		if flag == 'x' || flag == 'g' || flag == 'L' || flag == 'K' {
+			if err := t.readExt(flag, f[1], at); err != nil {
+				return m, err
+			}
+			if pending < 0 && flag != 'g' {
+				pending = at
+			}
+			continue
+		}
+		m.Mode, m.MTime, m.Size = uint32(f[0]&0o7777), tarNanos(f[2], 0), f[1]
+		if v, ok := t.local.pick(&t.global, paxMTime); ok {
+			m.MTime = v.mtime
+		}
+		if v, ok := t.local.pick(&t.global, paxSize); ok {
+			m.Size = v.size
+		}
+		if v, ok := t.local.pick(&t.global, paxPath); ok {
+			m.Name = v.path
+		} else if m.Name = t.long[0]; m.Name == "" {
+			m.Name = tarName(&t.blk)
+		}
+		if v, ok := t.local.pick(&t.global, paxLinkpath); ok {
+			m.Linkname = v.linkpath
+		} else if m.Linkname = t.long[1]; m.Linkname == "" {
+			m.Linkname = string(tarString(t.blk[157:257]))
+		}
+		v7 := string(t.blk[257:263]) != "ustar\x00" && string(t.blk[257:265]) != "ustar  \x00"
+		m.Type = TarOther
+		if typ, ok := tarTypes[flag]; ok {
+			m.Type = typ
+		}
+		switch {
+		case (flag == 0 || flag == '0' && v7) && strings.HasSuffix(m.Name, "/"):
+			m.Type = TarDir
+		case m.Type == TarFile && t.local.sparse:
+			m.Type = TarSparse
+		case flag == 'S':
+			if err := t.skipSparseMap(at); err != nil { // overwrites t.blk
+				return m, err
+			}
+		}
+		if m.Type == TarDir || flag >= '1' && flag <= '6' {
+			m.Size = 0 // header-only types: archive/tar and tarfile ignore their size too
+		}
+		m.Offset = t.off
+		return m, nil
+	}
+}
+
+// readHeader reads the next header block into t.blk and checks it. It returns io.EOF at the end
+// of the archive.
+func (t *TarReader) readHeader() error {
+	at := t.off
+	n, err := t.read(t.blk[:])
+	if n == 0 && err == io.EOF {
+		return io.EOF
+	}
+	if err == nil && isZeroBlock(t.blk[:]) {
+		n, err = t.read(t.blk[:])
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			return t.readErr(err, "end of archive", at+2*tarBlock)
+		}
+		if !isZeroBlock(t.blk[:n]) {
+			return fmt.Errorf("tar: header at byte %d: data follows the end-of-archive block at byte %d", at+tarBlock, at)
+		}
+		return io.EOF
+	}
+	stored, ok := tarNumber(t.blk[148:156])
+	unsigned, signed := tarChecksum(&t.blk)
+	if err == nil && ok && (stored == unsigned || stored == signed) {
+		return nil
+	}
+	for _, c := range tarCompressions { // a short or bad first block may be a compressed tar
+		if at == 0 && bytes.HasPrefix(t.blk[:n], []byte(c.magic)) {
+			return fmt.Errorf("tar: compressed with %s: %w", c.name, ErrCompressedTar)
+		}
+	}
+	if err != nil {
+		return t.readErr(err, fmt.Sprintf("header at byte %d", at), at+tarBlock)
+	}
+	return fmt.Errorf("tar: header at byte %d: checksum mismatch (stored %q, computed %o): not a tar, or corrupt",
+		at, tarString(t.blk[148:156]), unsigned)
+}
+
+// readExt reads the payload of the extension header at byte at, of type flag and size bytes, and
+// applies it: PAX records to t.local or t.global, GNU long names to t.long.
+func (t *TarReader) readExt(flag byte, size, at int64) error {
+	if size > tarMaxExt {
+		return fmt.Errorf("tar: %q header at byte %d: payload of %d bytes is over the %d accepted", flag, at, size, tarMaxExt)
+	}
+	padded := size + -size&(tarBlock-1)
+	if int64(cap(t.ext)) < padded {
+		t.ext = make([]byte, padded)
+	}
+	if _, err := t.read(t.ext[:padded]); err != nil {
+		return t.readErr(err, fmt.Sprintf("%q header at byte %d", flag, at), at+tarBlock+padded)
+	}
+	var err error
+	switch p := t.ext[:size]; flag {
+	case 'x':
+		t.local = tarPAX{} // a later 'x' replaces an earlier, as in archive/tar
+		err = t.local.parse(p, false)
+	case 'g':
+		err = t.global.parse(p, true)
+	case 'L', 'K':
+		t.long[strings.IndexByte("LK", flag)] = string(tarString(p))
+	}
+	if err != nil {
+		return fmt.Errorf("tar: header at byte %d: %w", at, err)
+	}
+	return nil
+}
+
+// skipSparseMap skips the extension blocks of the old GNU sparse header at byte at, in t.blk.
+func (t *TarReader) skipSparseMap(at int64) error {
+	if string(t.blk[257:265]) != "ustar  \x00" {
+		return nil // not GNU: no extension blocks that we know of
+	}
+	for ext := t.blk[482]; ext != 0; ext = t.blk[504] {
+		if t.off-at > tarMaxExt {
+			return fmt.Errorf("tar: sparse header at byte %d: sparse map is over %d bytes", at, tarMaxExt)
+		}
+		if _, err := t.read(t.blk[:]); err != nil {
+			return t.readErr(err, fmt.Sprintf("sparse header at byte %d", at), t.off-t.off%tarBlock+tarBlock)
+		}
+	}
+	return nil
+}
+
+// read reads len(p) archive bytes, fewer only with an error.
+func (t *TarReader) read(p []byte) (int, error) {
+	n, err := io.ReadFull(t.br, p)
+	t.off += int64(n)
+	return n, err
+}
+
+// skip discards n archive bytes, seeking if it can and n is large. At the end of the input it
+// returns io.ErrUnexpectedEOF, with t.off at the end.
+func (t *TarReader) skip(n int64) error {
+	if b := int64(t.br.Buffered()); t.seeker != nil && n-b >= tarSeekMin {
+		pos, err := t.seeker.Seek(0, io.SeekCurrent)
+		if err != nil {
+			t.seeker = nil // not seekable after all: read instead
+			return t.skip(n)
+		}
+		end, err := t.seeker.Seek(0, io.SeekEnd)
+		if err == nil && pos-b+n > end {
+			t.off += b + max(end-pos, 0)
+			return io.ErrUnexpectedEOF
+		}
+		if err == nil {
+			_, err = t.seeker.Seek(pos-b+n, io.SeekStart)
+		}
+		if err != nil {
+			return fmt.Errorf("seek: %w", err)
+		}
+		t.br.Reset(t.r)
+		t.off += n
+		return nil
+	}
+	for n > 0 {
+		k, err := t.br.Discard(int(min(n, 1<<30)))
+		t.off += int64(k)
+		n -= int64(k)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readErr describes err, met while reading what, which ends at byte need: the end of the input
+// there means that the archive is truncated.
+func (t *TarReader) readErr(err error, what string, need int64) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return fmt.Errorf("tar: truncated: %s needs bytes up to %d, the archive ends at %d: %w",
+			what, need, t.off, io.ErrUnexpectedEOF)
+	}
+	return fmt.Errorf("tar: read %s at byte %d: %w", what, t.off, err)
+}
+
+// parse applies PAX records ("%d %s=%s\n", the length counting the whole record) to x. An empty
+// value removes the key: an 'x' key then falls back to the 'g' records, then to the header.
+func (x *tarPAX) parse(p []byte, global bool) error {
+	for len(p) > 0 && !isZeroBlock(p) { // some writers pad with NULs
+		sp := bytes.IndexByte(p, ' ')
+		n, err := strconv.Atoi(string(p[:max(sp, 0)]))
+		if sp <= 0 || err != nil || n <= sp+1 || n > len(p) || p[n-1] != '\n' {
+			return fmt.Errorf("bad PAX record length in %q", p[:min(len(p), 40)])
+		}
+		key, val, ok := bytes.Cut(p[sp+1:n-1], []byte("="))
+		if !ok || len(key) == 0 {
+			return fmt.Errorf("PAX record %q has no key", p[:n])
+		}
+		p = p[n:]
+		var bit uint8
+		switch string(key) {
+		case "path":
+			bit, x.path = paxPath, string(val)
+		case "linkpath":
+			bit, x.linkpath = paxLinkpath, string(val)
+		case "size":
+			bit = paxSize
+			if x.size, err = strconv.ParseInt(string(val), 10, 64); len(val) > 0 && (err != nil || x.size < 0 || x.size > tarMaxSize) {
+				return fmt.Errorf("PAX size %q is not a size", val)
+			}
+		case "mtime":
+			bit = paxMTime
+			if x.mtime, ok = paxTime(string(val)); len(val) > 0 && !ok {
+				return fmt.Errorf("PAX mtime %q is not a time", val)
+			}
+		default:
+			x.sparse = x.sparse || !global && bytes.HasPrefix(key, []byte("GNU.sparse."))
+			continue
+		}
+		if x.set |= bit; len(val) == 0 {
+			x.set &^= bit
+		}
+	}
+	return nil
+}
+
+// pick returns the records that give field bit: x's if set there, else global's.
+func (x *tarPAX) pick(global *tarPAX, bit uint8) (*tarPAX, bool) {
+	if x.set&bit != 0 {
+		return x, true
+	}
+	return global, global.set&bit != 0
+}
+
+// paxTime parses a PAX time, decimal seconds with an optional fraction, into nanoseconds.
+func paxTime(s string) (int64, bool) {
+	secs, frac, _ := strings.Cut(s, ".")
+	sec, err := strconv.ParseInt(secs, 10, 64)
+	var ns int64
+	for i := range 9 {
+		if ns *= 10; i < len(frac) {
+			ns += int64(frac[i] - '0')
+		}
+	}
+	if strings.HasPrefix(secs, "-") {
+		ns = -ns
+	}
+	return tarNanos(sec, ns), err == nil && strings.Trim(frac, "0123456789") == ""
+}
+
+// tarNanos returns sec seconds and ns nanoseconds as nanoseconds, saturating.
+func tarNanos(sec, ns int64) int64 {
+	const limit = math.MaxInt64/1_000_000_000 - 1
+	switch {
+	case sec > limit:
+		return math.MaxInt64
+	case sec < -limit:
+		return math.MinInt64
+	}
+	return sec*1_000_000_000 + ns
+}
+
+// tarNumber parses a numeric field: octal padded with spaces and NULs, or GNU base-256 (the first
+// byte's top bit set, its next bit the sign of a big-endian two's complement number).
+func tarNumber(b []byte) (int64, bool) {
+	if len(b) == 0 || b[0]&0x80 == 0 {
+		var x int64
+		for _, c := range bytes.Trim(b, " \x00") {
+			if c < '0' || c > '7' || x>>60 != 0 {
+				return 0, false
+			}
+			x = x<<3 | int64(c-'0')
+		}
+		return x, true
+	}
+	inv := byte(0)
+	if b[0]&0x40 != 0 {
+		inv = 0xff
+	}
+	x := uint64((b[0] ^ inv) & 0x7f)
+	for _, c := range b[1:] {
+		if x>>55 != 0 {
+			return 0, false
+		}
+		x = x<<8 | uint64(c^inv)
+	}
+	if inv != 0 {
+		return ^int64(x), true
+	}
+	return int64(x), true
+}
+
+// tarChecksum returns the unsigned and signed-char sums of h with its checksum field as spaces.
+func tarChecksum(h *[tarBlock]byte) (unsigned, signed int64) {
+	for i, c := range h {
+		if i >= 148 && i < 156 {
+			c = ' '
+		}
+		unsigned += int64(c)
+		signed += int64(int8(c))
+	}
+	return unsigned, signed
+}
+
+// tarName returns the name in header h, joined to the ustar prefix (star's shorter one for star).
+func tarName(h *[tarBlock]byte) string {
+	var prefix []byte
+	if string(h[257:263]) == "ustar\x00" && string(h[508:512]) == "tar\x00" {
+		prefix = tarString(h[345:476])
+	} else if string(h[257:263]) == "ustar\x00" {
+		prefix = tarString(h[345:500])
+	}
+	if len(prefix) == 0 {
+		return string(tarString(h[:100]))
+	}
+	return string(prefix) + "/" + string(tarString(h[:100]))
+}
+
+// tarString returns b up to its first NUL.
+func tarString(b []byte) []byte {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return b[:i]
+	}
+	return b
+}
+
+func isZeroBlock(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
