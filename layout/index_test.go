@@ -106,10 +106,10 @@ func TestPackOrder(t *testing.T) {
 	}
 }
 
-// tarTree is tree as a tar set would lay it out (version 2): each shard's files stored in the
+// tarLaidTree is tree as a tar set would lay it out (version 2): each shard's files stored in the
 // reverse of id order, with a gap of 512 bytes (a header) before each, and the file "c" a hard
 // link to the last file. Its index carries the extent order.
-func tarTree(t testing.TB, shardTarget uint64, paths ...string) ([]*node, []Shard) {
+func tarLaidTree(t testing.TB, shardTarget uint64, paths ...string) ([]*node, []Shard) {
 	nodes, shards := tree(shardTarget, paths...)
 	var files []*node
 	for _, n := range nodes {
@@ -132,7 +132,7 @@ func tarTree(t testing.TB, shardTarget uint64, paths ...string) ([]*node, []Shar
 		}
 	}
 	if extentOrder(nodes) == nil {
-		t.Fatal("tarTree: extents in id order")
+		t.Fatal("tarLaidTree: extents in id order")
 	}
 	return nodes, shards
 }
@@ -149,7 +149,7 @@ func TestExtentPos(t *testing.T) {
 		nodes, shards func() ([]*node, []Shard)
 	}{
 		{"packed", func() ([]*node, []Shard) { return tree(8, paths...) }, nil},
-		{"tars", func() ([]*node, []Shard) { return tarTree(t, 16, paths...) }, nil},
+		{"tars", func() ([]*node, []Shard) { return tarLaidTree(t, 16, paths...) }, nil},
 	} {
 		t.Run(set.name, func(t *testing.T) {
 			nodes, shards := set.nodes()
@@ -324,7 +324,7 @@ func TestParseRejectsBadStructure(t *testing.T) {
 // link) in the ways its own rules forbid, and checks that Parse names each one; the rules of
 // version 1 are checked above and hold in version 2 too.
 func TestParseRejectsBadTarSets(t *testing.T) {
-	nodes, shards := tarTree(t, 1<<20, "b/y", "a/x2", "a/x1", "c", "zero")
+	nodes, shards := tarLaidTree(t, 1<<20, "b/y", "a/x2", "a/x1", "c", "zero")
 	shards[0].Name = "../tars/x.tar"
 	good := encodeIndex(nodes, shards, false)
 	x, err := Parse(good)

@@ -166,9 +166,9 @@ type indexer struct {
 	doneBytes int64
 }
 
-// tarEntry is a member of a scanned tar that the tree may hold: a file or a directory, its
+// treeMember is a member of a scanned tar that the tree may hold: a file or a directory, its
 // name cleaned.
-type tarEntry struct {
+type treeMember struct {
 	path      string
 	dir       bool
 	link      bool // a hard link: the extent and checksum are its target's
@@ -181,7 +181,7 @@ type tarEntry struct {
 
 // tarScan is what reading one tar gave.
 type tarScan struct {
-	entries []tarEntry
+	entries []treeMember
 	crc     uint32 // of the whole tar, with checksums
 	members int
 	skipped int
@@ -282,7 +282,7 @@ func (ix *indexer) scan(ctx context.Context, i int) (*tarScan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: member %q (at byte %d): %w", src.Label, m.Name, m.Header, err)
 		}
-		e := tarEntry{path: p, mode: m.Mode, mtime: m.MTime, off: uint64(m.Offset), size: uint64(m.Size)}
+		e := treeMember{path: p, mode: m.Mode, mtime: m.MTime, off: uint64(m.Offset), size: uint64(m.Size)}
 		switch m.Type {
 		case TarDir: // "./" (p == "") describes the top: the tar's directory, or the root
 			e.dir = true
@@ -448,7 +448,7 @@ func (b *treeBuilder) add(d, c *node) {
 
 // put places e, a member of tar shard, at its path under d: a directory takes e's mode and
 // mtime; a file replaces one already there (the last wins).
-func (b *treeBuilder) put(d *node, e tarEntry, shard uint32) error {
+func (b *treeBuilder) put(d *node, e treeMember, shard uint32) error {
 	parent, base := "", e.path
 	if i := strings.LastIndexByte(e.path, '/'); i >= 0 {
 		parent, base = e.path[:i], e.path[i+1:]

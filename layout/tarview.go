@@ -57,7 +57,7 @@ func splitKey(p string) (key, ext string, ok bool) {
 // sample is one WebDataset sample of the image-folder view that has an image and a label.
 type sample struct {
 	key, ext string // the image's extension as stored
-	image    tarEntry
+	image    treeMember
 	shard    uint32
 	label    string
 }
@@ -89,7 +89,7 @@ func (ix *indexer) buildImageFolder(b *treeBuilder, scans []*tarScan) error {
 	for i, sc := range scans {
 		label := ix.srcs[i].Label
 		var key string
-		var group []tarEntry
+		var group []treeMember
 		flush := func() {
 			if group == nil {
 				return
@@ -153,7 +153,7 @@ func (ix *indexer) buildImageFolder(b *treeBuilder, scans []*tarScan) error {
 
 // sample picks the image and label of the members of one sample; ok is false without an
 // image. The label is "" when the sample has none.
-func (o LabelOptions) sample(key string, group []tarEntry, shard uint32) (sample, bool) {
+func (o LabelOptions) sample(key string, group []treeMember, shard uint32) (sample, bool) {
 	s := sample{key: key, shard: shard}
 	found := false
 	for _, want := range o.ImageExts {
