@@ -121,6 +121,15 @@ func newTarReader(r io.Reader, size int) *TarReader {
 	return t
 }
 
+// Reset makes t read the tar in r from its start, as NewTarReader(r) would, keeping t's buffers:
+// one reader can read many tars in turn.
+func (t *TarReader) Reset(r io.Reader) {
+	br, ext := t.br, t.ext[:0]
+	br.Reset(r)
+	*t = TarReader{r: r, br: br, ext: ext}
+	t.seeker, _ = r.(io.Seeker)
+}
+
 // Offset returns the number of archive bytes consumed so far; at the end, the archive's length
 // as far as it was read (the end-of-archive blocks included, anything after them not).
 func (t *TarReader) Offset() int64 { return t.off }

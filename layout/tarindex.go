@@ -200,8 +200,9 @@ func (ix *indexer) scanAll(ctx context.Context) ([]*tarScan, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			tr, buf := NewTarReader(nil), make([]byte, 256<<10) // reused from tar to tar
 			for i := range next {
-				if scans[i], errs[i] = ix.scan(ctx, i); errs[i] != nil {
+				if scans[i], errs[i] = ix.scan(ctx, i, tr, buf); errs[i] != nil {
 					cancel()
 				}
 			}
@@ -247,8 +248,8 @@ func (c *crcCounter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// scan reads tar i, keeping what the tree may hold.
-func (ix *indexer) scan(ctx context.Context, i int) (*tarScan, error) {
+// scan reads tar i with tr, keeping what the tree may hold; buf is scratch space.
+func (ix *indexer) scan(ctx context.Context, i int, tr *TarReader, buf []byte) (*tarScan, error) {
 	src := ix.srcs[i]
 	rc, err := src.Open(ctx)
 	if err != nil {
@@ -261,10 +262,9 @@ func (ix *indexer) scan(ctx context.Context, i int) (*tarScan, error) {
 		sum = &crcCounter{r: rc}
 		r = sum
 	}
-	tr := NewTarReader(r)
+	tr.Reset(r)
 	sc := &tarScan{}
 	files := map[string]int{} // path → the entry of the regular file there, for hard links
-	buf := make([]byte, 256<<10)
 	var reported int64
 	for {
 		if err := ctx.Err(); err != nil {
