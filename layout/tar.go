@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -481,16 +483,27 @@ func tarNumber(b []byte) (int64, bool) {
 	return int64(x), true
 }
 
-// tarChecksum returns the unsigned and signed-char sums of h with its checksum field as spaces.
+// tarChecksum returns the unsigned and signed-char sums of h with its checksum field (bytes 148
+// to 155) as spaces. It sums eight bytes at a time, in 16-bit lanes that cannot overflow over one
+// block (at most 64 × 510), and derives the signed sum from the count of bytes over 127: a
+// byte-wise loop was 14% of aifs index's CPU time over 1.28 M members.
 func tarChecksum(h *[tarBlock]byte) (unsigned, signed int64) {
-	for i, c := range h {
-		if i >= 148 && i < 156 {
-			c = ' '
+	const lanes, highs = 0x00ff00ff00ff00ff, 0x8080808080808080
+	var sum uint64
+	high := 0
+	for i := 0; i < tarBlock; i += 8 {
+		w := binary.LittleEndian.Uint64(h[i:])
+		switch i {
+		case 144: // bytes 148-151 are the upper half
+			w = w&0xffffffff | 0x20202020<<32
+		case 152: // bytes 152-155 the lower
+			w = w&^0xffffffff | 0x20202020
 		}
-		unsigned += int64(c)
-		signed += int64(int8(c))
+		sum += w&lanes + w>>8&lanes
+		high += bits.OnesCount64(w & highs)
 	}
-	return unsigned, signed
+	unsigned = int64(sum&0xffff + sum>>16&0xffff + sum>>32&0xffff + sum>>48)
+	return unsigned, unsigned - 256*int64(high)
 }
 
 // tarName returns the name in header h, joined to the ustar prefix (star's shorter one for star).

@@ -621,3 +621,27 @@ func BenchmarkTarReader(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/member")
 }
+
+// TestTarChecksumSums checks the word-at-a-time sums against byte-by-byte ones over blocks of
+// random bytes, of bytes all over 127, and of zeros.
+func TestTarChecksumSums(t *testing.T) {
+	blocks := [][tarBlock]byte{{}, {}, {}}
+	for i := range blocks[1] {
+		blocks[1][i] = 0xff
+	}
+	for i := range blocks[2] {
+		blocks[2][i] = byte(i*131 + i>>3)
+	}
+	for k, h := range blocks {
+		var u, s int64
+		for i, c := range h {
+			if i >= 148 && i < 156 {
+				c = ' '
+			}
+			u, s = u+int64(c), s+int64(int8(c))
+		}
+		if gu, gs := tarChecksum(&h); gu != u || gs != s {
+			t.Errorf("block %d: tarChecksum = %d, %d; want %d, %d", k, gu, gs, u, s)
+		}
+	}
+}
