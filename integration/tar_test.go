@@ -234,7 +234,8 @@ func wdsShards(t *testing.T, src string) string {
 
 // TestIndexTarS3 uploads the JPEG tree's WebDataset tars to the bucket, indexes them there
 // (the index beside them), and mounts the set with a disk cache: every sample's bytes are the
-// source's, under the source's paths. An object replaced after indexing is refused at mount.
+// source's, under the source's paths, and torchvision's ImageFolder finds the source's classes
+// and samples. An object replaced after indexing is refused at mount.
 func TestIndexTarS3(t *testing.T) {
 	srv := s3Server(t)
 	src, _ := jpegSet(t)
@@ -260,6 +261,7 @@ func TestIndexTarS3(t *testing.T) {
 	}
 	mnt := mountSet(t, url, "--cache-dir", filepath.Join(t.TempDir(), "cache"))
 	sameContent(t, sourceEntries(t, src, true), sourceEntries(t, mnt, true))
+	t.Log(torchCheck(t, "imagefolder", src, mnt))
 	unmount(t, mnt, daemonPID(t, mnt))
 
 	if _, err := srv.Client().PutObject(context.Background(), srv.Bucket, "wds/train-000004.tar", strings.NewReader("replaced"), 8, minio.PutObjectOptions{}); err != nil {
