@@ -277,6 +277,7 @@ while read -r -a v; do # the median, then each pass
 done <"$RUN/pytorch.out"
 echo "== measured in $((SECONDS - started)) s" >&2
 meta seconds $((SECONDS - started))
+meta load_end "$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # --- 4. the report ------------------------------------------------------------------------------
 $PY - "$RES" "$OUT" <<'EOF'
@@ -331,7 +332,8 @@ md = [
     f"FILES={meta['FILES']}, PER_TAR={meta['PER_TAR']}, JOBS=\"{meta['JOBS']}\", RUNS={runs}, "
     f"PT_SAMPLES={meta['PT_SAMPLES']}, WORKERS={meta['WORKERS']}).",
     "",
-    f"**Machine:** {meta['machine']}; load average {meta['load']} when the run started."
+    f"**Machine:** {meta['machine']}; load average (1, 5, 15 minutes) {meta['load']} when the run "
+    f"started, {meta['load_end']} when it ended (its own work included)."
     + (f" {meta['NOTE']}" if meta["NOTE"] else ""),
     "",
     f"Each figure is the median of {runs} passes (their range beside it), the systems interleaved "
