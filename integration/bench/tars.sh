@@ -7,7 +7,7 @@
 #      dropped before each command, in turn within a pass: `cat` of every tar to /dev/null, one
 #      tar after another, and 4 at a time (cat4), as aifs index reads them; `aifs index
 #      --no-checksums` (headers only) and `aifs index` (every byte read and checksummed), each
-#      with its peak RSS; and archivemount, which mounts one archive a mount: AM_TARS of the
+#      with its CPU time and peak RSS; and archivemount, which mounts one archive a mount: AM_TARS of the
 #      tars, evenly spread, each mounted, listed with `find MNT | wc -l` and unmounted in turn,
 #      the seconds of the mounts and listings summed and scaled to all TARS;
 #   2. mounts that set's checksummed index RUNS times, caches dropped first: the seconds `aifs
@@ -76,11 +76,16 @@ listing() {
 	n=$(find "$1" | wc -l)
 	[[ $n -eq $2 ]] || die "find $1 listed $n entries, not $2"
 }
-# peak_rss FIGURE CMD... runs CMD and appends its peak RSS (KiB) to FIGURE.
-peak_rss() {
-	local figure=$1
+# usage SYSTEM CMD... runs CMD under GNU time and appends the CPU seconds (user + system) of CMD
+# and of the children it waited for to cpu.SYSTEM, and its peak RSS (KiB; the largest of them
+# for xargs) to rss.SYSTEM.
+usage() {
+	local system=$1 user sys rss
 	shift
-	/usr/bin/time -a -o "$RES/$figure" -f %M "$@"
+	/usr/bin/time -o "$RUN/usage" -f '%U %S %M' "$@"
+	read -r user sys rss <"$RUN/usage"
+	echo "$user $sys" | awk '{print $1 + $2}' >>"$RES/cpu.$system"
+	echo "$rss" >>"$RES/rss.$system"
 }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 # unmount_daemon MNT PID unmounts the FUSE mount at MNT and waits for its daemon PID to exit, so
@@ -210,19 +215,19 @@ archivemount_pass() {
 mkdir "$RUN/am"
 for p in $(seq "$RUNS"); do
 	dropcaches
-	timed index.cat cat "$small"/tars/*.tar >/dev/null
+	timed index.cat usage cat cat "$small"/tars/*.tar >/dev/null
 	dropcaches
 	# 4 cats at a time, 10 tars each: aifs index's 4 tars in flight, at 100 forks rather than 1,000
 	dropcaches
-	timed index.cat4 xargs -0 -n 10 -P 4 cat < <(printf '%s\0' "$small"/tars/*.tar) >/dev/null
+	timed index.cat4 usage cat4 xargs -0 -n 10 -P 4 cat < <(printf '%s\0' "$small"/tars/*.tar) >/dev/null
 	dropcaches
 	# Each pass indexes afresh, as a first index does: the last pass's index is removed, not
 	# replaced with --force, which loads the old index whole before it writes the new one.
 	rm -f "$small/headers/index.aifs" "$small/checksums/index.aifs"
 	dropcaches
-	timed index.headers peak_rss rss-index.headers "$AIFS" index --quiet --no-checksums "$small/tars" "$small/headers"
+	timed index.headers usage headers "$AIFS" index --quiet --no-checksums "$small/tars" "$small/headers"
 	dropcaches
-	timed index.checksums peak_rss rss-index.checksums "$AIFS" index --quiet "$small/tars" "$small/checksums"
+	timed index.checksums usage checksums "$AIFS" index --quiet "$small/tars" "$small/checksums"
 	if [[ $AM_TARS -gt 0 ]]; then
 		dropcaches
 		archivemount_pass index.archivemount
@@ -328,7 +333,7 @@ def mib_range(case, system):
 
 def verdict(v, ok):
     """The figure a target is judged on, to one digit more than the tables give, and the verdict."""
-    return f"**{'met' if ok else 'missed'}** ({v:.3g})"
+    return f"**{'met' if ok else 'missed'}** ({v:#.3g})"
 
 
 tars, members, runs = int(meta["TARS"]), int(meta["MEMBERS"]), int(meta["RUNS"])
@@ -357,12 +362,13 @@ md = [
     "data (uniform), ustar headers, as Go's archive/tar writes them. `aifs index` reads 4 tars at a "
     "time (its default --jobs); `cat` reads them one after another, cat4 4 at a time (10 tars to a "
     "`cat`). The target compares `aifs index` with `cat`; /cat4 is the same against the device's "
-    "bound at aifs's concurrency. Peak RSS: GNU time's maximum resident set size of `aifs index`. "
+    "bound at aifs's concurrency. CPU seconds: user + system, of the `cat`s too; peak RSS: "
+    "aifs index's largest resident set (both from GNU time). "
     "Each pass indexes afresh: the index the pass before wrote is removed first (`--force` would "
     "also load the old index whole before replacing it).",
     "",
-    "| | seconds | range | members/s | MB/s of tar | /cat | /cat4 | peak RSS | target |",
-    "|---|---|---|---|---|---|---|---|---|",
+    "| | seconds | range | members/s | MB/s of tar | /cat | /cat4 | CPU seconds | peak RSS | target |",
+    "|---|---|---|---|---|---|---|---|---|---|",
 ]
 rows = [("cat", "`cat` of every tar to /dev/null, one after another"),
         ("cat4", "`cat`, 4 at a time (xargs -P 4)"),
@@ -380,9 +386,10 @@ for system, label in rows:
         r = ratio("index", system, "cat")
         target = f"≤ 1.2× cat: {verdict(r, r <= 1.2)}"
     rel = [f"**{ratio('index', system, c):.2f}**" if system != c else "1" for c in ("cat", "cat4")]
-    rss = f"{med('rss-index', system) / 1024:,.0f} MiB" if ("rss-index", system) in fig else ""
+    cpu = f"{med('cpu', system):.2f}" if ("cpu", system) in fig else ""
+    rss = f"{med('rss', system) / 1024:,.0f} MiB" if system in ("headers", "checksums") else ""
     md.append(f"| {label} | {s:.2f} | {seconds_range('index', system)} | {num(n / s)} | {num(tar_bytes / 1e6 / s)} "
-              f"| {rel[0]} | {rel[1]} | {rss} | {target} |")
+              f"| {rel[0]} | {rel[1]} | {cpu} | {rss} | {target} |")
 md += ["", f"The index (`index.aifs`) of the {n:,} members is {int(meta['index_bytes']) / 2**20:.1f} MiB "
        f"({int(meta['index_bytes']) / n:.1f} bytes a member)."]
 if ("index", "archivemount") in fig:
