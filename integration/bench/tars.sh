@@ -26,8 +26,8 @@
 #      OUT/tars.tsv (every figure and its passes).
 # A figure is the median of its passes; a ratio, the median of the passes' ratios (the systems of
 # a pass ran within seconds of each other, so the disk's drift over minutes cancels). Commits
-# nothing. Needs root (loop devices, mounts, drop_caches). About 12 minutes with the defaults on
-# 2 cores.
+# nothing. Needs root (loop devices, mounts, drop_caches). About 8 minutes with the defaults on
+# 2 cores (more where other work shares them: half of it is CPU-bound).
 #
 # Environment (defaults in brackets):
 #   TARS [1000]  MEMBERS [1280]  MEMBER_SIZE [1024] (bytes, mean)  AM_TARS [50] (0: no archivemount)
