@@ -255,7 +255,7 @@ jpeg=$RUN/jpeg
 fs_image ext4 $((FILES * 112640 / 1048576 * 4 + 1024)) "$jpeg" # tree, tars, shard set
 go run ./integration/gendata --jpeg --files "$FILES" --classes $((FILES / 100 > 0 ? FILES / 100 : 1)) "$jpeg/tree" >&2
 $PY integration/torchcheck/wds.py "$jpeg/tree" "$jpeg/tars" --per-tar "$PER_TAR" --shuffle 1
-meta jpeg_bytes "$(du -sb --apparent-size "$jpeg/tree" | cut -f1)"
+jpeg_bytes=$(du -sb --apparent-size "$jpeg/tree" | cut -f1)
 dropcaches
 timed jpeg-index.aifs "$AIFS" index --quiet --view imagefolder --class-names "$jpeg/tars/classes.txt" "$jpeg/tars" "$jpeg/tars"
 dropcaches
@@ -265,14 +265,34 @@ DIRS=("$jpeg/tree" "$RUN/mnt-packed" "$RUN/mnt-tars")
 mkdir "${DIRS[@]:1}"
 "$AIFS" mount "$jpeg/set" "$RUN/mnt-packed"
 "$AIFS" mount "$jpeg/tars" "$RUN/mnt-tars"
+PIDS=("" "$(daemon_pid "$jpeg/set")" "$(daemon_pid "$jpeg/tars")")
+[[ -n ${PIDS[1]} && -n ${PIDS[2]} ]] || die "no daemon found for the mount of $jpeg/set or $jpeg/tars"
+meta jpeg_bytes "$jpeg_bytes"
 echo "== $FILES JPEGs ready after $((SECONDS - started)) s" >&2
 
+# counters MNT PID prints the CPU ticks of the daemon PID so far and the bytes it read from the
+# shards (its stats' backend.bytes); counted CASE SYSTEM BEFORE MNT PID appends, from the counters
+# BEFORE an epoch to now, the daemon's CPU µs a file to cpu-CASE.SYSTEM and the shard bytes it
+# read over the dataset's to disk-CASE.SYSTEM.
+counters() {
+	echo "$(cpu_ticks "$2") $($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["backend"]["bytes"])' "$1/.aifs/stats")"
+}
+counted() {
+	local case=$1 system=$2 t0 b0 t1 b1
+	read -r t0 b0 <<<"$3"
+	read -r t1 b1 <<<"$(counters "$4" "$5")"
+	awk -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" -v f="$FILES" 'BEGIN {printf "%.1f\n", t / hz * 1e6 / f}' >>"$RES/cpu-$case.$system"
+	awk -v b="$((b1 - b0))" -v n="$jpeg_bytes" 'BEGIN {printf "%.4f\n", b / n}' >>"$RES/disk-$case.$system"
+}
+
 # A pass reads the three in turn, starting with the next one each pass (ext4 first in pass 1, the
-# packed set in pass 2, ...), so that none always reads right after another.
+# packed set in pass 2, ...), so that none always reads right after another. Each aifs daemon's
+# CPU time and shard reads over the pass are its epoch's (it serves nothing else).
 for j in $JOBS; do
 	for p in $(seq "$RUNS"); do
 		out=$RUN/cold-$j-$p.json
 		k=$(((p - 1) % ${#DIRS[@]}))
+		before=("" "$(counters "${DIRS[1]}" "${PIDS[1]}")" "$(counters "${DIRS[2]}" "${PIDS[2]}")")
 		"$AIFS" bench --json --drop-caches --relist --seed "$p" -j "$j" "${DIRS[@]:k}" "${DIRS[@]:0:k}" >"$out" ||
 			{ cat "$out" >&2; die "cold-$j pass $p: aifs bench failed (a read error, or the systems served different bytes)"; }
 		# each DIR's files/s, to cold-J.SYSTEM
@@ -280,6 +300,7 @@ for j in $JOBS; do
 			while read -r -a v; do
 				for i in "${!v[@]}"; do echo "${v[i]}" >>"$RES/cold-$j.${SYSTEMS[(i + k) % ${#SYSTEMS[@]}]}"; done
 			done
+		for i in 1 2; do counted "cold-$j" "${SYSTEMS[i]}" "${before[i]}" "${DIRS[i]}" "${PIDS[i]}"; done
 	done
 	echo "== cold shuffled epochs with $j readers done after $((SECONDS - started)) s" >&2
 done
@@ -436,13 +457,19 @@ for case, label, unit in cases:
     r = ratio(case, "tars", "packed")
     md.append(f"| {label} | {unit} | {num(med(case, 'ext4'))} | {num(med(case, 'packed'))} | {num(med(case, 'tars'))} "
               f"| **{r:.2f}** | **{ratio(case, 'tars', 'ext4'):.2f}** | **{ratio(case, 'packed', 'ext4'):.2f}** | {verdict(r, r >= 0.95)} |")
+    if ("cpu-" + case, "tars") in fig:
+        for what, key, unit in (("daemon CPU a file", "cpu", "µs"), ("shard bytes read ÷ dataset", "disk", "")):
+            k = f"{key}-{case}"
+            md.append(f"| … {what} | {unit} | — | {med(k, 'packed'):.3g} | {med(k, 'tars'):.3g} "
+                      f"| {ratio(k, 'tars', 'packed'):.2f} | | | |")
 md += [
     "",
     "- **cold**: `aifs bench --drop-caches --relist --seed PASS -j READERS` over the three at once "
     "(caches dropped and the tree listed, untimed, before each system's epoch; each reader opens, "
     "reads to the end and closes one file at a time), one epoch a pass, as compare.sh runs it; "
     "each pass starts with the next system (ext4 first in pass 1, aifs pack in pass 2, the tars in "
-    "pass 3, ...).",
+    "pass 3, ...). Below each cold row, for each aifs daemon over its epoch: its CPU time (user + "
+    "system, /proc) over the files read, and the bytes it read from the shards over the dataset's.",
     f"- **PyTorch**: `integration/bench/dataloader.py`: torchvision ImageFolder with the ImageNet "
     f"training transform, DataLoader(batch_size=32, shuffle=True, num_workers={meta['WORKERS']}), "
     f"{int(meta['PT_SAMPLES']):,} samples a pass, caches dropped before each.",
