@@ -256,6 +256,14 @@ func TestIndexTarS3(t *testing.T) {
 	}
 	url := "s3://" + srv.Bucket + "/wds"
 	mustAifs(t, "index", "--quiet", "--view", "imagefolder", "--class-names", filepath.Join(wds, "classes.txt"), url+"/", url)
+	if r := aifs(t, "index", "--quiet", url+"/", url); r.code == 0 || !strings.Contains(r.stderr, "--force") {
+		t.Errorf("a second index to the same prefix without --force: %s", r)
+	}
+	packed := "s3://" + srv.Bucket + "/packed"
+	mustAifs(t, "pack", "--quiet", src, packed)
+	if r := aifs(t, "index", "--quiet", "--force", url+"/", packed); r.code == 0 || !strings.Contains(r.stderr, "packed shard set") {
+		t.Errorf("an index over a packed set in S3: %s", r)
+	}
 	if r := mustAifs(t, "verify", url); !strings.Contains(r.stdout, "ok: "+strconv.Itoa(jpegFiles)+" samples") {
 		t.Errorf("aifs verify %s: %s", url, r)
 	}

@@ -110,12 +110,13 @@ func (b *Backend) PutIndex(ctx context.Context, index []byte, force bool) error 
 	if b.closed.Load() {
 		return fmt.Errorf("s3: upload to %s: %w", b.loc, fs.ErrClosed)
 	}
-	old, err := b.ReadIndex(ctx)
+	// Checked by name, not by reading the old index (tens of MB for a large set).
+	_, err := b.Stat(ctx, b.loc.key(layout.IndexName))
 	switch {
 	case err == nil && !force:
 		return fmt.Errorf("%s already holds a shard set; use --force to replace its index", b.loc)
 	case err == nil:
-		if x, perr := layout.Parse(old); perr == nil && len(x.Shards()) > 0 && x.Shards()[0].Kind == layout.ShardData {
+		if _, err := b.Stat(ctx, b.loc.key(layout.ShardName(0))); err == nil {
 			return fmt.Errorf("%s holds a packed shard set; write the index somewhere else", b.loc)
 		}
 	case !errors.Is(err, backend.ErrNotExist):

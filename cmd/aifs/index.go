@@ -428,14 +428,18 @@ func (t *tarSet) write(ctx context.Context, index []byte, force bool) error {
 	if err := os.MkdirAll(t.dst, 0o755); err != nil {
 		return fmt.Errorf("create destination: %w", err)
 	}
-	old, err := layout.Load(t.dst)
+	// Checked by name, not by loading the old index (73 MB for 1.28 M members: a tenth of an
+	// index run).
+	_, err := os.Stat(filepath.Join(t.dst, layout.IndexName))
 	switch {
-	case err == nil && len(old.Shards()) > 0 && old.Shards()[0].Kind == layout.ShardData:
-		return fmt.Errorf("%s holds a packed shard set; write the index somewhere else", t.dst)
 	case err == nil && !force:
 		return fmt.Errorf("%s already holds a shard set; use --force to replace its index", t.dst)
-	case err != nil && !errors.Is(err, os.ErrNotExist) && !force:
-		return fmt.Errorf("%s holds an index aifs cannot load (%v); use --force to replace it", t.dst, err)
+	case err == nil:
+		if _, err := os.Stat(filepath.Join(t.dst, layout.ShardName(0))); err == nil {
+			return fmt.Errorf("%s holds a packed shard set; write the index somewhere else", t.dst)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return err
 	}
 	return layout.WriteIndexFile(t.dst, index)
 }
