@@ -264,7 +264,7 @@ func (ix *indexer) scan(ctx context.Context, i int, tr *TarReader, buf []byte) (
 	}
 	tr.Reset(r)
 	sc := &tarScan{}
-	files := map[string]int{} // path → the entry of the regular file there, for hard links
+	var files map[string]int // path → the entry of the regular file there, made at the first hard link
 	var reported int64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -294,9 +294,19 @@ func (ix *indexer) scan(ctx context.Context, i int, tr *TarReader, buf []byte) (
 			if e.crc, e.data, err = ix.readMember(tr, m, p, buf); err != nil {
 				return nil, fmt.Errorf("%s: member %q: %w", src.Label, m.Name, err)
 			}
-			files[p] = len(sc.entries)
+			if files != nil {
+				files[p] = len(sc.entries)
+			}
 			sc.entries = append(sc.entries, e)
 		case TarHardLink:
+			if files == nil {
+				files = map[string]int{}
+				for j, f := range sc.entries {
+					if !f.dir {
+						files[f.path] = j
+					}
+				}
+			}
 			target, err := cleanMemberPath(m.Linkname)
 			j, ok := files[target]
 			if err != nil || !ok || p == "" {
@@ -389,6 +399,17 @@ func typeName(t TarType, link string) string {
 // components dropped ("" is the top). A ".." component would leave the tree, and a component
 // longer than 255 bytes cannot be stored: both are errors.
 func cleanMemberPath(name string) (string, error) {
+	if clean := len(name) > 0 && name[0] != '/' && name[len(name)-1] != '/'; clean {
+		for part := range strings.SplitSeq(name, "/") { // most names are clean: no copy
+			if part == "" || part == "." || part == ".." || len(part) > maxNameLen {
+				clean = false
+				break
+			}
+		}
+		if clean {
+			return name, nil
+		}
+	}
 	var b strings.Builder
 	for part := range strings.SplitSeq(name, "/") {
 		switch {
