@@ -121,25 +121,33 @@ func IndexTars(ctx context.Context, srcs []TarSource, opt IndexOptions) ([]byte,
 	for _, s := range srcs {
 		ix.total += s.Size
 	}
-	scans, err := ix.scanAll(ctx)
-	if err != nil {
-		return nil, IndexResult{}, err
+	var newest int64
+	for _, s := range ix.srcs {
+		newest = max(newest, s.MTime)
 	}
-	b, err := ix.build(scans)
+	b := newTreeBuilder(newest)
+	shards := make([]Shard, len(srcs))
+	var view viewBuilder = &treeView{ix: ix, tops: map[string]int{}}
+	if opt.View == ViewImageFolder {
+		view = newImageFolder(ix, b)
+	}
+	// The tree grows as tars are read, in their order, while later ones are read.
+	err := ix.scanAll(ctx, func(i int, sc *tarScan) error {
+		s := srcs[i]
+		shards[i] = Shard{Name: s.Name, Kind: ShardTar, Size: uint64(s.Size), CRC: sc.crc, Version: s.Version}
+		b.res.Members += sc.members
+		b.res.Skipped += sc.skipped
+		return view.add(b, i, sc)
+	})
+	if err == nil {
+		err = view.finish(b)
+	}
 	if err != nil {
 		return nil, IndexResult{}, err
 	}
 	nodes := number(b.root)
-	shards := make([]Shard, len(srcs))
-	for i, s := range srcs {
-		shards[i] = Shard{Name: s.Name, Kind: ShardTar, Size: uint64(s.Size), CRC: scans[i].crc, Version: s.Version}
-	}
 	res := b.res
 	res.Tars, res.TarBytes = len(srcs), ix.total
-	for _, sc := range scans {
-		res.Members += sc.members
-		res.Skipped += sc.skipped
-	}
 	for _, n := range nodes[1:] {
 		if n.isDir() {
 			res.Dirs++
@@ -187,51 +195,60 @@ type tarScan struct {
 	skipped int
 }
 
-// scanAll reads every tar, opt.Jobs at a time, and returns their scans in the order of srcs;
-// the first error (in that order) stops it.
-func (ix *indexer) scanAll(ctx context.Context) ([]*tarScan, error) {
+// scanAll reads every tar, opt.Jobs at a time, and calls use with each one's scan in the order
+// of srcs, on the caller's goroutine, as soon as it and those before it are read (while later
+// ones are read). The first error, in that order, or one from use, stops it.
+func (ix *indexer) scanAll(ctx context.Context, use func(i int, sc *tarScan) error) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	scans := make([]*tarScan, len(ix.srcs))
-	errs := make([]error, len(ix.srcs))
-	next := make(chan int)
 	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	type result struct {
+		sc  *tarScan
+		err error
+	}
+	done := make([]chan result, len(ix.srcs))
+	for i := range done {
+		done[i] = make(chan result, 1) // a reader never waits to hand over a scan
+	}
+	next := make(chan int)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(next)
+		for i := range ix.srcs {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	for range min(ix.opt.Jobs, len(ix.srcs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			tr, buf := NewTarReader(nil), make([]byte, 256<<10) // reused from tar to tar
 			for i := range next {
-				if scans[i], errs[i] = ix.scan(ctx, i, tr, buf); errs[i] != nil {
-					cancel()
-				}
+				sc, err := ix.scan(ctx, i, tr, buf)
+				done[i] <- result{sc, err}
 			}
 		}()
 	}
 	for i := range ix.srcs {
+		var r result
 		select {
-		case next <- i:
-			continue
+		case r = <-done[i]:
 		case <-ctx.Done():
+			return ctx.Err()
 		}
-		break
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, err
+		if r.err != nil {
+			return r.err
 		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+		if err := use(i, r.sc); err != nil {
+			return err
 		}
 	}
-	return scans, nil
+	return nil
 }
 
 // crcCounter passes reads through, summing their bytes and their CRC32C.
@@ -500,41 +517,42 @@ func (b *treeBuilder) put(d *node, e treeMember, shard uint32) error {
 	return nil
 }
 
-// build makes the tree of the scans as opt.View asks.
-func (ix *indexer) build(scans []*tarScan) (*treeBuilder, error) {
-	var newest int64
-	for _, s := range ix.srcs {
-		newest = max(newest, s.MTime)
-	}
-	b := newTreeBuilder(newest)
-	if ix.opt.View == ViewImageFolder {
-		return b, ix.buildImageFolder(b, scans)
-	}
-	tops := map[string]int{}
-	for i, sc := range scans {
-		top, src := b.root, ix.srcs[i]
-		if ix.opt.View == ViewTree {
-			name := tarDirName(src.Name)
-			if j, ok := tops[name]; ok {
-				return nil, fmt.Errorf("%s and %s would both be the directory %q; rename one, or use --merge", ix.srcs[j].Label, src.Label, name)
-			}
-			tops[name] = i
-			b.mtime = src.MTime
-			var err error
-			if top, err = b.dir(b.root, name); err != nil {
-				return nil, err
-			}
-		}
-		b.mtime = src.MTime
-		for _, e := range sc.entries {
-			if err := b.put(top, e, uint32(i)); err != nil {
-				return nil, fmt.Errorf("%s: %w", src.Label, err)
-			}
-		}
-		sc.entries = nil
-	}
-	return b, nil
+// viewBuilder builds a view's tree from the tars' scans, given in the order of srcs.
+type viewBuilder interface {
+	add(b *treeBuilder, i int, sc *tarScan) error
+	finish(b *treeBuilder) error
 }
+
+// treeView builds ViewTree and ViewMerge: each scan's members placed as they come.
+type treeView struct {
+	ix   *indexer
+	tops map[string]int // ViewTree: the tar that has each top directory
+}
+
+func (v *treeView) add(b *treeBuilder, i int, sc *tarScan) error {
+	top, src := b.root, v.ix.srcs[i]
+	b.mtime = src.MTime
+	if v.ix.opt.View == ViewTree {
+		name := tarDirName(src.Name)
+		if j, ok := v.tops[name]; ok {
+			return fmt.Errorf("%s and %s would both be the directory %q; rename one, or use --merge", v.ix.srcs[j].Label, src.Label, name)
+		}
+		v.tops[name] = i
+		var err error
+		if top, err = b.dir(b.root, name); err != nil {
+			return err
+		}
+	}
+	for _, e := range sc.entries {
+		if err := b.put(top, e, uint32(i)); err != nil {
+			return fmt.Errorf("%s: %w", src.Label, err)
+		}
+	}
+	sc.entries = nil
+	return nil
+}
+
+func (v *treeView) finish(*treeBuilder) error { return nil }
 
 // tarDirName is the directory a tar's members go under in ViewTree: its base name less ".tar".
 func tarDirName(name string) string {

@@ -76,53 +76,69 @@ func (l leftOut) add(label, key string) {
 	}
 }
 
-// buildImageFolder builds the image-folder view of the scans into b.
-func (ix *indexer) buildImageFolder(b *treeBuilder, scans []*tarScan) error {
+// imageFolder builds ViewImageFolder: it gathers the samples of each scan as it comes, and
+// places them once all are known (a numeric class's width depends on them all).
+type imageFolder struct {
+	ix                      *indexer
+	o                       LabelOptions
+	samples                 []sample
+	noKey, noImage, noLabel leftOut
+}
+
+func newImageFolder(ix *indexer, b *treeBuilder) *imageFolder {
 	o := ix.opt.Labels
 	if len(o.ImageExts) == 0 {
 		o.ImageExts = DefaultImageExts
 	}
-	noKey := leftOut{"a member name without an extension", &b.res.NoKey, ix.opt.Warn}
-	noImage := leftOut{"no image (" + strings.Join(o.ImageExts, ", ") + ")", &b.res.NoImage, ix.opt.Warn}
-	noLabel := leftOut{"no label", &b.res.NoLabel, ix.opt.Warn}
-	var samples []sample
-	for i, sc := range scans {
-		label := ix.srcs[i].Label
-		var key string
-		var group []treeMember
-		flush := func() {
-			if group == nil {
-				return
-			}
-			s, ok := o.sample(key, group, uint32(i))
-			switch {
-			case !ok:
-				noImage.add(label, key)
-			case s.label == "":
-				noLabel.add(label, key)
-			default:
-				samples = append(samples, s)
-			}
-			group = nil
+	return &imageFolder{ix: ix, o: o,
+		noKey:   leftOut{"a member name without an extension", &b.res.NoKey, ix.opt.Warn},
+		noImage: leftOut{"no image (" + strings.Join(o.ImageExts, ", ") + ")", &b.res.NoImage, ix.opt.Warn},
+		noLabel: leftOut{"no label", &b.res.NoLabel, ix.opt.Warn}}
+}
+
+// add groups the members of tar i into samples and keeps those with an image and a label.
+func (v *imageFolder) add(_ *treeBuilder, i int, sc *tarScan) error {
+	label := v.ix.srcs[i].Label
+	var key string
+	var group []treeMember
+	flush := func() {
+		if group == nil {
+			return
 		}
-		for _, e := range sc.entries {
-			if e.dir || !strings.Contains(e.path, "/") && strings.HasPrefix(e.path, "__") && strings.HasSuffix(e.path, "__") {
-				continue
-			}
-			k, _, ok := splitKey(e.path)
-			if !ok {
-				noKey.add(label, e.path)
-				continue
-			}
-			if k != key {
-				flush()
-				key = k
-			}
-			group = append(group, e)
+		s, ok := v.o.sample(key, group, uint32(i))
+		switch {
+		case !ok:
+			v.noImage.add(label, key)
+		case s.label == "":
+			v.noLabel.add(label, key)
+		default:
+			v.samples = append(v.samples, s)
 		}
-		flush()
-		sc.entries = nil
+		group = nil
 	}
+	for _, e := range sc.entries {
+		if e.dir || !strings.Contains(e.path, "/") && strings.HasPrefix(e.path, "__") && strings.HasSuffix(e.path, "__") {
+			continue
+		}
+		k, _, ok := splitKey(e.path)
+		if !ok {
+			v.noKey.add(label, e.path)
+			continue
+		}
+		if k != key {
+			flush()
+			key = k
+		}
+		group = append(group, e)
+	}
+	flush()
+	sc.entries = nil
+	return nil
+}
+
+// finish names the classes and places every sample kept.
+func (v *imageFolder) finish(b *treeBuilder) error {
+	o, ix, samples, noLabel := v.o, v.ix, v.samples, v.noLabel
 	names, err := o.classNames(samples)
 	if err != nil {
 		return err
