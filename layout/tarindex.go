@@ -159,8 +159,9 @@ func IndexTars(ctx context.Context, srcs []TarSource, opt IndexOptions) ([]byte,
 			}
 		}
 	}
+	index := encodeIndex(nodes, shards, opt.NoChecksums)
 	res.Duration = time.Since(start)
-	return encodeIndex(nodes, shards, opt.NoChecksums), res, nil
+	return index, res, nil
 }
 
 // indexer reads the tars of one IndexTars call.
