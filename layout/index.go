@@ -196,11 +196,16 @@ func Parse(buf []byte) (*Index, error) {
 		return nil, corruptf("header checksum mismatch")
 	}
 	v, flags := le.Uint32(h[8:]), le.Uint32(h[12:])
-	known := map[uint32]uint32{versionPack: flagShardVersions, versionTars: flagShardVersions | flagNoChecksums | flagExtentOrder}
-	if _, ok := known[v]; !ok {
+	var known uint32 // the flags version v may set
+	switch v {
+	case versionPack:
+		known = flagShardVersions
+	case versionTars:
+		known = flagShardVersions | flagNoChecksums | flagExtentOrder
+	default:
 		return nil, fmt.Errorf("index version %d is not supported (this aifs reads versions %d and %d)", v, versionPack, versionTars)
 	}
-	if flags&^known[v] != 0 {
+	if flags&^known != 0 {
 		return nil, corruptf("unknown header flags %#x", flags)
 	}
 	nEntries, nShards := le.Uint64(h[16:]), le.Uint64(h[24:])

@@ -145,11 +145,11 @@ func tarLaidTree(t testing.TB, shardTarget uint64, paths ...string) ([]*node, []
 func TestExtentPos(t *testing.T) {
 	paths := []string{"b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c", "d/e/f/g"}
 	for _, set := range []struct {
-		name          string
-		nodes, shards func() ([]*node, []Shard)
+		name  string
+		nodes func() ([]*node, []Shard)
 	}{
-		{"packed", func() ([]*node, []Shard) { return tree(8, paths...) }, nil},
-		{"tars", func() ([]*node, []Shard) { return tarLaidTree(t, 16, paths...) }, nil},
+		{"packed", func() ([]*node, []Shard) { return tree(8, paths...) }},
+		{"tars", func() ([]*node, []Shard) { return tarLaidTree(t, 16, paths...) }},
 	} {
 		t.Run(set.name, func(t *testing.T) {
 			nodes, shards := set.nodes()

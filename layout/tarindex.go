@@ -405,7 +405,7 @@ func (ix *indexer) progress(tars int, bytes int64) {
 func typeName(t TarType, link string) string {
 	switch t {
 	case TarSymlink:
-		return "symlink (to " + fmt.Sprintf("%q", link) + ")"
+		return fmt.Sprintf("symlink (to %q)", link)
 	case TarSparse:
 		return "sparse file"
 	default:
@@ -415,9 +415,9 @@ func typeName(t TarType, link string) string {
 
 // cleanMemberPath returns a member's name as a path in the tree: leading "/", empty and "."
 // components dropped ("" is the top). A ".." component would leave the tree, and a component
-// longer than 255 bytes cannot be stored: both are errors.
+// longer than 255 bytes or holding a NUL (a PAX path may) cannot be stored: both are errors.
 func cleanMemberPath(name string) (string, error) {
-	if clean := len(name) > 0 && name[0] != '/' && name[len(name)-1] != '/'; clean {
+	if clean := len(name) > 0 && name[0] != '/' && name[len(name)-1] != '/' && strings.IndexByte(name, 0) < 0; clean {
 		for part := range strings.SplitSeq(name, "/") { // most names are clean: no copy
 			if part == "" || part == "." || part == ".." || len(part) > maxNameLen {
 				clean = false
@@ -436,7 +436,7 @@ func cleanMemberPath(name string) (string, error) {
 		case part == "..":
 			return "", errors.New(`the name has a ".." component, which would lead out of the tree`)
 		case !ValidName([]byte(part)):
-			return "", fmt.Errorf("the name component %.40q… is longer than %d bytes", part, maxNameLen)
+			return "", fmt.Errorf("the name component %.40q cannot be stored: longer than %d bytes, or holding a NUL", part, maxNameLen)
 		}
 		if b.Len() > 0 {
 			b.WriteByte('/')
@@ -455,8 +455,7 @@ type treeBuilder struct {
 }
 
 func newTreeBuilder(mtime int64) *treeBuilder {
-	b := &treeBuilder{root: &node{mode: modeDir | 0o755, mtime: mtime}, kids: map[*node]map[string]*node{}, mtime: mtime}
-	return b
+	return &treeBuilder{root: &node{mode: modeDir | 0o755, mtime: mtime}, kids: map[*node]map[string]*node{}, mtime: mtime}
 }
 
 // dir returns the directory at path p under d, creating it and its parents as needed.

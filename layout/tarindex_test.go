@@ -176,6 +176,21 @@ func TestIndexTarsRefuses(t *testing.T) {
 	}
 }
 
+func TestCleanMemberPath(t *testing.T) {
+	for name, want := range map[string]string{
+		"a/b.jpg": "a/b.jpg", "./a//b/": "a/b", "/abs/./x": "abs/x", "./": "", "a/../b": "error", "..": "error",
+		"a/\x00b": "error", strings.Repeat("n", 255): strings.Repeat("n", 255), "d/" + strings.Repeat("n", 256): "error",
+	} {
+		got, err := cleanMemberPath(name)
+		if err != nil {
+			got = "error"
+		}
+		if got != want {
+			t.Errorf("cleanMemberPath(%q) = %q (%v), want %q", name, got, err, want)
+		}
+	}
+}
+
 func TestSplitKey(t *testing.T) {
 	for p, want := range map[string][2]string{
 		"a/b.c.jpg": {"a/b", "c.jpg"}, "k.JPG": {"k", "JPG"}, "x.": {"x", ""}, "d.e/f.cls": {"d.e/f", "cls"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -94,7 +95,7 @@ type describedObject struct {
 func (o describedObject) Read(p []byte) (int, error) {
 	n, err := o.Object.Read(p)
 	if err != nil && err != io.EOF {
-		if statusOf(err) == 412 {
+		if statusOf(err) == http.StatusPreconditionFailed {
 			err = fmt.Errorf("%w (the object was replaced while it was read)", backend.ErrMismatch)
 		}
 		return n, fmt.Errorf("s3: read %s: %w", o.url, describe(err))

@@ -111,7 +111,7 @@ index.`+s3Help)
 	defer t.close()
 	srcs, err := t.sources(ctx, pos[:len(pos)-1])
 	if err != nil {
-		return fail("index", err)
+		return fail("index", compressedHint(err))
 	}
 	var bar *progressBar
 	if !*quiet && isTerminal(os.Stderr) {
@@ -127,16 +127,22 @@ index.`+s3Help)
 	if bar != nil {
 		bar.clear()
 	}
-	if errors.Is(err, layout.ErrCompressedTar) {
-		err = fmt.Errorf("%w; aifs reads uncompressed tars in place: decompress it (the index then names the .tar), or extract it and use aifs pack", err)
-	}
 	if err != nil {
-		return fail("index", err)
+		return fail("index", compressedHint(err))
 	}
 	if !*quiet {
 		printIndexSummary(res, len(index), opt)
 	}
 	return exitOK
+}
+
+// compressedHint adds what to do to an error about a compressed tar, found by its name (sources)
+// or by its bytes (IndexTars).
+func compressedHint(err error) error {
+	if errors.Is(err, layout.ErrCompressedTar) {
+		return fmt.Errorf("%w; aifs reads uncompressed tars in place: decompress it (the index then names the .tar), or extract it and use aifs pack", err)
+	}
+	return err
 }
 
 func printIndexSummary(res layout.IndexResult, indexBytes int, opt layout.IndexOptions) {
@@ -314,7 +320,7 @@ func (t *tarSet) files(p string) ([]layout.TarSource, error) {
 	}
 	if !fi.IsDir() {
 		if compressedName(p) {
-			return nil, fmt.Errorf("%s: %w; aifs reads uncompressed tars in place: decompress it, or extract it and use aifs pack", p, layout.ErrCompressedTar)
+			return nil, fmt.Errorf("%s: %w", p, layout.ErrCompressedTar)
 		}
 		if !fi.Mode().IsRegular() {
 			return nil, fmt.Errorf("%s is not a regular file", p)
@@ -330,7 +336,7 @@ func (t *tarSet) files(p string) ([]layout.TarSource, error) {
 		case d.IsDir():
 			return nil
 		case compressedName(path):
-			return fmt.Errorf("%s: %w; aifs reads uncompressed tars in place: decompress it, or extract it and use aifs pack", path, layout.ErrCompressedTar)
+			return fmt.Errorf("%s: %w", path, layout.ErrCompressedTar)
 		case !strings.HasSuffix(path, ".tar") || !d.Type().IsRegular():
 			return nil
 		}
@@ -376,7 +382,7 @@ func (t *tarSet) objects(ctx context.Context, p string) ([]layout.TarSource, err
 		return nil, fmt.Errorf("%s is in bucket %s, the index in %s: an index names tars in its own bucket", p, loc.Bucket, t.loc.Bucket)
 	}
 	if compressedName(loc.Prefix) {
-		return nil, fmt.Errorf("%s: %w; aifs reads uncompressed tars in place: decompress it, or extract it and use aifs pack", p, layout.ErrCompressedTar)
+		return nil, fmt.Errorf("%s: %w", p, layout.ErrCompressedTar)
 	}
 	if !strings.HasSuffix(p, "/") && loc.Prefix != "" {
 		obj, err := t.s3.Stat(ctx, loc.Prefix)
@@ -397,7 +403,7 @@ func (t *tarSet) objects(ctx context.Context, p string) ([]layout.TarSource, err
 	for _, o := range objs {
 		switch {
 		case compressedName(o.Key):
-			return nil, fmt.Errorf("s3://%s/%s: %w; aifs reads uncompressed tars in place: decompress it, or extract it and use aifs pack", loc.Bucket, o.Key, layout.ErrCompressedTar)
+			return nil, fmt.Errorf("s3://%s/%s: %w", loc.Bucket, o.Key, layout.ErrCompressedTar)
 		case strings.HasSuffix(o.Key, ".tar"):
 			srcs = append(srcs, t.object(o))
 		}
