@@ -8,8 +8,8 @@ import (
 )
 
 // The control directory, /.aifs, is found by LOOKUP but appears in no listing of the root. It
-// holds the stats file and the plan file. Its inode numbers start at ctlBase, far above any
-// entry's (ids are 32-bit), so the two never meet.
+// holds the stats file, the plan file and the locations file (locations.go). Its inode numbers
+// start at ctlBase, far above any entry's (ids are 32-bit), so the two never meet.
 const (
 	ctlName    = ".aifs"
 	statsName  = "stats"
@@ -17,6 +17,7 @@ const (
 	ctlBase    = 1 << 62
 	ctlDirIno  = ctlBase
 	ctlPlanIno = ctlBase | 1<<61 // above every stats snapshot's
+	ctlLocIno  = ctlBase | 1<<60 // likewise
 )
 
 // The plan file takes the coming order of samples from trainers by ioctl (plan.go; the format is
@@ -31,7 +32,8 @@ const (
 const snapshotRing = 64
 
 type control struct {
-	f *FS
+	f   *FS
+	loc *locations
 
 	mu   sync.Mutex // guards gen and ring
 	gen  uint64
@@ -43,7 +45,7 @@ type snapshotFile struct {
 	data []byte
 }
 
-func (c *control) init(f *FS) { c.f = f }
+func (c *control) init(f *FS) { c.f, c.loc = f, newLocations(f.x, f.opt.Source) }
 
 // owns reports whether ino is a control inode.
 func (c *control) owns(ino uint64) bool { return ino >= ctlBase }
@@ -67,11 +69,15 @@ func (c *control) lookup(parent uint64, name string, out *fuse.EntryOut) fuse.St
 		out.SetAttrTimeout(cacheTimeout)
 		c.fillAttr(&out.Attr, ino, uint64(len(data)))
 		return fuse.OK
-	case parent == ctlDirIno && name == planName:
-		*out = fuse.EntryOut{NodeId: ctlPlanIno, Generation: 1}
+	case parent == ctlDirIno && (name == planName || name == locationsName):
+		ino := uint64(ctlPlanIno)
+		if name == locationsName {
+			ino = ctlLocIno
+		}
+		*out = fuse.EntryOut{NodeId: ino, Generation: 1}
 		out.SetEntryTimeout(cacheTimeout)
 		out.SetAttrTimeout(cacheTimeout)
-		c.fillAttr(&out.Attr, ctlPlanIno, 0)
+		c.fillAttr(&out.Attr, ino, c.fixedSize(ino))
 		return fuse.OK
 	case parent == ctlDirIno:
 		return fuse.ENOENT
@@ -97,9 +103,17 @@ func (c *control) fillAttr(a *fuse.Attr, ino, size uint64) {
 	}
 }
 
+// fixedSize returns the size of the plan file (0) and the locations file.
+func (c *control) fixedSize(ino uint64) uint64 {
+	if ino == ctlLocIno {
+		return c.loc.size()
+	}
+	return 0
+}
+
 func (c *control) getAttr(ino uint64, out *fuse.AttrOut) fuse.Status {
-	var size uint64
-	if ino != ctlDirIno && ino != ctlPlanIno {
+	size := c.fixedSize(ino)
+	if ino != ctlDirIno && ino != ctlPlanIno && ino != ctlLocIno {
 		data, ok := c.snapshot(ino)
 		if !ok {
 			return fuse.Status(syscall.ESTALE)
@@ -117,6 +131,8 @@ func (c *control) read(ino, off uint64, buf []byte) (int, fuse.Status) {
 		return 0, fuse.Status(syscall.EISDIR)
 	case ctlPlanIno:
 		return 0, fuse.OK
+	case ctlLocIno:
+		return c.loc.read(off, buf), fuse.OK
 	}
 	data, ok := c.snapshot(ino)
 	if !ok {
@@ -128,7 +144,7 @@ func (c *control) read(ino, off uint64, buf []byte) (int, fuse.Status) {
 	return copy(buf, data[off:]), fuse.OK
 }
 
-// readDir lists the control directory: ".", "..", "plan", "stats". In READDIRPLUS no entry carries
+// readDir lists the control directory: ".", "..", "locations", "plan", "stats". In READDIRPLUS no entry carries
 // attributes (node id 0), so listing takes no snapshot.
 func (c *control) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
 	if in.NodeId != ctlDirIno {
@@ -137,6 +153,7 @@ func (c *control) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fu
 	names := [...]fuse.DirEntry{
 		{Name: ".", Mode: syscall.S_IFDIR, Ino: ctlDirIno},
 		{Name: "..", Mode: syscall.S_IFDIR, Ino: fuse.FUSE_ROOT_ID},
+		{Name: locationsName, Mode: syscall.S_IFREG, Ino: ctlLocIno},
 		{Name: planName, Mode: syscall.S_IFREG, Ino: ctlPlanIno},
 		{Name: statsName, Mode: syscall.S_IFREG, Ino: ctlDirIno + 1},
 	}

@@ -148,6 +148,7 @@ type Index struct {
 	names   []byte
 	order   []byte   // version 2 with flagExtentOrder: the file ids in extent order, u32 each; else nil
 	noCRC   bool     // flagNoChecksums
+	sum     uint32   // the header's CRC32C (Identity)
 	shards  []Shard  // S is small (one per GiB of data), so these are decoded once
 	table   []uint32 // lookup table (see initTable): entry ids, 0 for an empty slot
 	seed    maphash.Seed
@@ -239,7 +240,8 @@ func Parse(buf []byte) (*Index, error) {
 	if nShards != uint64(len(sec[secShards]))/shardSize || len(sec[secShards])%shardSize != 0 {
 		return nil, corruptf("shards section is %d bytes for %d shards", len(sec[secShards]), nShards)
 	}
-	x := &Index{entries: sec[secEntries], names: sec[secNames], order: sec[numSections], noCRC: flags&flagNoChecksums != 0}
+	x := &Index{entries: sec[secEntries], names: sec[secNames], order: sec[numSections], noCRC: flags&flagNoChecksums != 0,
+		sum: le.Uint32(h[124:])}
 	if err := x.parseShards(sec[secShards], int(nShards), flags&flagShardVersions != 0, v >= versionTars); err != nil {
 		return nil, err
 	}
@@ -577,6 +579,12 @@ func (x *Index) ExtentPos(shard uint32, off uint64) int {
 		return e.Shard > shard || e.Shard == shard && e.Offset >= off
 	})
 }
+
+// Identity returns the CRC32C of the index file's header, which covers the checksum of every
+// section: two indexes with the same identity describe the same set (up to a CRC collision).
+// The locations file of a mount carries it, so a reader can tell that a set was remounted with
+// another index.
+func (x *Index) Identity() uint32 { return x.sum }
 
 // Checksums reports whether the entries' CRC32C fields hold checksums: false for a tar set
 // indexed without reading its data (aifs index --no-checksums).
