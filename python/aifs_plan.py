@@ -31,13 +31,19 @@ Protocol (version 1):
 - `torch.utils.data.Subset` is resolved through `.indices` to the dataset it wraps. Any other
   dataset without `.samples` (ConcatDataset, an IterableDataset, ...) gets no plan unless `root=`
   is given.
+
+Many nodes: `aifs_plan.DistributedSampler(dataset, ...)` replaces torch's DistributedSampler (same
+arguments) and keeps each node on its own contiguous range of the shards, writing plans as
+PlanSampler does; docs/multinode.md.
 """
 
 import fcntl
 import os
+import socket
 import struct
 import warnings
 
+import torch
 from torch.utils.data import IterableDataset, Sampler, Subset
 
 # One ioctl carries up to _PIECE_BYTES of plan after an 8-byte header (len, flags).
@@ -48,6 +54,58 @@ PLAN_IOCTL = (1 << 30) | ((8 + _PIECE_BYTES) << 16) | (0xA1 << 8) | 1
 
 _PATHS_HEADER = b"aifs-plan 1 paths\n"
 _INDICES_HEADER = b"aifs-plan 1 indices\n"
+
+
+class _PlanWriter:
+    """Writes orders of a dataset's samples as plans to the aifs mount the dataset lies on.
+
+    `root` is where the search for the mount root starts; it defaults to `dataset.root` (after
+    resolving Subsets), and naming it turns on indices mode for a dataset without `.samples`.
+    The mount root is looked up once, here; `mount_root` is None off an aifs mount, and then
+    `write` does nothing. OSError from writing is reported once per writer with
+    `warnings.warn`.
+    """
+
+    def __init__(self, dataset, root=None):
+        self.samples = None  # paths mode: the base dataset's .samples; None: indices mode
+        self.root = None  # where the search for the mount root started
+        self.mount_root = None  # None: no plan file
+        self._sample_lines = None  # paths mode: one plan line per sample, built on first use
+        self._warned = False
+
+        base, self.index_map = _resolve_subsets(dataset)
+        if isinstance(base, IterableDataset):
+            return
+        if hasattr(base, "samples"):
+            self.samples = base.samples
+            if root is None:
+                root = getattr(base, "root", None)
+        if isinstance(root, (str, bytes, os.PathLike)):
+            self.root = os.fsdecode(root)
+            self.mount_root = _find_mount_root(self.root)
+
+    def base_index(self, i):
+        """Returns the index in the base dataset (under any Subsets) of the dataset's index i."""
+        return int(i) if self.index_map is None else self.index_map[i]
+
+    def write(self, order):
+        """Sends `order` (indices of the dataset) as this thread's plan; a no-op off a mount."""
+        if self.mount_root is None:
+            return
+        indices = map(self.base_index, order)
+        if self.samples is None:
+            header, lines = _INDICES_HEADER, (b"%d\n" % i for i in indices)
+        else:
+            if self._sample_lines is None:
+                self._sample_lines = _sample_lines(self.samples, self.root, self.mount_root)
+            header, lines = _PATHS_HEADER, map(self._sample_lines.__getitem__, indices)
+        path = os.path.join(self.mount_root, ".aifs", "plan")
+        try:
+            send_plan(path, _pieces(header, lines))
+        except OSError as e:
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"aifs_plan: cannot send plan to {path}: {e}", stacklevel=4)
 
 
 class PlanSampler(Sampler):
@@ -68,28 +126,13 @@ class PlanSampler(Sampler):
 
     def __init__(self, sampler, dataset, root=None):
         self.sampler = sampler
-        self._samples = None  # paths mode: the base dataset's .samples; None: indices mode
-        self._sample_lines = None  # paths mode: one plan line per sample, built on first use
-        self._root = None  # where the search for the mount root started
-        self._mount_root = None  # None: no plan file, pass-through
-        self._warned = False
-
-        base, self._index_map = _resolve_subsets(dataset)
-        if isinstance(base, IterableDataset):
-            return
-        if hasattr(base, "samples"):
-            self._samples = base.samples
-            if root is None:
-                root = getattr(base, "root", None)
-        if isinstance(root, (str, bytes, os.PathLike)):
-            self._root = os.fsdecode(root)
-            self._mount_root = _find_mount_root(self._root)
+        self._plan = _PlanWriter(dataset, root)
 
     def __iter__(self):
-        if self._mount_root is None:
+        if self._plan.mount_root is None:
             return iter(self.sampler)
         order = list(self.sampler)
-        self._write_plan(order)
+        self._plan.write(order)
         return iter(order)
 
     def __len__(self):
@@ -101,21 +144,186 @@ class PlanSampler(Sampler):
         if set_epoch is not None:
             set_epoch(epoch)
 
-    def _write_plan(self, order):
-        indices = order if self._index_map is None else (self._index_map[i] for i in order)
-        if self._samples is None:
-            header, lines = _INDICES_HEADER, (b"%d\n" % int(i) for i in indices)
+
+class DistributedSampler(Sampler):
+    """A drop-in for `torch.utils.data.DistributedSampler` that keeps each node on its own
+    contiguous range of the shard set, so that a node's disk cache needs only its share of the
+    dataset and no node fetches what another reads (docs/multinode.md).
+
+    Same arguments and guarantees as torch's: `num_replicas` and `rank` (default: from
+    torch.distributed), `shuffle`, `seed`, `drop_last`, `set_epoch`, every rank yields
+    `len(self)` samples, and, without drop_last, every sample is yielded at least once an epoch
+    across the ranks (exactly once when the dataset's length divides by the world size; the
+    padding repeats samples of the same node). What differs is how samples are dealt out:
+
+    - Ranks are grouped into nodes of `local_world_size` consecutive ranks (default: the
+      LOCAL_WORLD_SIZE variable torchrun sets; else, with torch.distributed initialised, the
+      ranks that share a host name; else 1). Rank r is local rank r % local_world_size of node
+      r // local_world_size.
+    - The samples, in pack order (their place in the shards, read once from the mount's
+      `.aifs/locations`; off an aifs mount, or for a dataset without `.samples`, their index
+      order), are cut into one contiguous range per node, of equal size (±1). A cut may fall
+      inside a shard; it then costs one chunk (4 MiB) fetched by both nodes.
+    - The ranges stay with their nodes from epoch to epoch while the world size is the same.
+      With `rotate_every=K` (> 0), each node moves to the next node's range every K epochs:
+      more mixing of the samples a rank sees, at the cost of fetching a new range (S3) every K
+      epochs.
+    - Each epoch, with `shuffle`, the node's range is shuffled (a permutation seeded by
+      `seed + epoch`, the same on every rank of the node) and dealt to its ranks in turn; the
+      node's ranks then read disjoint parts of the same range.
+    - Each epoch's order is sent to the mount as a plan, as PlanSampler does (`root` as there).
+
+    A batch mixes only samples of one node's range, in shuffled order; docs/multinode.md
+    measures what that costs against a global shuffle.
+    """
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False,
+                 *, local_world_size=None, rotate_every=0, root=None):
+        if num_replicas is None or rank is None:
+            import torch.distributed as dist
+
+            if not dist.is_available() or not dist.is_initialized():
+                raise RuntimeError("aifs_plan.DistributedSampler: give num_replicas and rank, or "
+                                   "initialise torch.distributed first")
+            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+            rank = dist.get_rank() if rank is None else rank
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"invalid rank {rank}: it must lie in [0, {num_replicas})")
+        if local_world_size is None:
+            local_world_size = _local_world_size(num_replicas, rank)
+        if local_world_size < 1 or num_replicas % local_world_size:
+            raise ValueError(f"local_world_size {local_world_size} does not divide the world size "
+                             f"{num_replicas}")
+        if rotate_every < 0:
+            raise ValueError(f"rotate_every {rotate_every} must be >= 0")
+        self.num_replicas, self.rank = num_replicas, rank
+        self.shuffle, self.seed, self.drop_last, self.epoch = shuffle, seed, drop_last, 0
+        self.local_world_size, self.rotate_every = local_world_size, rotate_every
+        self.nodes = num_replicas // local_world_size
+        self.node, self.local_rank = divmod(rank, local_world_size)
+        n = len(dataset)
+        if drop_last and n % num_replicas:
+            self.num_samples = n // num_replicas
         else:
-            if self._sample_lines is None:
-                self._sample_lines = _sample_lines(self._samples, self._root, self._mount_root)
-            header, lines = _PATHS_HEADER, map(self._sample_lines.__getitem__, indices)
-        path = os.path.join(self._mount_root, ".aifs", "plan")
-        try:
-            send_plan(path, _pieces(header, lines))
-        except OSError as e:
-            if not self._warned:
-                self._warned = True
-                warnings.warn(f"aifs_plan: cannot send plan to {path}: {e}", stacklevel=3)
+            self.num_samples = -(-n // num_replicas)
+        self.total_size = self.num_samples * num_replicas
+        self._plan = _PlanWriter(dataset, root)
+        self._order = pack_order(dataset, self._plan)
+        self._bounds = [n * k // self.nodes for k in range(self.nodes + 1)]
+
+    def node_range(self, epoch=None):
+        """Returns the dataset indices of the range this rank's node reads in `epoch` (default:
+        the current one), in pack order."""
+        epoch = self.epoch if epoch is None else epoch
+        node = self.node
+        if self.rotate_every:
+            node = (node + epoch // self.rotate_every) % self.nodes
+        return self._order[self._bounds[node] : self._bounds[node + 1]]
+
+    def __iter__(self):
+        items = list(self.node_range())
+        if self.shuffle:
+            g = torch.Generator()
+            g.manual_seed(self.seed + self.epoch)
+            items = [items[i] for i in torch.randperm(len(items), generator=g).tolist()]
+        per_node = self.num_samples * self.local_world_size
+        pad = per_node - len(items)
+        if pad > 0:  # padding: repeat the node's own samples (any, if it has none), as torch does
+            source = items or self._order
+            items += (source * -(-pad // len(source)))[:pad]
+        order = items[self.local_rank : per_node : self.local_world_size]
+        self._plan.write(order)
+        return iter(order)
+
+    def __len__(self):
+        return self.num_samples
+
+    def set_epoch(self, epoch):
+        """Sets the epoch, which seeds the shuffle and (with rotate_every) picks the range."""
+        self.epoch = epoch
+
+
+def _local_world_size(world, rank):
+    """Returns the ranks per node: LOCAL_WORLD_SIZE, else the ranks on this host (with
+    torch.distributed initialised, if they are `world / nodes` consecutive ranks), else 1."""
+    env = os.environ.get("LOCAL_WORLD_SIZE")
+    if env:
+        return int(env)
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        hosts = [None] * world
+        dist.all_gather_object(hosts, socket.gethostname())
+        same = [r for r in range(world) if hosts[r] == hosts[rank]]
+        if same == list(range(same[0], same[0] + len(same))) and same[0] % len(same) == 0:
+            return len(same)
+        warnings.warn("aifs_plan.DistributedSampler: the ranks of a host are not consecutive; each "
+                      "rank is taken for a node (set LOCAL_WORLD_SIZE)", stacklevel=3)
+    return 1
+
+
+def pack_order(dataset, plan=None):
+    """Returns the indices of `dataset` sorted by where their samples lie in the shard set
+    (shard, then offset), read from the mount's `.aifs/locations`; its index order when it is
+    not on an aifs mount, has no `.samples`, or a sample is not found there."""
+    plan = _PlanWriter(dataset) if plan is None else plan
+    n = len(dataset)
+    if plan.mount_root is None or plan.samples is None:
+        return list(range(n))
+    try:
+        loc = Locations(plan.mount_root)
+        paths = [os.fsdecode(plan.samples[plan.base_index(i)][0]) for i in range(n)]
+        keys = [loc.place(ino) for ino in _inodes(paths)]
+    except (OSError, ValueError) as e:
+        warnings.warn(f"aifs_plan: cannot read the sample locations of {plan.mount_root}: {e}; "
+                      "ranges follow the sample order", stacklevel=3)
+        return list(range(n))
+    if None in keys:
+        return list(range(n))
+    return sorted(range(n), key=keys.__getitem__)
+
+
+class Locations:
+    """The `.aifs/locations` file of an aifs mount (format in aifs's fs/locations.go): where
+    each inode's bytes lie. Read whole, once."""
+
+    _HEADER = struct.Struct("<8sIIQQII24x")
+    _RECORD = struct.Struct("<QQII")
+
+    def __init__(self, mount_root):
+        with open(os.path.join(mount_root, ".aifs", "locations"), "rb") as f:
+            self._data = memoryview(f.read())
+        if len(self._data) < self._HEADER.size:
+            raise ValueError("the locations file is shorter than its header")
+        magic, version, rec, self.records, table, self.shards, self.identity = self._HEADER.unpack_from(self._data)
+        if magic != b"AIFSLOC\0" or version != 1 or rec != self._RECORD.size:
+            raise ValueError(f"not a locations file of version 1 ({bytes(magic)!r}, {version}, {rec})")
+        if table != self._HEADER.size + rec * self.records or table > len(self._data):
+            raise ValueError("the locations file is truncated")
+
+    def place(self, ino):
+        """Returns (shard, offset) of the file with inode number `ino`, or None if it is not a
+        regular file of the set."""
+        if not 1 <= ino <= self.records:
+            return None
+        offset, _size, shard, _crc = self._RECORD.unpack_from(self._data, self._HEADER.size + self._RECORD.size * (ino - 1))
+        return None if shard == 0xFFFFFFFF else (shard, offset)
+
+
+def _inodes(paths):
+    """Returns the inode number of each of `paths`: from one listing of each directory (d_ino,
+    no request per file), else a stat."""
+    by_dir = {}
+    for i, p in enumerate(paths):
+        d, name = os.path.split(p)
+        by_dir.setdefault(d, []).append((name, i))
+    inodes = [0] * len(paths)
+    for d, items in by_dir.items():
+        with os.scandir(d) as it:
+            listed = {e.name: e.inode() for e in it}
+        for name, i in items:
+            inodes[i] = listed.get(name) or os.stat(paths[i]).st_ino
+    return inodes
 
 
 def _pieces(header, lines):

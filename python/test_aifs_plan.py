@@ -259,3 +259,127 @@ class PlanSamplerTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def deal(dataset, world, local, epoch=0, **kw):
+    """Returns each rank's order for `epoch` from aifs_plan.DistributedSampler."""
+    orders = []
+    for rank in range(world):
+        sampler = aifs_plan.DistributedSampler(dataset, num_replicas=world, rank=rank, local_world_size=local, **kw)
+        sampler.set_epoch(epoch)
+        orders.append(list(sampler))
+        assert len(orders[-1]) == len(sampler)
+    return orders
+
+
+class Range(Dataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return i
+
+
+class DistributedSamplerTest(unittest.TestCase):
+    """aifs_plan.DistributedSampler off a mount (ranges by sample index) and on a fake mount
+    whose .aifs/locations puts the samples in another order."""
+
+    def test_each_sample_once_per_epoch_node_ranges_stay(self):
+        n, world, local = 96, 8, 2
+        first = None
+        for epoch in range(3):
+            orders = deal(Range(n), world, local, epoch, seed=7)
+            self.assertEqual(sorted(i for o in orders for i in o), list(range(n)))
+            self.assertEqual({len(o) for o in orders}, {n // world})
+            nodes = [sorted(orders[2 * k] + orders[2 * k + 1]) for k in range(world // local)]
+            self.assertEqual(nodes, [list(range(24 * k, 24 * k + 24)) for k in range(4)])
+            if first is None:
+                first = orders
+            else:
+                self.assertNotEqual(orders, first)  # reshuffled within the node
+
+    def test_padding_and_drop_last_keep_equal_counts(self):
+        n, world = 101, 8
+        orders = deal(Range(n), world, 2, seed=1)
+        self.assertEqual({len(o) for o in orders}, {13})
+        self.assertEqual(set(i for o in orders for i in o), set(range(n)))
+        for k in range(4):  # padding repeats samples of the node's own range
+            node = orders[2 * k] + orders[2 * k + 1]
+            self.assertEqual(set(node), set(range(n * k // 4, n * (k + 1) // 4)))
+        orders = deal(Range(n), world, 2, seed=1, drop_last=True)
+        self.assertEqual({len(o) for o in orders}, {12})
+        flat = [i for o in orders for i in o]
+        self.assertEqual(len(flat), len(set(flat)))
+        tiny = deal(Range(3), 8, 2)  # fewer samples than ranks: padded, never empty
+        self.assertEqual({len(o) for o in tiny}, {1})
+
+    def test_unshuffled_and_same_seed_agree_with_themselves(self):
+        a = deal(Range(40), 4, 2, shuffle=False)
+        self.assertEqual(a[0], list(range(0, 20, 2)))
+        self.assertEqual(deal(Range(40), 4, 2, 3, seed=9), deal(Range(40), 4, 2, 3, seed=9))
+        self.assertNotEqual(deal(Range(40), 4, 2, 3, seed=9), deal(Range(40), 4, 2, 3, seed=10))
+
+    def test_rotate_every(self):
+        n = 40
+        for epoch, shift in ((0, 0), (1, 0), (2, 1), (3, 1), (4, 2)):
+            orders = deal(Range(n), 4, 1, epoch, rotate_every=2)
+            for rank in range(4):
+                node = (rank + shift) % 4
+                self.assertEqual(sorted(orders[rank]), list(range(10 * node, 10 * node + 10)), (epoch, rank))
+
+    def test_local_world_size_from_environment(self):
+        with mock.patch.dict(os.environ, {"LOCAL_WORLD_SIZE": "4"}):
+            s = aifs_plan.DistributedSampler(Range(16), num_replicas=8, rank=5)
+        self.assertEqual((s.local_world_size, s.node, s.local_rank), (4, 1, 1))
+        with mock.patch.dict(os.environ, {"LOCAL_WORLD_SIZE": ""}):
+            self.assertEqual(aifs_plan.DistributedSampler(Range(16), num_replicas=8, rank=5).local_world_size, 1)
+
+    def test_refusals(self):
+        with self.assertRaises(ValueError):
+            aifs_plan.DistributedSampler(Range(8), num_replicas=4, rank=4)
+        with self.assertRaises(ValueError):
+            aifs_plan.DistributedSampler(Range(8), num_replicas=4, rank=0, local_world_size=3)
+        with self.assertRaises(ValueError):
+            aifs_plan.DistributedSampler(Range(8), num_replicas=4, rank=0, rotate_every=-1)
+        with self.assertRaises(RuntimeError):  # torch.distributed is not initialised here
+            aifs_plan.DistributedSampler(Range(8))
+
+    def test_pack_order_from_locations(self):
+        """On a (fake) mount, ranges follow the locations file: here the shards hold the samples
+        in reverse order, so node 0 gets the last samples by index; plans name each rank's
+        samples."""
+        with tempfile.TemporaryDirectory() as base:
+            mount, train = make_mount(os.path.realpath(base))
+            dataset = image_folder(train)
+            n = len(dataset)
+            # Sample i gets inode i+2 (inode 1 is the root); its place puts it at n-1-i.
+            records = [(0, 0, 0xFFFFFFFF, 0)] + [((n - 1 - i) % 4 * 100, 100, (n - 1 - i) // 4, 0) for i in range(n)]
+            write_locations(os.path.join(mount, ".aifs", "locations"), records)
+            index_of = {p: i for i, (p, _) in enumerate(dataset.samples)}
+            with mock.patch.object(aifs_plan, "_inodes", lambda paths: [index_of[p] + 2 for p in paths]), \
+                    mock.patch.object(aifs_plan, "send_plan", write_pieces):
+                self.assertEqual(aifs_plan.pack_order(dataset), list(range(n - 1, -1, -1)))
+                s = aifs_plan.DistributedSampler(dataset, num_replicas=2, rank=0, local_world_size=1)
+                order = list(s)
+                self.assertEqual(sorted(order), list(range(n // 2, n)))
+                self.assertEqual(read_plan(mount), paths_plan(mount, [dataset.samples[i][0] for i in order]))
+            # A locations file that is not one: a warning, and ranges by index.
+            with open(os.path.join(mount, ".aifs", "locations"), "wb") as f:
+                f.write(b"not a locations file" * 5)
+            with self.assertWarnsRegex(UserWarning, "locations"):
+                self.assertEqual(aifs_plan.pack_order(dataset), list(range(n)))
+
+
+def write_locations(path, records):
+    """Writes a locations file (format in fs/locations.go) of `records` (offset, size, shard,
+    crc), one per inode from 1, with one shard and an empty source."""
+    import struct
+
+    head = struct.pack("<8sIIQQII24x", b"AIFSLOC\0", 1, 24, len(records), 64 + 24 * len(records), 1, 0x1234)
+    body = b"".join(struct.pack("<QQII", *r) for r in records)
+    tail = struct.pack("<QH", 1000, 5) + b"s.dat" + struct.pack("<H", 0)
+    with open(path, "wb") as f:
+        f.write(head + body + tail)
