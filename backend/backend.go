@@ -65,6 +65,15 @@ type Shard interface {
 	Close() error
 }
 
+// Stager is an optional interface of a Shard over a local tier (diskcache with staging on):
+// Stage asks for the bytes [off, off+n) to be fetched into the tier in the background, soon.
+// It never blocks and does no I/O on the caller's goroutine; the tier may skip bytes its
+// budget would not keep. The prefetch Loader calls it for every sample a plan names, so that
+// a node stages only the shards its trainers will read (docs/multinode.md).
+type Stager interface {
+	Stage(off, n int64)
+}
+
 // Viewer is an optional interface of a Shard that lends its bytes instead of copying them: the
 // FUSE layer hands the lent buffer to the kernel directly, which saves a copy of every sample
 // (a quarter of the daemon's CPU under a cold shuffled epoch, measured with pprof).

@@ -119,9 +119,10 @@ func (o *Options) defaults() {
 // hit waits for no lock but a pending stripe's: it takes the planner's only if it is free,
 // once per sample (observe.go).
 type Loader struct {
-	x      *layout.Index
-	shards []backend.Shard
-	opt    Options
+	x       *layout.Index
+	shards  []backend.Shard
+	stagers []backend.Stager // by shard, where the shard is one (a disk cache); nil if none is
+	opt     Options
 
 	cache *ristretto.Cache[uint32, *Sample]
 	// keepBudget and aheadBudget, summing to CacheBytes, bound keptBytes (the subset) and
@@ -188,6 +189,14 @@ func NewLoader(ctx context.Context, x *layout.Index, b backend.Backend, opt Opti
 func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, error) {
 	opt.defaults()
 	l := &Loader{x: x, shards: shards, opt: opt, parsers: map[uint32]*planParser{}}
+	for i, sh := range shards {
+		if st, ok := sh.(backend.Stager); ok {
+			if l.stagers == nil {
+				l.stagers = make([]backend.Stager, len(shards))
+			}
+			l.stagers[i] = st
+		}
+	}
 	l.aheadBudget = opt.CacheBytes
 	if opt.KeepRead {
 		data := int64(x.ShardBytes())

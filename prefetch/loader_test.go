@@ -644,3 +644,58 @@ func TestLoaderNoReadAheadOfLarge(t *testing.T) {
 			st.Backend.Bytes, total, st.Prefetch.Issued, st.Prefetch.HeldBytes)
 	}
 }
+
+// stagingShard is a shard that records what it is asked to stage.
+type stagingShard struct {
+	*shard
+	mu     sync.Mutex
+	staged map[[2]int64]int
+}
+
+func (s *stagingShard) Stage(off, n int64) {
+	s.mu.Lock()
+	s.staged[[2]int64{off, n}]++
+	s.mu.Unlock()
+}
+
+// TestLoaderPlanStages: every sample a plan names is staged once, at its extent, in the shard
+// that holds it (a disk cache stages the node's range from this); a sample not planned is not.
+func TestLoaderPlanStages(t *testing.T) {
+	x, shards, content := dataset(t, 300, 4<<10)
+	ids := sortedIDs(content)
+	bs := make([]backend.Shard, len(shards))
+	stagers := make([]*stagingShard, len(shards))
+	for i, s := range shards {
+		stagers[i] = &stagingShard{shard: s, staged: map[[2]int64]int{}}
+		bs[i] = stagers[i]
+	}
+	l, err := newLoader(x, bs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	planned := ids[50:200]
+	var plan strings.Builder
+	plan.WriteString(PlanHeaderPaths + "\n")
+	for _, id := range planned {
+		plan.WriteString(x.Path(id) + "\n")
+	}
+	for off, b := 0, plan.String(); off < len(b); off += 1000 {
+		if err := l.WritePlan(7, off == 0, []byte(b[off:min(off+1000, len(b))])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := make([]map[[2]int64]int, len(shards))
+	for i := range want {
+		want[i] = map[[2]int64]int{}
+	}
+	for _, id := range planned {
+		e := x.Entry(id)
+		want[e.Shard][[2]int64{int64(e.Offset), int64(e.Size)}]++
+	}
+	for i, s := range stagers {
+		if !maps.Equal(s.staged, want[i]) {
+			t.Errorf("shard %d staged %d extents, want %d (the planned samples')", i, len(s.staged), len(want[i]))
+		}
+	}
+}

@@ -98,6 +98,21 @@ func (pp *planParser) sample(x *layout.Index, line []byte) (layout.ID, error) {
 	return id, nil
 }
 
+// stage asks the shards that stage (a disk cache with -o prefetch_shards=on) for the samples
+// ids: a plan names what this node will read, so the node stages its own range of the set and
+// nothing else (docs/multinode.md). Stage only marks chunks, so this is cheap under the lock.
+func (l *Loader) stage(ids []layout.ID) {
+	if l.stagers == nil {
+		return
+	}
+	for _, id := range ids {
+		e := l.x.Entry(id)
+		if st := l.stagers[e.Shard]; st != nil {
+			st.Stage(int64(e.Offset), int64(e.Size))
+		}
+	}
+}
+
 // truncate shortens s for an error message.
 func truncate(s string) string {
 	if len(s) > 200 {
@@ -121,6 +136,7 @@ func (l *Loader) WritePlan(writer uint32, start bool, data []byte) error {
 		l.parsers[writer] = pp
 	}
 	ids, err := pp.parse(l.x, data, nil)
+	l.stage(ids)
 	if start {
 		l.planner.SetPlan(writer, ids)
 	} else {

@@ -63,10 +63,13 @@
 //
 // # Staging
 //
-// With Options.StageShards, the first read of a shard queues it for one background stager,
-// which fetches its missing chunks in order, up to 8 MiB per inner read, one read at a time,
-// in the order shards were first read, using at most half of the write queue, skipping chunks
-// the full budget would turn away. Close stops it.
+// With Options.StageShards, one background stager fetches the chunks asked for, shard by shard
+// in the order shards were first asked for, each shard's in order, up to 8 MiB per inner read,
+// one read at a time, using at most half of the write queue, skipping chunks the full budget
+// would turn away. What is asked for: the chunks holding the samples of the plans the trainers
+// send (Shard.Stage, called by the prefetch Loader), so that a node of a cluster stages only
+// its own range of the set; until a plan comes, every chunk of a shard on its first read.
+// Close stops it.
 //
 // # Trade-offs
 //
@@ -113,8 +116,9 @@ type Options struct {
 	// Namespace names the source, e.g. "s3://bucket/prefix"; part of every chunk's key, so
 	// two sources never share a chunk. Default "".
 	Namespace string
-	// StageShards stages whole shards in the background, in the order they are first read
-	// (-o prefetch_shards=on). Default off.
+	// StageShards stages shards in the background (-o prefetch_shards=on): what plans name
+	// (Shard.Stage) once one has, else whole shards in the order they are first read.
+	// Default off.
 	StageShards bool
 	// Arrived, if set, is called with the bytes of each run of chunks fetched to be kept,
 	// at offset off of the shard named shard, once the readers waiting for them were woken,
@@ -152,7 +156,7 @@ const writers = 6
 const (
 	pendingBytes = 128 << 20        // chunks being fetched to be kept or waiting for the writers (at least 4 chunks)
 	stageRun     = 8 << 20          // bytes per inner read of the stager (at least one chunk)
-	stageQueue   = 1024             // shards waiting for the stager; more are not staged
+	stageQueue   = 1024             // shards waiting for the stager; more wait for their next Stage
 	maxOpenFiles = 1024             // chunk files the fd cache keeps open
 	rescanEvery  = 30 * time.Second // the longest time between rescans (see the package doc)
 	tmpDir       = "tmp"            // temporary files, in Dir
@@ -178,6 +182,7 @@ type Cache struct {
 	doomMu  sync.Mutex    // guards doomed
 	doomed  []*entry      // evicted chunks whose files the writers delete
 	stageQ  chan *shard
+	planned atomic.Bool // Stage was called: reads no longer stage whole shards
 	rescanQ chan struct{}
 
 	versionsMu sync.Mutex                        // guards versions
@@ -269,6 +274,9 @@ func (c *Cache) Open(ctx context.Context, s layout.Shard) (backend.Shard, error)
 	}
 	sh := &shard{c: c, inner: in, name: s.Name, size: in.Size()}
 	sh.nameID, sh.ver = shardIDs(c.opt.Namespace, s.Name, sh.size, s.CRC, version, c.chunk)
+	if c.stageQ != nil {
+		sh.want = make([]atomic.Uint64, (sh.chunks()+63)/64)
+	}
 	c.removeStale(sh.nameID, sh.ver)
 	return sh, nil
 }

@@ -750,6 +750,36 @@ func TestStage(t *testing.T) {
 	}
 }
 
+// TestStagePlanned: once Stage is called, the stager fetches the chunks it names and no
+// others, and a read no longer stages its whole shard; Stage of chunks held fetches nothing.
+func TestStagePlanned(t *testing.T) {
+	ds := makeDataset(12, 4<<20, 4<<20)
+	src := newSource(ds.files, "v")
+	c := newCache(t, src, Options{Dir: t.TempDir(), Size: 1 << 30, ChunkSize: 256 << 10, StageShards: true})
+	shs := ds.open(t, c)
+	st, ok := shs[0].(backend.Stager)
+	if !ok {
+		t.Fatal("a diskcache shard is not a backend.Stager")
+	}
+	// [300 KiB, +600 KiB) covers chunks 1..3 (256 KiB each); [3 MiB, +1) chunk 12.
+	st.Stage(300<<10, 600<<10)
+	st.Stage(3<<20, 1)
+	want := int64(4 * 256 << 10)
+	waitFor(t, func() bool { return c.Stats().StagedBytes == want }, "staging")
+	ds.check(t, shs[1], sample{1, 0, 10}, true) // a read of shard 1 fetches its chunk, nothing more
+	time.Sleep(50 * time.Millisecond)
+	flush(t, c)
+	if st, f := c.Stats(), src.fetched.Load(); st.StagedBytes != want || f != want+256<<10 {
+		t.Errorf("after Stage of 4 chunks and a read: %+v, %d fetched; want %d staged, %d fetched", st, f, want, want+256<<10)
+	}
+	ds.check(t, shs[0], sample{0, 300 << 10, 600 << 10}, false) // staged: a hit
+	st.Stage(256<<10, 3*256<<10)                                 // held already
+	time.Sleep(50 * time.Millisecond)
+	if f := src.fetched.Load(); f != want+256<<10 {
+		t.Errorf("Stage of chunks held fetched %d more bytes", f-want-256<<10)
+	}
+}
+
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(time.Millisecond) {

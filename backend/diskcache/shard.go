@@ -19,8 +19,12 @@ type shard struct {
 	size   int64
 	nameID uint64    // chunkKey.name of its chunks
 	ver    [2]uint64 // chunkKey.ver of its chunks
-	staged atomic.Bool
 	closed atomic.Bool
+
+	// Staging (stage.go): a bit per chunk to stage, set by Stage and touch, taken by the stager.
+	want    []atomic.Uint64
+	queued  atomic.Bool // s is in the stager's queue, or being staged
+	touched atomic.Bool // touch has queued all of s
 }
 
 // src is where the bytes of one chunk are for a read: data, a file, or neither (through:
@@ -380,16 +384,6 @@ func (c *Cache) count(hit bool, n int) {
 	}
 }
 
-// touch queues s for the stager on its first read.
-func (s *shard) touch() {
-	if s.c.stageQ == nil || s.staged.Load() || s.staged.Swap(true) {
-		return
-	}
-	select {
-	case s.c.stageQ <- s:
-	default:
-	}
-}
 
 // sliceView lends bytes that nobody modifies (a chunk in memory, or a buffer of its own).
 type sliceView struct{ b []byte }

@@ -2,29 +2,81 @@ package diskcache
 
 import "github.com/aifs/aifs/backend/flight"
 
-// stager stages the shards queued by their first reads, one at a time in that order, until
-// Close.
+// Stage implements backend.Stager: it marks the chunks of [off, off+n) for the stager and
+// queues s if it is not queued yet. A no-op without Options.StageShards. From the first call
+// on, reads no longer stage whole shards (touch): the plans say what this node reads.
+func (s *shard) Stage(off, n int64) {
+	if s.want == nil || off < 0 || n <= 0 || off >= s.size {
+		return
+	}
+	s.c.planned.Store(true)
+	last := min(off+n, s.size) - 1
+	for i := off / s.c.chunk; i <= last/s.c.chunk; i++ {
+		s.mark(i)
+	}
+	s.queue()
+}
+
+// mark marks chunk i of s for the stager.
+func (s *shard) mark(i int64) {
+	if w, bit := &s.want[i/64], uint64(1)<<(i%64); w.Load()&bit == 0 {
+		w.Or(bit)
+	}
+}
+
+// touch marks all of s for the stager on its first read, unless a plan has asked for chunks.
+func (s *shard) touch() {
+	if s.want == nil || s.c.planned.Load() || s.touched.Load() || s.touched.Swap(true) {
+		return
+	}
+	for i := range s.want {
+		s.want[i].Store(^uint64(0)) // bits past the last chunk are ignored
+	}
+	s.queue()
+}
+
+// queue puts s in the stager's queue unless it is there; a full queue leaves it for the next
+// Stage or touch.
+func (s *shard) queue() {
+	if s.queued.Load() || s.queued.Swap(true) {
+		return
+	}
+	select {
+	case s.c.stageQ <- s:
+	default:
+		s.queued.Store(false)
+	}
+}
+
+// stager stages the shards queued, one at a time in that order, until Close.
 func (c *Cache) stager() {
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case s := <-c.stageQ:
+			s.queued.Store(false) // bits set from now on queue s again
 			c.stageShard(s)
 		}
 	}
 }
 
-// stageShard fetches the chunks of s that the cache would keep and does not have, in order,
-// up to stageRun bytes of adjacent chunks per inner read, one read at a time, waiting for
-// room in the writers' queue and never taking more than half of it.
+// taken returns whether chunk i of s was marked, and clears the mark.
+func (s *shard) taken(i int64) bool {
+	bit := uint64(1) << (i % 64)
+	return s.want[i/64].And(^bit)&bit != 0
+}
+
+// stageShard fetches the marked chunks of s that the cache would keep and does not have, in
+// order, up to stageRun bytes of adjacent chunks per inner read, one read at a time, waiting
+// for room in the writers' queue and never taking more than half of it.
 func (c *Cache) stageShard(s *shard) {
 	runMax := max(stageRun, c.chunk)
 	for i := int64(0); i < s.chunks(); {
 		if c.ctx.Err() != nil || s.closed.Load() {
 			return
 		}
-		if !c.stageable(s, i) {
+		if !s.taken(i) || !c.stageable(s, i) {
 			i++
 			continue
 		}
@@ -36,7 +88,11 @@ func (c *Cache) stageShard(s *shard) {
 		var bytes int64
 		for j := i; j < s.chunks() && bytes < runMax; j++ {
 			k, n := s.key(j), s.chunkLen(j)
-			if j > i && (!c.stageable(s, j) || !c.pend.reserve(n, c.pend.maxBytes/2)) {
+			if j > i && (!s.taken(j) || !c.stageable(s, j)) {
+				break
+			}
+			if j > i && !c.pend.reserve(n, c.pend.maxBytes/2) {
+				s.mark(j) // the next round of the outer loop waits for room for it
 				break
 			}
 			f, leader := c.flights.JoinAwait(k)
