@@ -91,7 +91,7 @@ type clusterRank struct {
 	Node   int `json:"node"`
 	Epochs []struct {
 		Seconds float64  `json:"seconds"`
-		Samples [][3]any `json:"samples"` // path, length, crc32
+		Samples [][4]any `json:"samples"` // path, length, crc32, shard
 		Stats   *struct {
 			Storage map[string]map[string]float64 `json:"storage"`
 		} `json:"stats"`

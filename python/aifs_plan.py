@@ -264,23 +264,30 @@ def _local_world_size(world, rank):
 
 def pack_order(dataset, plan=None):
     """Returns the indices of `dataset` sorted by where their samples lie in the shard set
-    (shard, then offset), read from the mount's `.aifs/locations`; its index order when it is
-    not on an aifs mount, has no `.samples`, or a sample is not found there."""
+    (shard, then offset); its index order where `sample_places` knows none."""
+    places = sample_places(dataset, plan)
+    if places is None:
+        return list(range(len(dataset)))
+    return sorted(range(len(dataset)), key=places.__getitem__)
+
+
+def sample_places(dataset, plan=None):
+    """Returns, for each index of `dataset`, (shard number, offset) of its sample in the shard
+    set, read from the mount's `.aifs/locations`; None when the dataset is not on an aifs
+    mount, has no `.samples`, or a sample is not found there (a failure to read the file
+    warns)."""
     plan = _PlanWriter(dataset) if plan is None else plan
-    n = len(dataset)
     if plan.mount_root is None or plan.samples is None:
-        return list(range(n))
+        return None
     try:
         loc = Locations(plan.mount_root)
-        paths = [os.fsdecode(plan.samples[plan.base_index(i)][0]) for i in range(n)]
-        keys = [loc.place(ino) for ino in _inodes(paths)]
+        paths = [os.fsdecode(plan.samples[plan.base_index(i)][0]) for i in range(len(dataset))]
+        places = [loc.place(ino) for ino in _inodes(paths)]
     except (OSError, ValueError) as e:
         warnings.warn(f"aifs_plan: cannot read the sample locations of {plan.mount_root}: {e}; "
                       "ranges follow the sample order", stacklevel=3)
-        return list(range(n))
-    if None in keys:
-        return list(range(n))
-    return sorted(range(n), key=keys.__getitem__)
+        return None
+    return None if None in places else places
 
 
 class Locations:
