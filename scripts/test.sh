@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 . scripts/setup.sh
 need_packages ca-certificates git coreutils tar libarchive-tools attr sqlite3 xfsprogs e2fsprogs util-linux fuse3 python3-pil python3-numpy python3-torch python3-torchvision python3-matplotlib
 need_versitygw
+need_minio
 
 # Lazily unmount what an interrupted earlier run left under the tests' temporary folders (aifs
 # mounts under aifs-integration-* and Test*/, loop-mounted ext4/XFS/ramfs of the backend tests):

@@ -1,11 +1,19 @@
-// Package s3test runs a real S3 server for tests: versitygw (github.com/versity/versitygw,
-// v1.8.0) with its posix backend, listening on 127.0.0.1 only, one process per Start.
+// Package s3test runs a real S3 server for tests, listening on 127.0.0.1 only, one process per
+// start: versitygw with its posix backend (Start), or MinIO erasure-coding over four drives
+// (StartMinIO). Both hand back the same *Server, whose bucket is created and empty.
 //
-// The binary is found through $AIFS_VERSITYGW, then PATH, then $(go env GOPATH)/bin; install it
-// with `go install github.com/versity/versitygw/cmd/versitygw@v1.8.0` (scripts/test.sh does).
-// It runs as `versitygw --port 127.0.0.1:PORT --quiet --keep-alive posix DIR`, in single-account
-// mode with fixed test keys passed as ROOT_ACCESS_KEY/ROOT_SECRET_KEY and an otherwise empty
-// environment. Without --keep-alive versitygw closes every connection after one response.
+// The binaries are found through $AIFS_VERSITYGW or $AIFS_MINIO, then PATH, then
+// $(go env GOPATH)/bin; install them with InstallVersityGW and InstallMinIO (scripts/test.sh
+// does). A missing binary fails the test rather than skipping it. Each server runs with fixed
+// test keys and an otherwise empty environment (nothing of the caller's VGW_*, MINIO_*, AWS_*
+// or CI), with HOME=Dir.
+//
+// # versitygw
+//
+// github.com/versity/versitygw v1.8.0 runs as `versitygw --port 127.0.0.1:PORT --quiet
+// --keep-alive posix DIR`, in single-account mode with the keys passed as
+// ROOT_ACCESS_KEY/ROOT_SECRET_KEY. Without --keep-alive versitygw closes every connection after
+// one response.
 //
 // How the posix backend stores things, which tests may rely on to see or alter objects behind
 // the server's back:
@@ -27,6 +35,27 @@
 // with DisableContentSha256; an upload's Content-Encoding aws-chunked is stored and sent back
 // with the object. If-Match on GET is honoured (412 PreconditionFailed), a range past the end
 // is clipped, and any range of an empty object is 416 InvalidRange.
+//
+// # MinIO
+//
+// github.com/minio/minio at MinIOVersion (MinIO tags no semver releases, so the pin is a
+// pseudo-version of a commit) runs as one process over four drive directories, `minio server
+// --quiet --address 127.0.0.1:PORT Dir/d{1...4}` (MinIO expands the braces itself): one erasure
+// set of 4 drives, by default 2 data and 2 parity shards, as a production MinIO on one host
+// with four disks. Its environment: the keys as MINIO_ROOT_USER/MINIO_ROOT_PASSWORD;
+// MINIO_BROWSER=off, so there is no console and no second port; and MINIO_CI_CD=1, without
+// which MinIO refuses drives on the root filesystem (it logs "drive not found, will be retried"
+// for ever) and which also caps its buffer pool at 256 MiB. It answers about half a second after
+// it is started (more on a busy machine), with some 110 MB resident. Besides 127.0.0.1:PORT it
+// listens on [::1]:PORT.
+//
+// Dir is the parent of the drives d1..d4 (and of .minio, MinIO's certificate folder under
+// HOME). Tests must not rely on how MinIO stores objects: each drive holds its shard of an
+// object with bitrot checksums beside the metadata file xl.meta, small objects live inside
+// xl.meta, and none of it is a plain copy of the object's bytes. See and alter objects through
+// S3 only.
+//
+// # Both
 //
 // Stop kills the server at once, like a crash or a network outage; Start brings it back on the
 // same port and directory.
@@ -58,19 +87,52 @@ const (
 	region    = "us-east-1"
 )
 
-// Install is the command that installs the server binary.
-const Install = "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+// The commands that install the servers' binaries; scripts/setup.sh pins the same versions.
+const (
+	InstallVersityGW = "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+	InstallMinIO     = "go install github.com/minio/minio@" + MinIOVersion
+)
 
-// Server is a running (or stopped) versitygw. Its fields are fixed for its lifetime. Its methods
+// MinIOVersion is the version of github.com/minio/minio that StartMinIO is tested with.
+const MinIOVersion = "v0.0.0-20260212201848-7aac2a2c5b7c"
+
+// A program is an S3 server that s3test can run.
+type program struct {
+	name    string // of the binary, and in messages
+	envVar  string // may hold the binary's path
+	install string // the command that installs the binary
+	// command returns the arguments and the environment variables (beyond PATH and HOME) that
+	// run s.
+	command func(s *Server) (args, env []string)
+}
+
+var (
+	versitygw = program{name: "versitygw", envVar: "AIFS_VERSITYGW", install: InstallVersityGW,
+		command: func(s *Server) ([]string, []string) {
+			return []string{"--port", s.addr, "--quiet", "--keep-alive", "posix", s.Dir},
+				[]string{"ROOT_ACCESS_KEY=" + s.AccessKey, "ROOT_SECRET_KEY=" + s.SecretKey}
+		}}
+	minioServer = program{name: "minio", envVar: "AIFS_MINIO", install: InstallMinIO,
+		command: func(s *Server) ([]string, []string) {
+			return []string{"server", "--quiet", "--address", s.addr, filepath.Join(s.Dir, "d{1...4}")},
+				[]string{"MINIO_ROOT_USER=" + s.AccessKey, "MINIO_ROOT_PASSWORD=" + s.SecretKey,
+					"MINIO_BROWSER=off", "MINIO_CI_CD=1"}
+		}}
+)
+
+// Server is a running (or stopped) S3 server. Its fields are fixed for its lifetime. Its methods
 // must be called from the test's goroutine (they may call t.Fatal).
 type Server struct {
 	Endpoint  string // "http://127.0.0.1:PORT"
 	AccessKey string
 	SecretKey string
 	Bucket    string // created by Start, empty
-	Dir       string // the posix root: object K of Bucket is the file Dir/Bucket/K
+	// versitygw: the posix root, where object K of Bucket is the file Dir/Bucket/K; MinIO: the
+	// parent of the drives Dir/d1..Dir/d4, whose layout is MinIO's own.
+	Dir string
 
 	t    testing.TB
+	prog program
 	bin  string
 	addr string        // 127.0.0.1:PORT
 	out  lockedBuffer  // the server's output, shown when it fails to start
@@ -78,13 +140,25 @@ type Server struct {
 	done chan struct{} // closed when cmd has exited
 }
 
-// Start starts a server with an empty bucket Bucket and registers its end with t.Cleanup.
+// Start starts versitygw with an empty bucket Bucket and registers its end with t.Cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{AccessKey: accessKey, SecretKey: secretKey, Bucket: bucket, Dir: t.TempDir(), t: t, bin: findBinary(t)}
+	return startServer(t, versitygw)
+}
+
+// StartMinIO starts MinIO over four drives with an empty bucket Bucket and registers its end
+// with t.Cleanup.
+func StartMinIO(t testing.TB) *Server {
+	t.Helper()
+	return startServer(t, minioServer)
+}
+
+func startServer(t testing.TB, p program) *Server {
+	t.Helper()
+	s := &Server{AccessKey: accessKey, SecretKey: secretKey, Bucket: bucket, Dir: t.TempDir(), t: t, prog: p, bin: findBinary(t, p)}
 	t.Cleanup(s.Stop)
 	// The free port is found by binding and releasing it, so another process may take it
-	// before versitygw binds it; try a few.
+	// before the server binds it; try a few.
 	var err error
 	for range 5 {
 		s.addr = freePort(t)
@@ -151,10 +225,10 @@ func (s *Server) Client() *minio.Client {
 
 // start runs the binary and waits until it answers S3 requests.
 func (s *Server) start() error {
-	cmd := exec.Command(s.bin, "--port", s.addr, "--quiet", "--keep-alive", "posix", s.Dir)
-	// A clean environment: nothing of the caller's (VGW_*, AWS_*) reaches the server.
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.Dir,
-		"ROOT_ACCESS_KEY=" + s.AccessKey, "ROOT_SECRET_KEY=" + s.SecretKey}
+	args, env := s.prog.command(s)
+	cmd := exec.Command(s.bin, args...)
+	// A clean environment: nothing of the caller's (VGW_*, MINIO_*, AWS_*, CI) reaches the server.
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.Dir}, env...)
 	s.out.Reset()
 	cmd.Stdout, cmd.Stderr = &s.out, &s.out
 	dieWithParent(cmd)
@@ -176,36 +250,36 @@ func (s *Server) start() error {
 		select {
 		case <-done:
 			s.cmd = nil
-			return fmt.Errorf("versitygw on %s exited: %s", s.addr, strings.TrimSpace(s.out.String()))
+			return fmt.Errorf("%s on %s exited: %s", s.prog.name, s.addr, strings.TrimSpace(s.out.String()))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
-			return fmt.Errorf("versitygw on %s did not answer within 15 s (last error: %v): %s", s.addr, err, s.out.String())
+			return fmt.Errorf("%s on %s did not answer within 15 s (last error: %v): %s", s.prog.name, s.addr, err, s.out.String())
 		}
 	}
 }
 
-// findBinary returns the path of versitygw or fails the test saying how to install it.
-func findBinary(t testing.TB) string {
-	if p := os.Getenv("AIFS_VERSITYGW"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("s3test: AIFS_VERSITYGW=%s: %v; install the server with: %s", p, err, Install)
+// findBinary returns the path of p's binary or fails the test saying how to install it.
+func findBinary(t testing.TB, p program) string {
+	if path := os.Getenv(p.envVar); path != "" {
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("s3test: %s=%s: %v; install the server with: %s", p.envVar, path, err, p.install)
 		}
-		return p
+		return path
 	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p
+	if path, err := exec.LookPath(p.name); err == nil {
+		return path
 	}
 	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
 		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			p := filepath.Join(dir, "bin", "versitygw")
-			if _, err := os.Stat(p); err == nil {
-				return p
+			path := filepath.Join(dir, "bin", p.name)
+			if _, err := os.Stat(path); err == nil {
+				return path
 			}
 		}
 	}
-	t.Fatalf("s3test: the S3 server versitygw is not installed (looked in $AIFS_VERSITYGW, PATH and $(go env GOPATH)/bin); install it with: %s", Install)
+	t.Fatalf("s3test: the S3 server %s is not installed (looked in $%s, PATH and $(go env GOPATH)/bin); install it with: %s", p.name, p.envVar, p.install)
 	return ""
 }
 
