@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 
@@ -302,10 +301,14 @@ func TestClusterS3(t *testing.T) {
 	t.Logf("torch's DistributedSampler: cold epoch %.2f× the set across the nodes, %d S3 requests in epochs 2-3", float64(cold)/float64(data), later)
 }
 
-// clusterEnv sets the S3 credentials of srv for the aifs commands of the test.
-func clusterEnv(t *testing.T, srv *s3test.Server) {
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+// TestClusterMinIO is TestClusterS3's run with aifs_plan.DistributedSampler against MinIO in
+// erasure-coded mode (one server over 4 drives, 2 data and 2 parity shards per object), the
+// object store a team that outgrows one machine runs.
+func TestClusterMinIO(t *testing.T) {
+	srv := s3test.StartMinIO(t)
+	setS3Env(t, srv)
+	src, want, data := clusterSource(t)
+	url := "s3://" + srv.Bucket + "/cluster"
+	mustAifs(t, "pack", "--quiet", "--shard-size", "16M", src, url)
+	checkShardAware(t, runCluster(t, url, srv.Endpoint, "aifs", want, data/3), data)
 }

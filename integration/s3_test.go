@@ -19,11 +19,17 @@ import (
 func s3Server(t *testing.T) *s3test.Server {
 	t.Helper()
 	srv := s3test.Start(t)
+	setS3Env(t, srv)
+	return srv
+}
+
+// setS3Env sets the environment of the test (and of the aifs commands it runs) to srv's
+// endpoint and credentials.
+func setS3Env(t *testing.T, srv *s3test.Server) {
 	for _, kv := range srv.Env() {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	return srv
 }
 
 // storageStat returns one figure of the storage section of a mount's stats ("s3", "bytes").
