@@ -142,7 +142,9 @@ type Loader struct {
 	// like the planner, with resSource. readers holds the pids of recent READs (NoteReader).
 	res          *Residency
 	resSource    string
-	resFits      atomic.Bool // res.Fits(), readable without mu
+	resFits      atomic.Bool      // res.Fits(), readable without mu
+	scopes       [scopeSpan]int64 // the plans' bytes at the last refreshes (planScope), under mu
+	scopeAt      int
 	readers      [8]atomic.Uint32
 	chunkFlights atomic.Int32 // chunk reads queued or running (chunks.go)
 

@@ -1,6 +1,7 @@
 package prefetch
 
 import (
+	"slices"
 	"time"
 
 	"github.com/aifs/aifs/layout"
@@ -47,10 +48,24 @@ func (l *Loader) refreshBudget() {
 	}
 	l.lockPlanner()
 	drop := l.res.SetBudget(b, nil)
+	drop = l.res.SetScope(l.planScope(), drop)
 	l.resSource = src
 	l.resFits.Store(l.res.Fits())
 	l.unlockPlanner()
 	l.drop(drop)
+}
+
+// scopeSpan is how many budget refreshes (seconds) the scope is the largest of: a trainer
+// replaces its plan each epoch, and the plans of a node's ranks come over a second or more,
+// so the plans held dip at an epoch's start; the scope must not follow the dip.
+const scopeSpan = 10
+
+// planScope returns the largest bytes the plans held named at the last scopeSpan refreshes
+// (Residency.SetScope), with l.mu held.
+func (l *Loader) planScope() int64 {
+	l.scopes[l.scopeAt%scopeSpan] = l.planner.PlannedBytes()
+	l.scopeAt++
+	return slices.Max(l.scopes[:])
 }
 
 func (l *Loader) residencyLoop(every time.Duration) {

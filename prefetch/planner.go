@@ -104,8 +104,9 @@ type Planner struct {
 	writers []*planState
 	// where maps a sample to its position in a plan: slot[id] is the writer index + 1 (0: in
 	// no plan) and pos[id] its index in that writer's plan. Allocated with the first plan.
-	slot []uint8
-	pos  []uint32
+	slot    []uint8
+	pos     []uint32
+	planned int64 // bytes of the samples in some plan (slot != 0)
 }
 
 // stream is one sequential run.
@@ -283,11 +284,7 @@ func (p *Planner) trackStream(id layout.ID) {
 func (p *Planner) SetPlan(writer uint32, ids []layout.ID) {
 	p.tick++
 	w := p.writerState(writer)
-	for _, id := range w.ids {
-		if p.slot[id] == uint8(p.writerIndex(w)+1) {
-			p.slot[id] = 0
-		}
-	}
+	p.unplan(w)
 	w.ids, w.cursor, w.issued, w.lastUse = w.ids[:0], 0, 0, p.tick
 	p.AppendPlan(writer, ids)
 }
@@ -302,11 +299,29 @@ func (p *Planner) AppendPlan(writer uint32, ids []layout.ID) {
 	}
 	s := uint8(p.writerIndex(w) + 1)
 	for _, id := range ids {
+		if p.slot[id] == 0 {
+			p.planned += int64(p.cat.Entry(id).Size)
+		}
 		p.slot[id], p.pos[id] = s, uint32(len(w.ids))
 		w.ids = append(w.ids, id)
 	}
 	w.lastUse = p.tick
 }
+
+// unplan takes w's samples out of the plans, those that no later plan took.
+func (p *Planner) unplan(w *planState) {
+	s := uint8(p.writerIndex(w) + 1)
+	for _, id := range w.ids {
+		if p.slot[id] == s {
+			p.slot[id] = 0
+			p.planned -= int64(p.cat.Entry(id).Size)
+		}
+	}
+}
+
+// PlannedBytes returns the bytes of the samples in the plans held: on a cluster, this node's
+// range of the set (Residency.SetScope).
+func (p *Planner) PlannedBytes() int64 { return p.planned }
 
 // writerState returns writer's plan, making one (in place of the one idle longest if there
 // are maxWriters already).
@@ -327,12 +342,7 @@ func (p *Planner) writerState(writer uint32) *planState {
 			victim = w
 		}
 	}
-	s := uint8(p.writerIndex(victim) + 1)
-	for _, id := range victim.ids {
-		if p.slot[id] == s {
-			p.slot[id] = 0
-		}
-	}
+	p.unplan(victim)
 	*victim = planState{writer: writer, ids: victim.ids[:0]}
 	return victim
 }

@@ -351,3 +351,33 @@ func TestPlannerCoalesce(t *testing.T) {
 		t.Errorf("coalesce:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// TestPlannerPlannedBytes: the plans' bytes count each sample once, however many plans name
+// it, and follow plans replaced, appended to and taken over by a new writer.
+func TestPlannerPlannedBytes(t *testing.T) {
+	const size = 100 << 10
+	cat := newCatalog(100, 10, size, 1<<30)
+	files := cat.files()
+	p := NewPlanner(cat, PlannerConfig{})
+	for _, step := range []struct {
+		do   func()
+		want int
+	}{
+		{func() { p.SetPlan(1, files[:40]) }, 40},
+		{func() { p.AppendPlan(1, files[40:50]) }, 50},
+		{func() { p.SetPlan(2, files[30:60]) }, 60}, // 30-49 in both plans
+		{func() { p.SetPlan(1, files[:10]) }, 40},   // 0-9 and 2's 30-59
+		{func() { p.SetPlan(2, nil) }, 10},
+	} {
+		step.do()
+		if got := p.PlannedBytes(); got != int64(step.want*size) {
+			t.Fatalf("planned %d samples' bytes, want %d", got/size, step.want)
+		}
+	}
+	for w := uint32(10); w < 10+maxWriters; w++ { // writer 1's plan is taken over
+		p.SetPlan(w, files[90:91])
+	}
+	if got := p.PlannedBytes(); got != size {
+		t.Errorf("after writer 1's plan was taken over: %d samples' bytes planned, want 1", got/size)
+	}
+}

@@ -33,6 +33,7 @@ type Residency struct {
 	cat      Catalog
 	maxWhole int64
 	data     int64 // bytes of the samples tracked
+	scope    int64 // bytes of the samples this node reads (SetScope), 0: all of data
 
 	budget   int64
 	fits     bool
@@ -108,13 +109,44 @@ func (r *Residency) SetBudget(b int64, drop []layout.ID) []layout.ID {
 	}
 	r.set = true
 	r.budget = b
-	old := r.fraction
-	if r.data <= b {
+	return r.apply(drop)
+}
+
+// SetScope says how many bytes of samples this node reads: on a cluster whose sampler gives
+// each node a range of the set (python/aifs_plan.DistributedSampler), the union of the plans
+// it was sent; 0 for all of them. The budget is weighed against the scope, so a node whose
+// range fits keeps all of it even where the set does not fit, and otherwise the subset is
+// the same fraction of its range. Like SetBudget it appends to drop what a smaller subset
+// leaves out; a change of less than 1/16 is ignored, as are plans that name more than the set.
+func (r *Residency) SetScope(n int64, drop []layout.ID) []layout.ID {
+	if n >= r.data {
+		n = 0
+	}
+	if n == r.scope || n != 0 && r.scope != 0 && max(n-r.scope, r.scope-n) <= r.scope/16 {
+		return drop
+	}
+	r.scope = n
+	return r.apply(drop)
+}
+
+// reads returns the bytes the budget is weighed against: the scope, or all the samples.
+func (r *Residency) reads() int64 {
+	if r.scope > 0 {
+		return r.scope
+	}
+	return r.data
+}
+
+// apply sets the subset for the budget and scope, and appends to drop the resident samples
+// a smaller subset leaves out.
+func (r *Residency) apply(drop []layout.ID) []layout.ID {
+	b, old := r.budget, r.fraction
+	if r.reads() <= b {
 		r.fits, r.fraction, r.window = true, ^uint64(0), 0
 	} else {
 		r.fits = false
 		r.window = min(b/16, maxWindow)
-		r.fraction = uint64(float64(b-r.window) / float64(r.data) * (1 << 64))
+		r.fraction = uint64(float64(b-r.window) / float64(r.reads()) * (1 << 64))
 	}
 	if r.fraction < old { // the subset shrank: its samples now outside it go
 		for w, word := range r.resident {
@@ -266,7 +298,10 @@ type ResidencyStats struct {
 	BudgetBytes  int64  `json:"budget_bytes"`
 	Source       string `json:"budget_source"` // where the budget came from
 	DatasetBytes int64  `json:"dataset_bytes"` // the samples it applies to (regular files up to MaxWhole)
-	Fits         bool   `json:"fits"`          // all of them fit: nothing is dropped
+	// ScopeBytes are the bytes of the samples the plans name, which the budget is weighed
+	// against when a node reads only its range of the set (SetScope); 0: no plan, all of them.
+	ScopeBytes int64 `json:"scope_bytes"`
+	Fits       bool  `json:"fits"` // all of them fit: nothing is dropped
 	// SubsetFraction is the share of the samples (by hash rank) kept across epochs: 1 when
 	// they all fit.
 	SubsetFraction float64 `json:"subset_fraction"`
@@ -289,7 +324,7 @@ type ResidencyStats struct {
 
 // Stats returns the policy's figures (Source and the chunk counts are the Loader's).
 func (r *Residency) Stats() ResidencyStats {
-	s := ResidencyStats{BudgetBytes: r.budget, DatasetBytes: r.data, Fits: r.fits, SubsetFraction: 1,
+	s := ResidencyStats{BudgetBytes: r.budget, DatasetBytes: r.data, ScopeBytes: r.scope, Fits: r.fits, SubsetFraction: 1,
 		ResidentBytes: r.residentBytes, SubsetBytes: r.subsetBytes, WindowBytes: r.transientBytes,
 		Drops: r.drops, PushesRefused: r.refused, KernelDropped: r.kernelDropped}
 	if !r.fits {

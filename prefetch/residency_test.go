@@ -18,6 +18,7 @@ type pageCache struct {
 	peak      int64 // the most bytes in the page cache after a tick's drops
 	tickReads int
 	reads     int
+	only      []layout.ID // the samples an epoch reads; nil: every file
 }
 
 func newPageCache(cat catalog, budget int64) *pageCache {
@@ -40,6 +41,9 @@ func (pc *pageCache) apply(drop []layout.ID) {
 // epoch reads every file once in a shuffled order and returns the samples that reached aifs.
 func (pc *pageCache) epoch(rng *rand.Rand) map[layout.ID]bool {
 	files := pc.cat.files()
+	if pc.only != nil {
+		files = append([]layout.ID(nil), pc.only...)
+	}
 	rng.Shuffle(len(files), func(i, j int) { files[i], files[j] = files[j], files[i] })
 	reached := map[layout.ID]bool{}
 	for _, id := range files {
@@ -121,6 +125,56 @@ func TestResidencySubset(t *testing.T) {
 	st = pc.r.Stats()
 	if st.KernelDropped != 0 || st.SubsetBytes != int64(subset)*size || st.ResidentBytes != pc.inBytes {
 		t.Errorf("stats %+v; %d subset samples, %d bytes in the page cache", st, subset, pc.inBytes)
+	}
+}
+
+// TestResidencyScope: a node that reads a quarter of the set (its range, named by its plans)
+// keeps all of it under a budget of half the set once the scope says so, where without the
+// scope the subset would be half of it; under a budget smaller than its range, the subset is
+// that share of the range, not of the set.
+func TestResidencyScope(t *testing.T) {
+	const n, size = 4000, 100 << 10
+	cat := newCatalog(n, 40, size, 64<<20)
+	data, rangeBytes := int64(n*size), int64(n/4*size)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range []struct {
+		budget int64
+		scope  bool
+		hit    [2]float64 // the bounds of the node's later epochs' hit rate
+	}{
+		{data / 2, false, [2]float64{0.40, 0.53}},
+		{data / 2, true, [2]float64{1, 1}},
+		{rangeBytes / 2, false, [2]float64{0.05, 0.18}},
+		{rangeBytes / 2, true, [2]float64{0.40, 0.53}},
+	} {
+		pc := newPageCache(cat, tc.budget)
+		pc.only = cat.files()[n/2 : n/2+n/4]
+		if tc.scope {
+			pc.apply(pc.r.SetScope(rangeBytes, nil))
+		}
+		pc.epoch(rng)
+		for e := 2; e <= 3; e++ {
+			hit := 1 - float64(len(pc.epoch(rng)))/float64(len(pc.only))
+			if hit < tc.hit[0] || hit > tc.hit[1] {
+				t.Errorf("budget %d MiB, scope %v, epoch %d: hit rate %.3f, want %.2f-%.2f", tc.budget>>20, tc.scope, e, hit, tc.hit[0], tc.hit[1])
+			}
+		}
+		if st := pc.r.Stats(); tc.scope && st.ScopeBytes != rangeBytes || pc.peak > tc.budget {
+			t.Errorf("budget %d MiB, scope %v: stats %+v, page cache peak %d", tc.budget>>20, tc.scope, st, pc.peak)
+		}
+	}
+	// The scope follows the plans: a change of less than 1/16 is ignored, and a scope of the
+	// whole set or more (or 0) means the whole set.
+	r := NewResidency(cat, 16<<20)
+	r.SetBudget(data/2, nil)
+	if r.SetScope(rangeBytes, nil); !r.Fits() {
+		t.Error("a range of a quarter of the set does not fit a budget of half")
+	}
+	if r.SetScope(rangeBytes+rangeBytes/20, nil); r.Stats().ScopeBytes != rangeBytes {
+		t.Errorf("a scope 5%% larger was taken: %d", r.Stats().ScopeBytes)
+	}
+	if r.SetScope(2*data, nil); r.Fits() || r.Stats().ScopeBytes != 0 {
+		t.Errorf("a scope over the set: fits %v, scope %d", r.Fits(), r.Stats().ScopeBytes)
 	}
 }
 
