@@ -71,11 +71,15 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	}
 	if pc := s.PageCache; pc != nil {
 		fmt.Fprintf(w, "page cache    budget %s (%s); ", humanBytes(pc.BudgetBytes), pc.Source)
+		what := "the dataset"
+		if pc.ScopeBytes > 0 {
+			what = "the " + humanBytes(pc.ScopeBytes) + " the plans name"
+		}
 		if pc.Fits {
-			fmt.Fprintf(w, "the dataset fits, %s resident\n", humanBytes(pc.ResidentBytes))
+			fmt.Fprintf(w, "%s fits, %s resident\n", what, humanBytes(pc.ResidentBytes))
 		} else {
-			fmt.Fprintf(w, "a subset of %.0f%% kept, %s resident (%s of the subset); %d dropped, %d pushes refused, %d dropped by the kernel\n",
-				100*pc.SubsetFraction, humanBytes(pc.ResidentBytes), humanBytes(pc.SubsetBytes), pc.Drops, pc.PushesRefused, pc.KernelDropped)
+			fmt.Fprintf(w, "a subset of %.0f%% of %s kept, %s resident (%s of the subset); %d dropped, %d pushes refused, %d dropped by the kernel\n",
+				100*pc.SubsetFraction, what, humanBytes(pc.ResidentBytes), humanBytes(pc.SubsetBytes), pc.Drops, pc.PushesRefused, pc.KernelDropped)
 		}
 		if pc.ChunkReads > 0 {
 			fmt.Fprintf(w, "chunk reads   %d, %d samples put in the page cache\n", pc.ChunkReads, pc.ChunkSamples)
