@@ -42,7 +42,11 @@ Mount options (-o, comma-separated, repeatable):
                             chunk from S3, the other samples in it go into the kernel's page
                             cache, so the epoch reads them with no request; auto (default): on
                             when the shard set is at most half the memory available at mount
-  cache_dir=DIR, cache_size=SIZE, prefetch_shards=on|off, s3_endpoint=URL, s3_region=R,
+  prefetch_shards=on|off    with cache_dir: on stages into the disk cache, in the
+                            background, what the trainers' plans name (on a cluster, this
+                            node's range: docs/multinode.md), and before any plan whole
+                            shards on their first read (default off)
+  cache_dir=DIR, cache_size=SIZE, s3_endpoint=URL, s3_region=R,
   s3_addressing=A, s3_timeout=D, s3_retries=N   the same as the flags below
   plans=on|off              on (default): take plans sent to MOUNTPOINT/.aifs/plan; off:
                             refuse them (EPERM), read ahead only from the reads seen
@@ -57,7 +61,9 @@ Mount options (-o, comma-separated, repeatable):
 The statistics of a live mount are in MOUNTPOINT/.aifs/stats (JSON; the directory is never
 listed) and 'aifs stats MOUNTPOINT' prints them. MOUNTPOINT/.aifs/plan takes the coming order
 of samples by ioctl (python/aifs_plan.py sends it from any torch Sampler, 'aifs plan' from a
-file; docs/prefetch.md).
+file; docs/prefetch.md). MOUNTPOINT/.aifs/locations gives each file's shard, offset, length
+and CRC32C in binary records by inode (fs/locations.go; python/aifs_plan.py's
+DistributedSampler reads it: docs/multinode.md).
 
 For a shard set in S3, --cache-dir keeps the shard ranges fetched on local disk (O_DIRECT) and
 serves them from there afterwards, across unmounts and restarts; entries are keyed by each
