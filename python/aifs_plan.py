@@ -158,8 +158,9 @@ class DistributedSampler(Sampler):
 
     - Ranks are grouped into nodes of `local_world_size` consecutive ranks (default: the
       LOCAL_WORLD_SIZE variable torchrun sets; else, with torch.distributed initialised, the
-      ranks that share a host name; else 1). Rank r is local rank r % local_world_size of node
-      r // local_world_size.
+      ranks that share a host name, found by a collective call, so every rank must build the
+      sampler; else 1). Rank r is local rank r % local_world_size of node r //
+      local_world_size, as torchrun numbers them (a LOCAL_RANK that disagrees warns).
     - The samples, in pack order (their place in the shards, read once from the mount's
       `.aifs/locations`; off an aifs mount, or for a dataset without `.samples`, their index
       order), are cut into one contiguous range per node, of equal size (±1). A cut may fall
@@ -201,6 +202,11 @@ class DistributedSampler(Sampler):
         self.local_world_size, self.rotate_every = local_world_size, rotate_every
         self.nodes = num_replicas // local_world_size
         self.node, self.local_rank = divmod(rank, local_world_size)
+        env_local = os.environ.get("LOCAL_RANK")
+        if env_local and int(env_local) != self.local_rank and local_world_size > 1:
+            warnings.warn(f"aifs_plan.DistributedSampler: rank {rank} is local rank {self.local_rank} of node "
+                          f"{self.node} here, but LOCAL_RANK is {env_local}: ranks are taken to be numbered "
+                          "node by node, as torchrun numbers them", stacklevel=2)
         n = len(dataset)
         if drop_last and n % num_replicas:
             self.num_samples = n // num_replicas

@@ -337,6 +337,22 @@ class DistributedSamplerTest(unittest.TestCase):
         with mock.patch.dict(os.environ, {"LOCAL_WORLD_SIZE": ""}):
             self.assertEqual(aifs_plan.DistributedSampler(Range(16), num_replicas=8, rank=5).local_world_size, 1)
 
+    def test_local_world_size_from_host_names(self):
+        import torch.distributed as dist
+
+        def gather(hosts):
+            def all_gather_object(out, _):
+                out[:] = hosts
+            return all_gather_object
+
+        with mock.patch.dict(os.environ, {"LOCAL_WORLD_SIZE": ""}), \
+                mock.patch.object(dist, "is_initialized", return_value=True):
+            with mock.patch.object(dist, "all_gather_object", gather(["a", "a", "b", "b"])):
+                self.assertEqual(aifs_plan._local_world_size(4, 2), 2)
+            with mock.patch.object(dist, "all_gather_object", gather(["a", "b", "a", "b"])):
+                with self.assertWarnsRegex(UserWarning, "not consecutive"):
+                    self.assertEqual(aifs_plan._local_world_size(4, 2), 1)
+
     def test_refusals(self):
         with self.assertRaises(ValueError):
             aifs_plan.DistributedSampler(Range(8), num_replicas=4, rank=4)
