@@ -49,9 +49,9 @@ type fileSum struct {
 func clusterSource(t *testing.T) (string, map[string]fileSum, int64) {
 	t.Helper()
 	clusterData.once.Do(func() {
-		gendata := filepath.Join(workDir, "gendata")
-		if out, err := exec.Command("go", "build", "-o", gendata, "github.com/aifs/aifs/integration/gendata").CombinedOutput(); err != nil {
-			clusterData.err = fmt.Errorf("building gendata: %w\n%s", err, out)
+		gendata, err := buildGendata()
+		if err != nil {
+			clusterData.err = err
 			return
 		}
 		src := filepath.Join(workDir, "cluster-source")

@@ -39,9 +39,9 @@ var jpegData struct {
 func jpegSet(t testing.TB) (src, set string) {
 	t.Helper()
 	jpegData.once.Do(func() {
-		gendata := filepath.Join(workDir, "gendata")
-		if out, err := exec.Command("go", "build", "-o", gendata, "github.com/aifs/aifs/integration/gendata").CombinedOutput(); err != nil {
-			jpegData.err = fmt.Errorf("building gendata: %w\n%s", err, out)
+		gendata, err := buildGendata()
+		if err != nil {
+			jpegData.err = err
 			return
 		}
 		src, set := filepath.Join(workDir, "jpeg-source"), filepath.Join(workDir, "jpeg-set")
@@ -61,6 +61,15 @@ func jpegSet(t testing.TB) (src, set string) {
 		t.Fatalf("building the JPEG data set: %v", jpegData.err)
 	}
 	return jpegData.src, jpegData.set
+}
+
+// buildGendata builds integration/gendata into the work directory and returns its path.
+func buildGendata() (string, error) {
+	gendata := filepath.Join(workDir, "gendata")
+	if out, err := exec.Command("go", "build", "-o", gendata, "github.com/aifs/aifs/integration/gendata").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building gendata: %w\n%s", err, out)
+	}
+	return gendata, nil
 }
 
 // torchCheck runs torchcheck/check.py with args under /usr/bin/python3 and returns its stdout,

@@ -773,7 +773,7 @@ func TestStagePlanned(t *testing.T) {
 		t.Errorf("after Stage of 4 chunks and a read: %+v, %d fetched; want %d staged, %d fetched", st, f, want, want+256<<10)
 	}
 	ds.check(t, shs[0], sample{0, 300 << 10, 600 << 10}, false) // staged: a hit
-	st.Stage(256<<10, 3*256<<10)                                 // held already
+	st.Stage(256<<10, 3*256<<10)                                // held already
 	time.Sleep(50 * time.Millisecond)
 	if f := src.fetched.Load(); f != want+256<<10 {
 		t.Errorf("Stage of chunks held fetched %d more bytes", f-want-256<<10)

@@ -384,7 +384,6 @@ func (c *Cache) count(hit bool, n int) {
 	}
 }
 
-
 // sliceView lends bytes that nobody modifies (a chunk in memory, or a buffer of its own).
 type sliceView struct{ b []byte }
 

@@ -178,3 +178,14 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
 # bench_medians JSONFILE prints the median files/s of each DIR of an 'aifs bench --json' run.
 bench_medians() { $PY -c 'import json,sys; print(" ".join(str(round(d["median_files_per_s"])) for d in json.load(open(sys.argv[1]))["dirs"]))' "$1"; }
+# start_s3delay TARGET DELAY starts the proxy integration/s3delay in front of the S3 endpoint
+# TARGET, adding DELAY to every request, and sets S3DELAY_EP to its endpoint and S3DELAY_PID to
+# its pid (the caller stops it).
+start_s3delay() {
+	go build -o "$RUN/s3delay" ./integration/s3delay
+	"$RUN/s3delay" --target "$1" --delay "$2" >"$RUN/s3delay.out" 2>"$RUN/s3delay.log" &
+	S3DELAY_PID=$!
+	for _ in $(seq 100); do [[ -s $RUN/s3delay.out ]] && break; sleep 0.1; done
+	S3DELAY_EP=$(head -1 "$RUN/s3delay.out")
+	[[ $S3DELAY_EP == http://* ]] || die "s3delay did not start: $(cat "$RUN/s3delay.log")"
+}

@@ -75,12 +75,9 @@ EP=http://127.0.0.1:$PORT
 BG_PIDS="$BG_PIDS $!"
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
 (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null || die "versitygw did not start: $(cat "$RUN/versitygw.log")"
-go build -o "$RUN/s3delay" ./integration/s3delay
-"$RUN/s3delay" --target "$EP" --delay "$DELAY" >"$RUN/s3delay.out" 2>"$RUN/s3delay.log" &
-BG_PIDS="$BG_PIDS $!"
-for _ in $(seq 100); do [[ -s $RUN/s3delay.out ]] && break; sleep 0.1; done
-PROXY=$(head -1 "$RUN/s3delay.out")
-[[ $PROXY == http://* ]] || die "s3delay did not start: $(cat "$RUN/s3delay.log")"
+start_s3delay "$EP" "$DELAY"
+BG_PIDS="$BG_PIDS $S3DELAY_PID"
+PROXY=$S3DELAY_EP
 
 go run ./integration/gendata --files "$FILES" --classes $((FILES / 100 > 0 ? FILES / 100 : 1)) "$RUN/src" >&2
 DATA=$(du -sb --apparent-size "$RUN/src" | cut -f1)

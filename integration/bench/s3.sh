@@ -250,12 +250,9 @@ cold_part "" "Cold shuffled epoch over S3"
 
 # --- 1b. the same with a per-request latency --------------------------------------------------------
 if [[ -n $DELAY ]]; then
-	go build -o "$RUN/s3delay" ./integration/s3delay
-	"$RUN/s3delay" --target "$EP" --delay "$DELAY" >"$RUN/s3delay.out" 2>"$RUN/s3delay.log" &
-	BG_PIDS="$BG_PIDS $!"
-	for _ in $(seq 100); do [[ -s $RUN/s3delay.out ]] && break; sleep 0.1; done
-	CUR_EP=$(head -1 "$RUN/s3delay.out")
-	[[ $CUR_EP == http://* ]] || die "s3delay did not start: $(cat "$RUN/s3delay.log")"
+	start_s3delay "$EP" "$DELAY"
+	BG_PIDS="$BG_PIDS $S3DELAY_PID"
+	CUR_EP=$S3DELAY_EP
 	cold_part "-delay" "Cold shuffled epoch over S3 with $DELAY added to every request (the proxy integration/s3delay: a real object store's time to first byte)"
 	CUR_EP=$EP
 fi
