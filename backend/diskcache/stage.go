@@ -9,7 +9,9 @@ func (s *shard) Stage(off, n int64) {
 	if s.want == nil || off < 0 || n <= 0 || off >= s.size {
 		return
 	}
-	s.c.planned.Store(true)
+	if !s.c.planned.Load() {
+		s.c.planned.Store(true)
+	}
 	last := min(off+n, s.size) - 1
 	for i := off / s.c.chunk; i <= last/s.c.chunk; i++ {
 		s.mark(i)
