@@ -46,6 +46,8 @@ import warnings
 import torch
 from torch.utils.data import IterableDataset, Sampler, Subset
 
+import aifs_direct
+
 # One ioctl carries up to _PIECE_BYTES of plan after an 8-byte header (len, flags).
 _PIECE_BYTES = 16368
 _PLAN_START = 1
@@ -286,57 +288,14 @@ def sample_places(dataset, plan=None):
     if plan.mount_root is None or plan.samples is None:
         return None
     try:
-        loc = Locations(plan.mount_root)
+        loc = aifs_direct.Locations(plan.mount_root)
         paths = [os.fsdecode(plan.samples[plan.base_index(i)][0]) for i in range(len(dataset))]
-        places = [loc.place(ino) for ino in _inodes(paths)]
+        places = [loc.place(ino) for ino in aifs_direct.inodes(paths)]
     except (OSError, ValueError) as e:
         warnings.warn(f"aifs_plan: cannot read the sample locations of {plan.mount_root}: {e}; "
                       "ranges follow the sample order", stacklevel=3)
         return None
     return None if None in places else places
-
-
-class Locations:
-    """The `.aifs/locations` file of an aifs mount (format in aifs's fs/locations.go): where
-    each inode's bytes lie. Read whole, once."""
-
-    _HEADER = struct.Struct("<8sIIQQII24x")
-    _RECORD = struct.Struct("<QQII")
-
-    def __init__(self, mount_root):
-        with open(os.path.join(mount_root, ".aifs", "locations"), "rb") as f:
-            self._data = memoryview(f.read())
-        if len(self._data) < self._HEADER.size:
-            raise ValueError("the locations file is shorter than its header")
-        magic, version, rec, self.records, table, self.shards, self.identity = self._HEADER.unpack_from(self._data)
-        if magic != b"AIFSLOC\0" or version != 1 or rec != self._RECORD.size:
-            raise ValueError(f"not a locations file of version 1 ({bytes(magic)!r}, {version}, {rec})")
-        if table != self._HEADER.size + rec * self.records or table > len(self._data):
-            raise ValueError("the locations file is truncated")
-
-    def place(self, ino):
-        """Returns (shard, offset) of the file with inode number `ino`, or None if it is not a
-        regular file of the set."""
-        if not 1 <= ino <= self.records:
-            return None
-        offset, _size, shard, _crc = self._RECORD.unpack_from(self._data, self._HEADER.size + self._RECORD.size * (ino - 1))
-        return None if shard == 0xFFFFFFFF else (shard, offset)
-
-
-def _inodes(paths):
-    """Returns the inode number of each of `paths`: from one listing of each directory (d_ino,
-    no request per file), else a stat."""
-    by_dir = {}
-    for i, p in enumerate(paths):
-        d, name = os.path.split(p)
-        by_dir.setdefault(d, []).append((name, i))
-    inodes = [0] * len(paths)
-    for d, items in by_dir.items():
-        with os.scandir(d) as it:
-            listed = {e.name: e.inode() for e in it}
-        for name, i in items:
-            inodes[i] = listed.get(name) or os.stat(paths[i]).st_ino
-    return inodes
 
 
 def _pieces(header, lines):

@@ -375,7 +375,7 @@ class DistributedSamplerTest(unittest.TestCase):
             records = [(0, 0, 0xFFFFFFFF, 0)] + [((n - 1 - i) % 4 * 100, 100, (n - 1 - i) // 4, 0) for i in range(n)]
             write_locations(os.path.join(mount, ".aifs", "locations"), records)
             index_of = {p: i for i, (p, _) in enumerate(dataset.samples)}
-            with mock.patch.object(aifs_plan, "_inodes", lambda paths: [index_of[p] + 2 for p in paths]), \
+            with mock.patch.object(aifs_plan.aifs_direct, "inodes", lambda paths: [index_of[p] + 2 for p in paths]), \
                     mock.patch.object(aifs_plan, "send_plan", write_pieces):
                 self.assertEqual(aifs_plan.pack_order(dataset), list(range(n - 1, -1, -1)))
                 s = aifs_plan.DistributedSampler(dataset, num_replicas=2, rank=0, local_world_size=1)

@@ -37,6 +37,7 @@ func commands() []command {
 		{"index", "index tar files (WebDataset shards) in place as a shard set", runIndex},
 		{"verify", "check every sample of a shard set against its checksum", runVerify},
 		{"ls", "list a directory of a shard set without mounting it", runLs},
+		{"locate", "print where each file's bytes lie: shard, offset, length, CRC32C", runLocate},
 		{"mount", "mount a shard set read-only as a file tree", runMount},
 		{"stats", "print the statistics of a live mount", runStats},
 		{"plan", "send the order of the coming epoch to a live mount", runPlan},
