@@ -610,19 +610,8 @@ func TestMountHelper(t *testing.T) {
 	mustAifs(t, set, mnt, "-o", "ro,kernel_cache=off")
 	check("aifs SRC MOUNTPOINT", mnt)
 
-	// mount(8) itself, through /sbin/mount.fuse.aifs pointing at the binary under test (an
-	// installed helper is moved aside meanwhile).
-	const sbin = "/sbin/mount.fuse.aifs"
-	if _, err := os.Lstat(sbin); err == nil {
-		if err := os.Rename(sbin, sbin+".aifs-test"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Rename(sbin+".aifs-test", sbin) })
-	}
-	if err := os.Symlink(aifsBin, sbin); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(sbin) })
+	// mount(8) itself, through /sbin/mount.fuse.aifs pointing at the binary under test.
+	installMountHelper(t)
 	mnt = newMnt()
 	if out, err := exec.Command("mount", "-t", "fuse.aifs", set, mnt, "-o", "nofail,kernel_cache=on").CombinedOutput(); err != nil {
 		t.Fatalf("mount -t fuse.aifs: %v: %s", err, out)
