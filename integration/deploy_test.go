@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,15 +21,13 @@ import (
 
 	"github.com/aifs/aifs/backend/s3/s3test"
 	"go.yaml.in/yaml/v3"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // The deployment artefacts of docs/deploy/ (docs/deploy.md), checked as far as this machine
 // can: the systemd unit by systemd-analyze verify and by running its commands as systemd would
 // (there is no systemd here to start it), the fstab line by systemd's fstab generator and by
-// mount(8), the Kubernetes manifests by decoding them strictly into the Kubernetes API types and
-// running the aifs command of the DaemonSet, the Dockerfile by running its go build line, and
+// mount(8), the Kubernetes manifests by checking their field names against the Kubernetes API's
+// and running the aifs command of the DaemonSet, the Dockerfile by running its go build line, and
 // the reasons for hostPID by mounting in a pid namespace and a cgroup namespace of aifs's own.
 // Each runs the real aifs against a real S3 server and reads the mount.
 
@@ -644,50 +641,212 @@ func installMountHelper(t *testing.T) {
 
 // ---- Kubernetes ----
 
-// decodeStrict decodes each YAML document of text into the Kubernetes type its kind names,
-// refusing any field the type does not have (a misspelt or misplaced field fails here, where
-// kubectl would drop it or the API server refuse it).
-func decodeStrict(t *testing.T, name, text string) []any {
-	t.Helper()
-	dec := yaml.NewDecoder(strings.NewReader(text))
-	var objs []any
-	for {
-		var doc map[string]any
-		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("%s: %v", name, err)
+// k8sFields is the part of the Kubernetes API (v1.37) that the manifests are held to: the
+// fields an object may have and, for a field whose value is checked in turn, the fields that
+// value may have; each item of a list is held to the list's entry. nil leaves a value
+// unchecked: maps of free keys (labels, resource names) and what the manifests do not use. A
+// misspelt or misplaced field fails here, where kubectl apply would drop it with a warning or
+// the API server refuse it.
+type k8sFields map[string]k8sFields
+
+// k8sNames returns the fields named in names (space-separated), unchecked but for those in
+// checked, which must be among them.
+func k8sNames(names string, checked ...k8sFields) k8sFields {
+	f := k8sFields{}
+	for _, n := range strings.Fields(names) {
+		f[n] = nil
+	}
+	for _, c := range checked {
+		for n, sub := range c {
+			if _, ok := f[n]; !ok {
+				panic("k8sNames: checked field " + n + " is not among " + names)
+			}
+			f[n] = sub
 		}
-		if doc == nil {
+	}
+	return f
+}
+
+// The fields of the API types the manifests use (k8s.io/api v0.37 core/v1 and apps/v1, meta/v1
+// ObjectMeta without the fields only the server sets).
+var (
+	k8sMetaFields   = k8sNames("name generateName namespace labels annotations ownerReferences finalizers")
+	k8sProbeFields  = k8sNames("exec httpGet tcpSocket grpc initialDelaySeconds timeoutSeconds periodSeconds successThreshold failureThreshold terminationGracePeriodSeconds", k8sFields{"exec": k8sNames("command")})
+	k8sEnvRefFields = k8sNames("name optional")
+
+	k8sContainerFields = k8sNames("name image command args workingDir ports envFrom env resources resizePolicy restartPolicy restartPolicyRules volumeMounts volumeDevices livenessProbe readinessProbe startupProbe lifecycle terminationMessagePath terminationMessagePolicy imagePullPolicy securityContext stdin stdinOnce tty", k8sFields{
+		"ports":           k8sNames("name hostPort containerPort protocol hostIP"),
+		"env":             k8sNames("name value valueFrom"),
+		"envFrom":         k8sNames("prefix configMapRef secretRef", k8sFields{"configMapRef": k8sEnvRefFields, "secretRef": k8sEnvRefFields}),
+		"resources":       k8sNames("limits requests claims"),
+		"volumeMounts":    k8sNames("name readOnly recursiveReadOnly mountPath subPath mountPropagation subPathExpr bindMountOptions"),
+		"livenessProbe":   k8sProbeFields,
+		"readinessProbe":  k8sProbeFields,
+		"startupProbe":    k8sProbeFields,
+		"securityContext": k8sNames("capabilities privileged seLinuxOptions windowsOptions runAsUser runAsGroup runAsNonRoot readOnlyRootFilesystem allowPrivilegeEscalation procMount seccompProfile appArmorProfile"),
+	})
+
+	k8sPodSpecFields = k8sNames("volumes initContainers containers ephemeralContainers restartPolicy terminationGracePeriodSeconds activeDeadlineSeconds dnsPolicy nodeSelector serviceAccountName serviceAccount automountServiceAccountToken nodeName hostNetwork hostPID hostIPC shareProcessNamespace securityContext imagePullSecrets hostname subdomain affinity schedulerName tolerations hostAliases priorityClassName priority dnsConfig readinessGates runtimeClassName enableServiceLinks preemptionPolicy overhead topologySpreadConstraints setHostnameAsFQDN os hostUsers schedulingGates resourceClaims resources hostnameOverride schedulingGroup evictionResponders", k8sFields{
+		"volumes": k8sNames("name hostPath emptyDir gcePersistentDisk awsElasticBlockStore gitRepo secret nfs iscsi glusterfs persistentVolumeClaim rbd flexVolume cinder cephfs flocker downwardAPI fc azureFile configMap vsphereVolume quobyte azureDisk photonPersistentDisk projected portworxVolume scaleIO storageos csi ephemeral image",
+			k8sFields{"hostPath": k8sNames("path type")}),
+		"initContainers": k8sContainerFields,
+		"containers":     k8sContainerFields,
+		"tolerations":    k8sNames("key operator value effect tolerationSeconds"),
+	})
+
+	// k8sKinds: the apiVersion and the spec's fields of each kind the manifests hold.
+	k8sKinds = map[string]struct {
+		apiVersion string
+		spec       k8sFields
+	}{
+		"DaemonSet": {"apps/v1", k8sNames("selector template updateStrategy minReadySeconds revisionHistoryLimit", k8sFields{
+			"updateStrategy": k8sNames("type rollingUpdate"),
+			"template":       k8sNames("metadata spec", k8sFields{"metadata": k8sMetaFields, "spec": k8sPodSpecFields}),
+		})},
+		"Pod": {"v1", k8sPodSpecFields},
+		"ResourceQuota": {"v1", k8sNames("hard scopes scopeSelector", k8sFields{
+			"scopeSelector": k8sNames("matchExpressions", k8sFields{"matchExpressions": k8sNames("scopeName operator values")}),
+		})},
+	}
+)
+
+// k8sFieldErrors returns a line for each key of node, an object or a list of objects, that
+// fields lacks or that comes twice, as deep as fields reaches: "line N: PATH: ...".
+func k8sFieldErrors(node *yaml.Node, fields k8sFields, path string) []string {
+	var bad []string
+	switch node.Kind {
+	case yaml.SequenceNode:
+		for i, item := range node.Content {
+			bad = append(bad, k8sFieldErrors(item, fields, fmt.Sprintf("%s[%d]", path, i))...)
+		}
+		return bad
+	case yaml.MappingNode:
+	default:
+		return []string{fmt.Sprintf("line %d: %s: %q is no object", node.Line, path, node.Value)}
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		k, v := node.Content[i], node.Content[i+1]
+		sub, known := fields[k.Value]
+		switch {
+		case !known:
+			bad = append(bad, fmt.Sprintf("line %d: %s: unknown field %q", k.Line, path, k.Value))
+		case seen[k.Value]:
+			bad = append(bad, fmt.Sprintf("line %d: %s: field %q given twice", k.Line, path, k.Value))
+		case sub != nil:
+			bad = append(bad, k8sFieldErrors(v, sub, path+"."+k.Value)...)
+		}
+		seen[k.Value] = true
+	}
+	return bad
+}
+
+// k8sManifest parses the YAML documents of a manifest and checks each against k8sKinds: a
+// known kind and its apiVersion, and the fields. It returns the documents by kind (one each at
+// most) and what is wrong.
+func k8sManifest(text string) (map[string]*yaml.Node, []string) {
+	dec := yaml.NewDecoder(strings.NewReader(text))
+	docs := map[string]*yaml.Node{}
+	var bad []string
+	for {
+		var doc yaml.Node
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			return docs, bad
+		} else if err != nil {
+			return docs, append(bad, err.Error())
+		}
+		if len(doc.Content) == 0 {
 			continue
 		}
-		var obj any
-		switch kind := doc["kind"]; kind {
-		case "DaemonSet":
-			obj = &appsv1.DaemonSet{}
-		case "Pod":
-			obj = &corev1.Pod{}
-		case "ResourceQuota":
-			obj = &corev1.ResourceQuota{}
-		default:
-			t.Fatalf("%s: kind %v is not checked here", name, kind)
+		top := doc.Content[0]
+		var head struct {
+			APIVersion string `yaml:"apiVersion"`
+			Kind       string
 		}
-		b, err := json.Marshal(doc)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+		if err := top.Decode(&head); err != nil {
+			bad = append(bad, err.Error())
+			continue
 		}
-		jd := json.NewDecoder(bytes.NewReader(b))
-		jd.DisallowUnknownFields()
-		if err := jd.Decode(obj); err != nil {
-			t.Fatalf("%s: %s: %v", name, doc["kind"], err)
+		kind, ok := k8sKinds[head.Kind]
+		switch {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("line %d: kind %q is not checked here", top.Line, head.Kind))
+			continue
+		case head.APIVersion != kind.apiVersion:
+			bad = append(bad, fmt.Sprintf("line %d: %s has apiVersion %q, want %s", top.Line, head.Kind, head.APIVersion, kind.apiVersion))
+		case docs[head.Kind] != nil:
+			bad = append(bad, fmt.Sprintf("line %d: a second %s", top.Line, head.Kind))
 		}
-		objs = append(objs, obj)
+		fields := k8sNames("apiVersion kind metadata spec", k8sFields{"metadata": k8sMetaFields, "spec": kind.spec})
+		bad = append(bad, k8sFieldErrors(top, fields, head.Kind)...)
+		docs[head.Kind] = top
 	}
-	return objs
+}
+
+// The parts of the API types the test reads (yaml decodes only these; k8sManifest has
+// checked every field name).
+type (
+	k8sPodSpec struct {
+		HostPID           bool           `yaml:"hostPID"`
+		PriorityClassName string         `yaml:"priorityClassName"`
+		InitContainers    []k8sContainer `yaml:"initContainers"`
+		Containers        []k8sContainer
+		Volumes           []k8sVolume
+	}
+	k8sContainer struct {
+		Name, Image   string
+		Command, Args []string
+		Env           []k8sEnvVar
+		EnvFrom       []struct {
+			SecretRef *struct{ Name string } `yaml:"secretRef"`
+		} `yaml:"envFrom"`
+		VolumeMounts    []k8sVolumeMount           `yaml:"volumeMounts"`
+		SecurityContext *struct{ Privileged bool } `yaml:"securityContext"`
+		Resources       struct{ Limits, Requests map[string]any }
+		ReadinessProbe  *struct{ Exec *struct{ Command []string } } `yaml:"readinessProbe"`
+	}
+	k8sEnvVar struct {
+		Name, Value string
+		ValueFrom   any `yaml:"valueFrom"`
+	}
+	k8sVolumeMount struct {
+		Name             string
+		MountPath        string `yaml:"mountPath"`
+		ReadOnly         bool   `yaml:"readOnly"`
+		MountPropagation string `yaml:"mountPropagation"`
+	}
+	k8sVolume struct {
+		Name     string
+		HostPath *struct{ Path, Type string } `yaml:"hostPath"`
+	}
+)
+
+// k8sObject reads docs/deploy/NAME, fails the test on anything k8sManifest finds wrong, and
+// decodes its object of kind into obj.
+func k8sObject(t *testing.T, name, kind string, obj any) {
+	t.Helper()
+	docs, bad := k8sManifest(deployFile(t, name))
+	if len(bad) > 0 {
+		t.Fatalf("%s:\n%s", name, strings.Join(bad, "\n"))
+	}
+	if docs[kind] == nil {
+		t.Fatalf("%s has no %s", name, kind)
+	}
+	if err := docs[kind].Decode(obj); err != nil {
+		t.Fatalf("%s: %s: %v", name, kind, err)
+	}
+}
+
+// argv returns the container's command line: command, then args.
+func (c *k8sContainer) argv() []string { return append(slices.Clip(c.Command), c.Args...) }
+
+// privileged reports whether the container runs privileged.
+func (c *k8sContainer) privileged() bool {
+	return c.SecurityContext != nil && c.SecurityContext.Privileged
 }
 
 // findContainer returns the container called name in cs.
-func findContainer(t *testing.T, cs []corev1.Container, name string) *corev1.Container {
+func findContainer(t *testing.T, cs []k8sContainer, name string) *k8sContainer {
 	t.Helper()
 	for i := range cs {
 		if cs[i].Name == name {
@@ -699,7 +858,7 @@ func findContainer(t *testing.T, cs []corev1.Container, name string) *corev1.Con
 }
 
 // mountOf returns the volume mount of c at path, and its volume.
-func mountOf(t *testing.T, spec *corev1.PodSpec, c *corev1.Container, path string) (corev1.VolumeMount, corev1.Volume) {
+func mountOf(t *testing.T, spec *k8sPodSpec, c *k8sContainer, path string) (k8sVolumeMount, k8sVolume) {
 	t.Helper()
 	for _, m := range c.VolumeMounts {
 		if m.MountPath == path {
@@ -712,21 +871,25 @@ func mountOf(t *testing.T, spec *corev1.PodSpec, c *corev1.Container, path strin
 		}
 	}
 	t.Fatalf("container %s mounts nothing at %s", c.Name, path)
-	return corev1.VolumeMount{}, corev1.Volume{}
+	return k8sVolumeMount{}, k8sVolume{}
 }
 
-// propagation names m's mount propagation ("unset" for none).
-func propagation(m corev1.VolumeMount) string {
-	if m.MountPropagation == nil {
-		return "unset"
+// wantPropagation checks that container c mounts m with propagation want.
+func wantPropagation(t *testing.T, c *k8sContainer, m k8sVolumeMount, want string) {
+	t.Helper()
+	if m.MountPropagation != want {
+		got := m.MountPropagation
+		if got == "" {
+			got = "unset"
+		}
+		t.Errorf("container %s mounts %s with propagation %s, want %s", c.Name, m.MountPath, got, want)
 	}
-	return string(*m.MountPropagation)
 }
 
 // wantHostPath checks that v is a hostPath volume of path and type typ.
-func wantHostPath(t *testing.T, v corev1.Volume, path string, typ corev1.HostPathType) {
+func wantHostPath(t *testing.T, v k8sVolume, path, typ string) {
 	t.Helper()
-	if v.HostPath == nil || v.HostPath.Path != path || v.HostPath.Type == nil || *v.HostPath.Type != typ {
+	if v.HostPath == nil || v.HostPath.Path != path || v.HostPath.Type != typ {
 		t.Errorf("volume %s: %+v, want hostPath %s of type %s", v.Name, v.HostPath, path, typ)
 	}
 }
@@ -734,7 +897,7 @@ func wantHostPath(t *testing.T, v corev1.Volume, path string, typ corev1.HostPat
 var k8sVarRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
 // expandK8s expands $(VAR) in s from env, as the kubelet does in a container's command.
-func expandK8s(t *testing.T, s string, env []corev1.EnvVar) string {
+func expandK8s(t *testing.T, s string, env []k8sEnvVar) string {
 	t.Helper()
 	return k8sVarRef.ReplaceAllStringFunc(s, func(ref string) string {
 		name := ref[2 : len(ref)-1]
@@ -748,103 +911,157 @@ func expandK8s(t *testing.T, s string, env []corev1.EnvVar) string {
 	})
 }
 
-// TestDeployDaemonSet decodes docs/deploy/daemonset.yaml and trainer-pod.yaml strictly into the
-// Kubernetes API types and checks what aifs needs from them: privileged, hostPID, the
-// mountpoint a directory inside a hostPath volume mounted Bidirectional (and the same
-// hostPath in the trainer, HostToContainer), /dev/fuse, the node's cgroup tree and the disk
-// cache on hostPaths, credentials from a Secret. Then it runs the init container's command and
-// the aifs command of the DaemonSet (its $(VAR)s expanded from the container's env, the
-// Secret's keys pointing at a real S3 server, the container's paths moved to temporary
+// TestDeployManifestFields: every field of docs/deploy/daemonset.yaml and trainer-pod.yaml is
+// one the Kubernetes API has at that place, as deep as k8sKinds reaches (objects, pod specs,
+// containers, volume mounts, volumes, probes, security contexts); so that the check is known to
+// work, copies with a misspelt or misplaced field, a field given twice or a wrong apiVersion
+// must be refused, naming what is wrong.
+func TestDeployManifestFields(t *testing.T) {
+	for _, name := range []string{"daemonset.yaml", "trainer-pod.yaml"} {
+		if _, bad := k8sManifest(deployFile(t, name)); len(bad) > 0 {
+			t.Errorf("%s:\n%s", name, strings.Join(bad, "\n"))
+		}
+	}
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"daemonset.yaml", "hostPID: true", "hostPid: true", `spec.template.spec: unknown field "hostPid"`},
+		{"daemonset.yaml", "readinessProbe:", "readynessProbe:", `containers[0]: unknown field "readynessProbe"`},
+		{"daemonset.yaml", "mountPropagation: Bidirectional", "mountPropogation: Bidirectional", `initContainers[0].volumeMounts[0]: unknown field "mountPropogation"`},
+		{"daemonset.yaml", "periodSeconds: 10", "periodSecond: 10", `readinessProbe: unknown field "periodSecond"`},
+		{"daemonset.yaml", "    type: OnDelete", "    type: OnDelete\n    typ: RollingUpdate", `updateStrategy: unknown field "typ"`},
+		{"daemonset.yaml", "type: CharDevice", "type: CharDevice\n          readOnly: true", `volumes[2]: unknown field "readOnly"`},
+		{"daemonset.yaml", "  hostPID: true", "  hostPID: true\n      privileged: true", `spec.template.spec: unknown field "privileged"`},
+		{"daemonset.yaml", "            privileged: true\n          volumeMounts", "            privileged: true\n            privileged: false\n          volumeMounts", `field "privileged" given twice`},
+		{"daemonset.yaml", "apiVersion: apps/v1", "apiVersion: extensions/v1beta1", `apiVersion "extensions/v1beta1"`},
+		{"trainer-pod.yaml", "readOnly: true", "readonly: true", `volumeMounts[0]: unknown field "readonly"`},
+		{"trainer-pod.yaml", "  nodeSelector:", "  nodeSelecter:", `Pod.spec: unknown field "nodeSelecter"`},
+	} {
+		text := deployFile(t, tc.name)
+		if !strings.Contains(text, tc.old) {
+			t.Fatalf("%s has no %q", tc.name, tc.old)
+		}
+		_, bad := k8sManifest(strings.Replace(text, tc.old, tc.new, 1))
+		if !slices.ContainsFunc(bad, func(s string) bool { return strings.Contains(s, tc.want) }) {
+			t.Errorf("%s with %q for %q: %q, want a complaint with %q", tc.name, tc.new, tc.old, bad, tc.want)
+		}
+	}
+}
+
+// TestDeployDaemonSet checks what aifs needs from docs/deploy/daemonset.yaml and
+// trainer-pod.yaml (their fields checked as in TestDeployManifestFields): privileged, hostPID,
+// a critical priority class admitted by the ResourceQuota, the mountpoint a directory inside a
+// hostPath volume mounted Bidirectional (and the same hostPath in the trainer,
+// HostToContainer), /dev/fuse, the node's cgroup tree read-only and the disk cache on
+// hostPaths, credentials from a Secret, no memory limit. Then it runs the init container's
+// command and the aifs command of the DaemonSet (its $(VAR)s expanded from the container's env,
+// the Secret's keys pointing at a real S3 server, the container's paths moved to temporary
 // directories), in the test's own pid namespace as hostPID puts it; the readiness probe and the
 // trainer's wait command pass once the mount is live, the files read back, and the kubelet's
 // SIGTERM unmounts, exit status 0.
 func TestDeployDaemonSet(t *testing.T) {
-	var ds *appsv1.DaemonSet
-	for _, o := range decodeStrict(t, "daemonset.yaml", deployFile(t, "daemonset.yaml")) {
-		if d, ok := o.(*appsv1.DaemonSet); ok {
-			ds = d
+	var ds struct {
+		Metadata struct{ Namespace string }
+		Spec     struct {
+			UpdateStrategy struct{ Type string } `yaml:"updateStrategy"`
+			Template       struct{ Spec k8sPodSpec }
 		}
 	}
-	if ds == nil {
-		t.Fatalf("daemonset.yaml has no DaemonSet")
-	}
+	k8sObject(t, "daemonset.yaml", "DaemonSet", &ds)
 	spec := &ds.Spec.Template.Spec
 	if !spec.HostPID {
 		t.Errorf("hostPID is off: aifs would see pid 0 for every trainer (TestDeployNamespaces)")
 	}
-	if ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
+	if ds.Spec.UpdateStrategy.Type != "OnDelete" {
 		t.Errorf("updateStrategy %q: a rolling update would unmount the data under running trainers", ds.Spec.UpdateStrategy.Type)
 	}
+	if spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("priorityClassName %q: want system-node-critical, so that the OOM killer takes a trainer first", spec.PriorityClassName)
+	} else if ds.Metadata.Namespace != "kube-system" {
+		// Outside kube-system the API server admits such pods only under a quota naming the class.
+		var quota struct {
+			Metadata struct{ Namespace string }
+			Spec     struct {
+				ScopeSelector struct {
+					MatchExpressions []struct {
+						ScopeName string `yaml:"scopeName"`
+						Operator  string
+						Values    []string
+					} `yaml:"matchExpressions"`
+				} `yaml:"scopeSelector"`
+			}
+		}
+		k8sObject(t, "daemonset.yaml", "ResourceQuota", &quota)
+		admits := false
+		for _, e := range quota.Spec.ScopeSelector.MatchExpressions {
+			admits = admits || e.ScopeName == "PriorityClass" && e.Operator == "In" && slices.Contains(e.Values, spec.PriorityClassName)
+		}
+		if !admits || quota.Metadata.Namespace != ds.Metadata.Namespace {
+			t.Errorf("no ResourceQuota in namespace %q names priority class %s: the pods would not be admitted", ds.Metadata.Namespace, spec.PriorityClassName)
+		}
+	}
 	c := findContainer(t, spec.Containers, "aifs")
-	if sc := c.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
+	if !c.privileged() {
 		t.Errorf("the aifs container is not privileged")
 	}
-	if len(c.Command) < 4 || c.Command[1] != "mount" || !slices.Contains(c.Command, "-f") {
-		t.Fatalf("command %q: want aifs mount -f ... (the container's process 1 must stay)", c.Command)
+	argv := c.argv()
+	if len(argv) < 4 || argv[1] != "mount" || !slices.Contains(argv, "-f") {
+		t.Fatalf("command %q: want aifs mount -f ... (the container's process 1 must stay)", argv)
 	}
-	if !strings.Contains(deployFile(t, "Dockerfile"), " "+c.Command[0]+"\n") {
-		t.Errorf("the Dockerfile does not install aifs at %s", c.Command[0])
+	if !strings.Contains(deployFile(t, "Dockerfile"), " "+argv[0]+"\n") {
+		t.Errorf("the Dockerfile does not install aifs at %s", argv[0])
 	}
-	mnt := c.Command[len(c.Command)-1]
+	mnt := argv[len(argv)-1]
 	vm, v := mountOf(t, spec, c, filepath.Dir(mnt))
-	if vm.MountPropagation == nil || *vm.MountPropagation != corev1.MountPropagationBidirectional {
-		t.Errorf("%s is mounted with propagation %s, want Bidirectional", vm.MountPath, propagation(vm))
-	}
-	wantHostPath(t, v, vm.MountPath, corev1.HostPathDirectoryOrCreate)
+	wantPropagation(t, c, vm, "Bidirectional")
+	wantHostPath(t, v, vm.MountPath, "DirectoryOrCreate")
 	hostMnt := v.HostPath.Path
 	_, v = mountOf(t, spec, c, "/dev/fuse")
-	wantHostPath(t, v, "/dev/fuse", corev1.HostPathCharDev)
+	wantHostPath(t, v, "/dev/fuse", "CharDevice")
 	vm, v = mountOf(t, spec, c, "/sys/fs/cgroup")
-	wantHostPath(t, v, "/sys/fs/cgroup", corev1.HostPathDirectory)
+	wantHostPath(t, v, "/sys/fs/cgroup", "Directory")
 	if !vm.ReadOnly {
 		t.Errorf("/sys/fs/cgroup is mounted writable")
 	}
 	var cacheDir string
-	for _, a := range c.Command {
+	for _, a := range argv {
 		if d, ok := strings.CutPrefix(a, "--cache-dir="); ok {
 			cacheDir = d
 		}
 	}
 	if cacheDir == "" {
-		t.Fatalf("command %q has no --cache-dir=DIR", c.Command)
+		t.Fatalf("command %q has no --cache-dir=DIR", argv)
 	}
 	if _, v = mountOf(t, spec, c, filepath.Dir(cacheDir)); v.HostPath == nil {
 		t.Errorf("the disk cache %s is not on a hostPath volume (the node's NVMe)", cacheDir)
 	} else {
-		wantHostPath(t, v, v.HostPath.Path, corev1.HostPathDirectoryOrCreate)
+		wantHostPath(t, v, v.HostPath.Path, "DirectoryOrCreate")
 	}
-	if _, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+	if _, ok := c.Resources.Limits["memory"]; ok {
 		t.Errorf("a memory limit on the aifs pod caps every trainer's page cache (docs/deploy.md)")
 	}
 	if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef == nil {
 		t.Errorf("the aifs container's credentials do not come from a Secret: %+v", c.EnvFrom)
 	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil || len(c.ReadinessProbe.Exec.Command) < 3 {
+		t.Fatalf("the aifs container has no exec readiness probe")
+	}
 	init := findContainer(t, spec.InitContainers, "mountpoint")
-	if sc := init.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
+	if !init.privileged() {
 		t.Errorf("the init container is not privileged: its unmount must reach the node")
 	}
-	if vm, _ := mountOf(t, spec, init, filepath.Dir(mnt)); vm.MountPropagation == nil || *vm.MountPropagation != corev1.MountPropagationBidirectional {
-		t.Errorf("the init container mounts %s with propagation %s, want Bidirectional", vm.MountPath, propagation(vm))
-	}
+	vm, _ = mountOf(t, spec, init, filepath.Dir(mnt))
+	wantPropagation(t, init, vm, "Bidirectional")
 
-	var pod *corev1.Pod
-	for _, o := range decodeStrict(t, "trainer-pod.yaml", deployFile(t, "trainer-pod.yaml")) {
-		pod, _ = o.(*corev1.Pod)
-	}
-	if pod == nil {
-		t.Fatalf("trainer-pod.yaml has no Pod")
-	}
+	var pod struct{ Spec k8sPodSpec }
+	k8sObject(t, "trainer-pod.yaml", "Pod", &pod)
 	train := findContainer(t, pod.Spec.Containers, "train")
 	wait := findContainer(t, pod.Spec.InitContainers, "wait-for-aifs")
-	for _, tc := range []*corev1.Container{train, wait} {
+	for _, tc := range []*k8sContainer{train, wait} {
 		vm, v := mountOf(t, &pod.Spec, tc, filepath.Dir(mnt))
-		if vm.MountPropagation == nil || *vm.MountPropagation != corev1.MountPropagationHostToContainer {
-			t.Errorf("trainer container %s mounts %s with propagation %s, want HostToContainer", tc.Name, vm.MountPath, propagation(vm))
-		}
-		wantHostPath(t, v, hostMnt, corev1.HostPathDirectory)
+		wantPropagation(t, tc, vm, "HostToContainer")
+		wantHostPath(t, v, hostMnt, "Directory")
 	}
-	if !slices.Contains(train.Command, mnt) {
-		t.Errorf("the trainer's command %q does not read %s", train.Command, mnt)
+	if !slices.Contains(train.argv(), mnt) {
+		t.Errorf("the trainer's command %q does not read %s", train.argv(), mnt)
 	}
 
 	// Run them: the container paths moved under a temporary root.
@@ -860,10 +1077,11 @@ func TestDeployDaemonSet(t *testing.T) {
 	}
 	mkdir(t, root+"/mnt")
 	hostMnt = root + "/mnt/" + filepath.Base(mnt)
-	if b, err := exec.Command(init.Command[0], local(init.Command[1:])...).CombinedOutput(); err != nil {
-		t.Fatalf("init container %q: %v\n%s", init.Command, err, b)
+	initArgv := local(init.argv())
+	if b, err := exec.Command(initArgv[0], initArgv[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("init container %q: %v\n%s", init.argv(), err, b)
 	}
-	args := local(c.Command[1:])
+	args := local(argv[1:])
 	for i, a := range args {
 		if a == url {
 			t.Fatalf("the command names the test's bucket already")
@@ -884,6 +1102,7 @@ func TestDeployDaemonSet(t *testing.T) {
 		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
 	}
 	p := startDaemonProc(t, cmd)
+	t.Cleanup(func() { unmount(t, hostMnt, 0) }) // before the kill and t.TempDir's removal, if the test fails
 	probe := local(c.ReadinessProbe.Exec.Command)
 	probe[0] = aifsBin
 	deadline := time.Now().Add(time.Minute)
@@ -897,7 +1116,7 @@ func TestDeployDaemonSet(t *testing.T) {
 			t.Fatalf("the readiness probe %q never passed\naifs: %s", probe, clip(p.stderr.String()))
 		}
 	}
-	waitCmd := local(wait.Command)
+	waitCmd := local(wait.argv())
 	if b, err := exec.Command(waitCmd[0], waitCmd[1:]...).CombinedOutput(); err != nil {
 		t.Errorf("the trainer's wait command %q: %v\n%s", waitCmd, err, b)
 	}
