@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/aifs/aifs/backend/s3/s3test"
+	aifsfs "github.com/aifs/aifs/fs"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -1129,7 +1131,9 @@ func TestDeployDaemonSet(t *testing.T) {
 // numbers it, 0 for a process outside it: aifs mounted in a pid namespace of its own (a
 // container without hostPID) finds no reader's memory cgroup and takes every plan for one sender's.
 // In a cgroup namespace of its own (a container on cgroup v2 that is not privileged, under
-// containerd or Docker) aifs's cgroup reads as the root, so it does not see its own memory limit.
+// containerd or Docker) aifs's cgroup reads as the root: with the host's cgroup tree at
+// /sys/fs/cgroup (the DaemonSet's hostPath) that is the host's root, and aifs does not see its
+// own memory limit; with its own cgroup mounted there, as a runtime mounts it, it does.
 func TestDeployNamespaces(t *testing.T) {
 	src := t.TempDir()
 	var plan strings.Builder
@@ -1142,16 +1146,33 @@ func TestDeployNamespaces(t *testing.T) {
 	set := filepath.Join(t.TempDir(), "set")
 	mustAifs(t, "pack", "--quiet", src, set)
 
-	// mountIn mounts set in the foreground under wrap (nil: directly), in cgroup cg if not "".
-	mountIn := func(t *testing.T, cg string, wrap ...string) string {
+	// mountIn mounts set in the foreground under wrap (nil: directly), in cgroup cg if not "",
+	// and returns the mountpoint and a function that reads the mount's stats in aifs's mount
+	// namespace (where wrap gives it one of its own, nobody else sees the mount).
+	mountIn := func(t *testing.T, cg string, wrap ...string) (string, func() aifsfs.Snapshot) {
 		mnt := filepath.Join(t.TempDir(), "mnt")
 		mkdir(t, mnt)
 		argv := append(append([]string{"sh", "-c", `[ -z "$0" ] || echo $$ >"$0/cgroup.procs"; exec "$@"`, cg}, wrap...), aifsBin, "mount", "-f", set, mnt)
 		p := startDaemonProc(t, exec.Command(argv[0], argv[1:]...))
 		t.Cleanup(func() { unmount(t, mnt, 0) })
+		read := func() (st aifsfs.Snapshot, err error) { // sh, unshare and the wrap exec aifs: its pid is p's
+			nsenter := exec.Command("nsenter", "--target", strconv.Itoa(p.cmd.Process.Pid), "--mount", "cat", filepath.Join(mnt, ".aifs", "stats"))
+			b, err := nsenter.Output()
+			if err == nil {
+				err = json.Unmarshal(b, &st)
+			}
+			return st, err
+		}
+		stats := func() aifsfs.Snapshot {
+			st, err := read()
+			if err != nil {
+				t.Fatalf("the stats of %s in aifs's mount namespace: %v", mnt, err)
+			}
+			return st
+		}
 		for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(mnt, ".aifs", "stats")); err == nil {
-				return mnt
+			if _, err := read(); err == nil {
+				return mnt, stats
 			}
 			if time.Now().After(end) {
 				t.Fatalf("%q: no mount after 30 s\n%s", argv, clip(p.stderr.String()))
@@ -1166,7 +1187,7 @@ func TestDeployNamespaces(t *testing.T) {
 			wrap []string
 			sees bool
 		}{{"hostPID", nil, true}, {"own pid namespace", []string{"unshare", "--pid", "--fork", "--kill-child"}, false}} {
-			mnt := mountIn(t, "", tc.wrap...)
+			mnt, stats := mountIn(t, "", tc.wrap...)
 			planCmd := exec.Command(aifsBin, "plan", mnt)
 			planCmd.Stdin = strings.NewReader(plan.String())
 			if b, err := planCmd.CombinedOutput(); err != nil {
@@ -1188,9 +1209,9 @@ func TestDeployNamespaces(t *testing.T) {
 				reader.Wait()
 				t.Fatalf("%s: the reader did not read the files (%q)", tc.name, line)
 			}
-			var st = readStats(t, mnt)
+			var st = stats()
 			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-				if st = readStats(t, mnt); strings.Contains(st.PageCache.Source, filepath.Base(cg)) {
+				if st = stats(); strings.Contains(st.PageCache.Source, filepath.Base(cg)) {
 					break
 				}
 			}
@@ -1206,14 +1227,31 @@ func TestDeployNamespaces(t *testing.T) {
 	})
 
 	t.Run("cgroup", func(t *testing.T) {
-		const limit = 256 << 20 // mem_cache is then 1/8 of it
+		const limit = 256 << 20              // mem_cache is then 1/8 of it
+		hierarchy := "/sys/fs/cgroup/memory" // where memoryCgroup makes cg
+		if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+			hierarchy = "/sys/fs/cgroup"
+		}
 		for _, tc := range []struct {
-			name string
-			wrap []string
-			sees bool
-		}{{"host cgroup namespace", nil, true}, {"own cgroup namespace", []string{"unshare", "--cgroup"}, false}} {
+			name    string
+			ns      []string // unshare's
+			ownTree bool     // cg mounted at hierarchy in aifs's mount namespace, as a runtime does for a container with a cgroup namespace of its own
+			sees    bool
+		}{
+			{"host cgroup namespace", nil, false, true},
+			{"own cgroup namespace, the host's tree", []string{"--cgroup"}, false, false},
+			{"own cgroup namespace, its own tree", []string{"--cgroup", "--mount"}, true, true},
+		} {
 			cg := memoryCgroup(t, limit)
-			st := readStats(t, mountIn(t, cg, tc.wrap...))
+			var wrap []string
+			if tc.ns != nil {
+				wrap = append([]string{"unshare"}, tc.ns...)
+			}
+			if tc.ownTree {
+				wrap = append(wrap, "sh", "-c", `mount --bind "$0" "$1" && shift && exec "$@"`, cg, hierarchy)
+			}
+			_, stats := mountIn(t, cg, wrap...)
+			st := stats()
 			if got := st.Cache.BudgetBytes == limit/8; got != tc.sees {
 				t.Errorf("%s: mem_cache %d in a cgroup of %d: sees the limit %v, want %v", tc.name, st.Cache.BudgetBytes, limit, got, tc.sees)
 			}
