@@ -337,6 +337,100 @@ func TestMountLifecycle(t *testing.T) {
 	}
 }
 
+// TestMountSignalDetached: a signal while a file is open detaches the mount at once and serves
+// the open file until it is closed, then exits 0. A mount that someone else has detached
+// already (umount -l, fusermount3 -u -z: a Kubernetes preStop hook, the next pod's init
+// container) is no error either: the daemon serves the open file, exits 0 once it is closed,
+// and leaves alone what has been mounted at the path since.
+func TestMountSignalDetached(t *testing.T) {
+	set := corruptionSet(t)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	mkdir(t, mnt)
+	want := randomBytes(1029, 700+37*29)
+	// mountFg mounts in the foreground, logging to a file of its own, once the mount is live.
+	mountFg := func() (p *started, logFile string) {
+		t.Helper()
+		logFile = filepath.Join(t.TempDir(), "log")
+		p = start(t, "mount", "-f", "--log-file", logFile, set, mnt)
+		for end := time.Now().Add(10 * time.Second); !isMounted(mnt); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) || p.exited() {
+				t.Fatalf("aifs mount -f did not mount")
+			}
+		}
+		return p, logFile
+	}
+	// stopped waits for p to exit 0 and checks its log has no error.
+	stopped := func(what string, p *started, logFile string) {
+		t.Helper()
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the daemon still runs 10 s after the file was closed", what)
+		}
+		b, _ := os.ReadFile(logFile)
+		if p.err != nil || strings.Contains(string(b), "\terror\t") {
+			t.Errorf("%s: aifs mount -f ended with %v, want exit 0 and no error\n%s", what, p.err, b)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		detach  []string // run before the signal
+		remount bool     // then mount again at the path, with another daemon
+		sig     syscall.Signal
+	}{
+		{"busy", nil, false, syscall.SIGTERM},
+		{"umount -l", []string{"umount", "-l", mnt}, true, syscall.SIGTERM},
+		{"fusermount3 -u -z", []string{"fusermount3", "-u", "-z", mnt}, false, syscall.SIGINT},
+	} {
+		p, logFile := mountFg()
+		t.Cleanup(func() { unmount(t, mnt, 0) })
+		f, err := os.Open(filepath.Join(mnt, "c", "sample-29.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.detach != nil {
+			if b, err := exec.Command(tc.detach[0], tc.detach[1:]...).CombinedOutput(); err != nil || isMounted(mnt) {
+				t.Fatalf("%s: %v, mounted after it: %v\n%s", tc.name, err, isMounted(mnt), b)
+			}
+		}
+		var next *started
+		var nextLog string
+		if tc.remount {
+			next, nextLog = mountFg()
+		}
+		p.cmd.Process.Signal(tc.sig)
+		for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if b, _ := os.ReadFile(logFile); bytes.Contains(b, []byte("\tsignal: ")) {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("%s: no signal in the daemon's log after 10 s", tc.name)
+			}
+		}
+		time.Sleep(time.Second) // the unmount's retries are over, and the old code had exited 1
+		got := make([]byte, len(want))
+		if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) || p.exited() {
+			t.Errorf("%s: after %v, the open file reads %v (right: %v), the daemon has exited: %v", tc.name, tc.sig, err, bytes.Equal(got, want), p.exited())
+		}
+		if tc.remount {
+			if b, err := os.ReadFile(filepath.Join(mnt, "c", "sample-29.bin")); err != nil || !bytes.Equal(b, want) {
+				t.Errorf("%s: the mount made since at the path reads %v after the first daemon's %v", tc.name, err, tc.sig)
+			}
+		} else if isMounted(mnt) {
+			t.Errorf("%s: still mounted after %v", tc.name, tc.sig)
+		}
+		f.Close()
+		stopped(tc.name, p, logFile)
+		if next != nil {
+			next.cmd.Process.Signal(syscall.SIGTERM)
+			stopped(tc.name+", the new mount", next, nextLog)
+		}
+		if isMounted(mnt) {
+			t.Errorf("%s: still mounted at the end", tc.name)
+		}
+	}
+}
+
 // TestMountAfterDaemonKilled: after kill -9 of the daemon the mountpoint answers ENOTCONN, and
 // aifs mount on it says what happened, clears the dead mount and mounts again (the default).
 func TestMountAfterDaemonKilled(t *testing.T) {
@@ -610,19 +704,8 @@ func TestMountHelper(t *testing.T) {
 	mustAifs(t, set, mnt, "-o", "ro,kernel_cache=off")
 	check("aifs SRC MOUNTPOINT", mnt)
 
-	// mount(8) itself, through /sbin/mount.fuse.aifs pointing at the binary under test (an
-	// installed helper is moved aside meanwhile).
-	const sbin = "/sbin/mount.fuse.aifs"
-	if _, err := os.Lstat(sbin); err == nil {
-		if err := os.Rename(sbin, sbin+".aifs-test"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Rename(sbin+".aifs-test", sbin) })
-	}
-	if err := os.Symlink(aifsBin, sbin); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(sbin) })
+	// mount(8) itself, through /sbin/mount.fuse.aifs pointing at the binary under test.
+	installMountHelper(t)
 	mnt = newMnt()
 	if out, err := exec.Command("mount", "-t", "fuse.aifs", set, mnt, "-o", "nofail,kernel_cache=on").CombinedOutput(); err != nil {
 		t.Fatalf("mount -t fuse.aifs: %v: %s", err, out)

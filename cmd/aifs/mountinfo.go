@@ -13,15 +13,35 @@ import (
 	"syscall"
 )
 
+// errNotMounted is lazyUnmount's error when nothing is mounted at the path (someone else has
+// unmounted it); for a user other than root, nothing that user mounted (fusermount3 looks in
+// /etc/mtab for the user's own mounts).
+var errNotMounted = errors.New("not mounted")
+
 // lazyUnmount detaches mountpoint from the tree (MNT_DETACH) as root, through fusermount3 -z
-// otherwise.
+// otherwise. If nothing is mounted there the error wraps errNotMounted.
 func lazyUnmount(mountpoint string) error {
 	if os.Geteuid() == 0 {
-		return syscall.Unmount(mountpoint, syscall.MNT_DETACH)
+		err := syscall.Unmount(mountpoint, syscall.MNT_DETACH)
+		if err == syscall.EINVAL { // not a mount point (the flag is valid)
+			return fmt.Errorf("umount2 %s: %w (%w)", mountpoint, errNotMounted, err)
+		}
+		return err
 	}
-	out, err := exec.Command("fusermount3", "-u", "-z", mountpoint).CombinedOutput()
+	return fusermountLazy(exec.Command("fusermount3", "-u", "-z", mountpoint))
+}
+
+// fusermountLazy runs cmd, a fusermount3 -u -z, and returns its failure as lazyUnmount does.
+func fusermountLazy(cmd *exec.Cmd) error {
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("fusermount3 -u -z: %v: %s", err, strings.TrimSpace(string(out)))
+		msg := strings.TrimSpace(string(out))
+		for _, notMounted := range []string{"not found in /etc/mtab", "not mounted", ": Invalid argument"} {
+			if strings.Contains(msg, notMounted) {
+				return fmt.Errorf("fusermount3 -u -z: %s: %w", msg, errNotMounted)
+			}
+		}
+		return fmt.Errorf("fusermount3 -u -z: %w: %s", err, msg)
 	}
 	return nil
 }
@@ -50,8 +70,8 @@ func checkDir(abs, mountpoint string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("mountpoint: %w", err)
 	}
-	if fstype, source, ok := mountAt(abs); ok {
-		return "", fmt.Errorf("%s is already a mount point (%s from %s)", abs, fstype, source)
+	if m, ok := mountAt(abs); ok {
+		return "", fmt.Errorf("%s is already a mount point (%s from %s)", abs, m.fstype, m.source)
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
@@ -81,7 +101,8 @@ func checkDir(abs, mountpoint string) (string, error) {
 // read from it any more, and nothing can be lost: it is read-only) and the notice says so;
 // another file system's is refused with the command that clears it.
 func recoverStale(path string) (notice string, err error) {
-	fstype, source, ok := mountAt(path)
+	m, ok := mountAt(path)
+	fstype, source := m.fstype, m.source
 	if !ok || fstype != "fuse" && !strings.HasPrefix(fstype, "fuse.") {
 		return "", nil
 	}
@@ -100,12 +121,19 @@ func recoverStale(path string) (notice string, err error) {
 	return fmt.Sprintf("%s was left mounted (%s) by an aifs daemon that died; unmounted it", path, source), nil
 }
 
-// mountAt looks path up in /proc/self/mountinfo and returns the type and source of the mount
-// there (the last one, if mounts are stacked), if any.
-func mountAt(path string) (fstype, source string, ok bool) {
+// mountEntry is a mount as /proc/self/mountinfo shows it.
+type mountEntry struct {
+	dev    string // major:minor, one per file system instance: a FUSE mount's is its connection's
+	fstype string
+	source string
+}
+
+// mountAt looks path up in /proc/self/mountinfo and returns the mount there (the last one, if
+// mounts are stacked), if any.
+func mountAt(path string) (m mountEntry, ok bool) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return "", "", false
+		return mountEntry{}, false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		// id parent major:minor root MOUNTPOINT options ... - FSTYPE SOURCE superoptions
@@ -113,15 +141,15 @@ func mountAt(path string) (fstype, source string, ok bool) {
 		if len(f) < 5 || unescapeMountinfo(f[4]) != path {
 			continue
 		}
-		fstype, source, ok = "unknown", "unknown", true
+		m, ok = mountEntry{dev: f[2], fstype: "unknown", source: "unknown"}, true
 		for i, v := range f {
 			if v == "-" && i+2 < len(f) {
-				fstype, source = f[i+1], unescapeMountinfo(f[i+2])
+				m.fstype, m.source = f[i+1], unescapeMountinfo(f[i+2])
 				break
 			}
 		}
 	}
-	return fstype, source, ok
+	return m, ok
 }
 
 // unescapeMountinfo undoes the octal escapes (\040 for a space) of /proc/self/mountinfo.

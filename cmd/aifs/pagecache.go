@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,40 +144,61 @@ func memCgroupOf(pid string) (memCgroup, bool) {
 	if err != nil {
 		return memCgroup{}, false
 	}
+	return parseProcCgroup(string(b), cgroupV1Root, cgroupV2Root)
+}
+
+// parseProcCgroup finds the memory cgroup in text, a /proc/PID/cgroup, with the v1 memory
+// hierarchy mounted at v1Root and the v2 one at v2Root. The paths there are relative to the
+// reading process's cgroup namespace, and so is what is mounted at /sys/fs/cgroup in a
+// container with a namespace of its own: a daemon there reads its own cgroup as "/", the root
+// (whose files are the container's cgroup's), and a process outside the namespace as
+// "/../...", which it cannot reach (none).
+func parseProcCgroup(text, v1Root, v2Root string) (memCgroup, bool) {
 	var v2 string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
 			continue
 		}
 		if strings.Contains(","+parts[1]+",", ",memory,") { // v1, preferred where both are mounted
-			return memCgroup{dir: filepath.Join(cgroupV1Root, parts[2]), root: cgroupV1Root}, true
+			if outsideNamespace(parts[2]) {
+				return memCgroup{}, false
+			}
+			return memCgroup{dir: filepath.Join(v1Root, parts[2]), root: v1Root}, true
 		}
 		if parts[0] == "0" && parts[1] == "" {
 			v2 = parts[2]
 		}
 	}
-	if v2 == "" {
+	if v2 == "" || outsideNamespace(v2) {
 		return memCgroup{}, false
 	}
-	return memCgroup{dir: filepath.Join(cgroupV2Root, v2), root: cgroupV2Root, v2: true}, true
+	return memCgroup{dir: filepath.Join(v2Root, v2), root: v2Root, v2: true}, true
 }
 
+// outsideNamespace reports whether path, from /proc/PID/cgroup, leads above the reader's
+// cgroup namespace.
+func outsideNamespace(path string) bool { return slices.Contains(strings.Split(path, "/"), "..") }
+
 // limit returns the cgroup's memory limit, the least along its ancestors (v1
-// hierarchical_memory_limit; v2 memory.max and memory.high up to the root), or 0 if none.
+// hierarchical_memory_limit; v2 memory.max and memory.high up to the root of the hierarchy,
+// itself included), or 0 if none. A host's root cgroup has no limit (v2: no memory.max; v1: a
+// near-2^63 figure); the root of a container's cgroup namespace is the container's cgroup.
 func (c memCgroup) limit() int64 {
 	if !c.v2 {
 		return noLimit(c.stat("hierarchical_memory_limit"))
 	}
 	var least int64
-	for dir := c.dir; strings.HasPrefix(dir, c.root+"/"); dir = filepath.Dir(dir) {
+	for dir := c.dir; ; dir = filepath.Dir(dir) {
 		for _, file := range []string{"memory.max", "memory.high"} {
 			if n := noLimit(readInt(filepath.Join(dir, file))); n > 0 && (least == 0 || n < least) {
 				least = n
 			}
 		}
+		if !strings.HasPrefix(dir, c.root+"/") { // the root, or (not made by parseProcCgroup) outside it
+			return least
+		}
 	}
-	return least
 }
 
 // nonFile returns the bytes the cgroup uses besides reclaimable page cache: anonymous memory

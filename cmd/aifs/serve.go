@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +32,7 @@ func (c *mountConfig) serve(ctx context.Context, ready *readyPipe) int {
 		return fail("mount", err)
 	}
 	defer cleanup()
+	mounted, _ := mountAt(c.mountpoint) // its dev tells this mount from one made at the path later
 	log.Info("mounted", zap.String("source", c.src), zap.String("mountpoint", c.mountpoint))
 	if ready != nil {
 		os.Chdir("/") // a daemon must not keep a file system busy through its working directory
@@ -45,18 +47,49 @@ func (c *mountConfig) serve(ctx context.Context, ready *readyPipe) int {
 		return exitOK
 	case <-ctx.Done():
 	}
-	log.Info("signal: unmounting", zap.String("mountpoint", c.mountpoint))
-	if err := srv.Unmount(); err != nil {
-		// Busy: detach now and serve the files still open until they are closed.
-		log.Warn("mountpoint busy; detaching it, the daemon ends when the last open file is closed", zap.Error(err))
-		if err := lazyUnmount(c.mountpoint); err != nil {
-			log.Error("lazy unmount failed", zap.Error(err))
-			return exitFailure
-		}
-		<-done
+	if err := c.unmount(log, srv, mounted.dev); err != nil {
+		log.Error("unmount failed", zap.Error(err))
+		return exitFailure
 	}
+	<-done
 	log.Info("unmounted", zap.String("mountpoint", c.mountpoint))
 	return exitOK
+}
+
+// unmount ends the mount on a signal: it unmounts it, or if files are open detaches it, and
+// the server then serves them until they are closed. A mount that someone else has detached
+// already (fusermount3 -u -z, umount -l: a Kubernetes preStop hook, the next pod's init
+// container) needs nothing more, and what has been mounted at the path since, if anything, is
+// left alone: this daemon's mount is the one with device dev ("": unknown, taken as still
+// there).
+func (c *mountConfig) unmount(log *zap.Logger, srv *fs.Server, dev string) error {
+	ours := func() bool {
+		m, ok := mountAt(c.mountpoint)
+		return dev == "" || ok && m.dev == dev
+	}
+	detached := func() error {
+		log.Info("signal: the mount was detached already; the daemon ends when the last file open in it is closed",
+			zap.String("mountpoint", c.mountpoint))
+		return nil
+	}
+	if !ours() {
+		return detached()
+	}
+	log.Info("signal: unmounting", zap.String("mountpoint", c.mountpoint))
+	err := srv.Unmount()
+	if err == nil {
+		return nil
+	}
+	if !ours() {
+		return detached()
+	}
+	log.Warn("mountpoint busy; detaching it, the daemon ends when the last open file is closed", zap.Error(err))
+	if err := lazyUnmount(c.mountpoint); errors.Is(err, errNotMounted) {
+		return detached()
+	} else if err != nil {
+		return fmt.Errorf("lazy unmount: %w", err)
+	}
+	return nil
 }
 
 // mount checks the mountpoint, loads and checks the shard set, opens its shards and mounts it.
