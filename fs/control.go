@@ -94,9 +94,14 @@ func (c *control) snapshot(ino uint64) ([]byte, bool) {
 	return s.data, s.ino == ino && ino != ctlDirIno
 }
 
+// fillAttr sets the attributes of control inode ino. Its times are the daemon's start, to the
+// nanosecond: a process that noted the locations file's mtime (python/aifs_direct.py) tells
+// from it that the set was remounted, even where the new mount reuses the old one's device
+// number (the kernel hands freed numbers out again).
 func (c *control) fillAttr(a *fuse.Attr, ino, size uint64) {
-	now := uint64(c.f.stats.started.Unix())
+	now, ns := uint64(c.f.stats.started.Unix()), uint32(c.f.stats.started.Nanosecond())
 	*a = fuse.Attr{Ino: ino, Size: size, Blocks: (size + 511) / 512, Mtime: now, Atime: now, Ctime: now,
+		Mtimensec: ns, Atimensec: ns, Ctimensec: ns,
 		Mode: syscall.S_IFREG | 0o444, Nlink: 1, Blksize: blksize, Owner: fuse.Owner{Uid: c.f.uid, Gid: c.f.gid}}
 	if ino == ctlDirIno {
 		a.Mode, a.Nlink, a.Size, a.Blocks = syscall.S_IFDIR|0o555, 2, 4096, 8

@@ -206,14 +206,14 @@ func TestDirectReads(t *testing.T) {
 	for _, set := range []string{edge, jpegs} {
 		mnt := mountSet(t, set)
 		var got struct {
-			Files, Located, FuseReadsDirectPass int `json:"files,located,fuse_reads_direct_pass"`
+			Files               int `json:"files"`
+			Located             int `json:"located"`
+			FuseReadsDirectPass int `json:"fuse_reads_direct_pass"`
 		}
 		out := directCheck(t, "read", mnt)
-		var m map[string]int
-		if err := json.Unmarshal([]byte(out), &m); err != nil {
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatalf("direct.py read: %q: %v", out, err)
 		}
-		got.Files, got.Located, got.FuseReadsDirectPass = m["files"], m["located"], m["fuse_reads_direct_pass"]
 		if got.Files == 0 || got.Located != got.Files || got.FuseReadsDirectPass != 0 {
 			t.Errorf("%s: %s; want every file located and read with no FUSE READ", filepath.Base(set), out)
 		}

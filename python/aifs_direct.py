@@ -16,9 +16,12 @@ request, no daemon CPU. What it does not cover falls back to an ordinary open an
 the mount: a path outside the mount, a set in S3 (its shards are objects, not files), a shard
 file this process may not open.
 
-A remount is found by the mount's device number (a new FUSE connection gets a new one): the
+A remount is found by the mtime of `.aifs/locations` (the daemon's start, to the nanosecond),
+checked with a stat before and after every direct read, answered by the kernel's caches: the
 locations are read again, and their identity (the index's checksum) says whether the set
-changed. `stale` counts the reloads.
+changed. `stale` counts the reloads. (The mount's device number is no proof: the kernel hands
+a freed one to the next mount.) A record whose length is not the file's size is not trusted
+either: the file is read through the mount.
 
 Plans: aifs's read-ahead puts samples into the page cache of the mount's files, not of the shard
 files, so a plan does not warm what `read` reads; the shard files' own page cache (and the
@@ -115,11 +118,27 @@ class Mount:
         self._load()
 
     def _load(self):
+        self._loc_path = os.path.join(self.mountpoint, ".aifs", "locations")
+        self._stamp = self._stamp_now()
         self._dev = os.stat(self.mountpoint).st_dev
         self.locations = Locations(self.mountpoint)
         self._local = not self.locations.source.startswith("s3://")
         self._fds = {}
         self._pid = os.getpid()
+
+    def _stamp_now(self):
+        """Returns what identifies the mount now: the locations file's mtime (the daemon's start)."""
+        return os.stat(self._loc_path).st_mtime_ns
+
+    def _fresh(self):
+        """Reloads the locations if the mount was replaced since they were read."""
+        if self._stamp_now() == self._stamp:
+            return
+        with self._lock:
+            if self._stamp_now() != self._stamp:
+                self._close_fds()
+                self._load()
+                self.stale += 1
 
     def close(self):
         """Closes the shard descriptors this process opened."""
@@ -133,20 +152,15 @@ class Mount:
         self.close()
 
     def _record(self, path):
-        """Returns (st, record) for `path`: its stat and its record, or None when it is not a
-        regular file of this mount. Reloads the locations after a remount."""
+        """Returns the record of `path`, or None when it is not a regular file of this mount
+        (another file system, or a record that does not fit the file). Reloads the locations
+        after a remount."""
+        self._fresh()
         st = os.stat(path)
         if st.st_dev != self._dev:
-            if os.stat(self.mountpoint).st_dev == self._dev:
-                return st, None  # another file system
-            with self._lock:  # the mount was replaced: its index may differ
-                if os.stat(self.mountpoint).st_dev != self._dev:
-                    self._close_fds()
-                    self._load()
-                    self.stale += 1
-            if st.st_dev != self._dev:
-                return st, None
-        return st, self.locations.record(st.st_ino)
+            return None
+        r = self.locations.record(st.st_ino)
+        return r if r is not None and r[1] == st.st_size else None
 
     def _close_fds(self):
         if self._pid == os.getpid():
@@ -156,7 +170,7 @@ class Mount:
 
     def locate(self, path):
         """Returns the Location of `path`, or None if it is not a regular file of this mount."""
-        _, r = self._record(path)
+        r = self._record(path)
         if r is None:
             return None
         offset, length, shard, crc = r
@@ -167,13 +181,16 @@ class Mount:
         set on this mount, else an ordinary read. With `check`, the bytes read directly are
         checked against the CRC32C of the index; a mismatch raises OSError(EIO) naming the
         path, the shard and the offset (where the set has no checksums nothing is checked)."""
-        _, r = self._record(path)
+        stamp = self._stamp
+        r = self._record(path)
         fd = None if r is None or not self._local else self._shard_fd(r[2])
         if fd is None:
             with io.open(path, "rb") as f:
                 return f.read()
         offset, length, shard, crc = r
         data = os.pread(fd, length, offset)
+        if self._stamp_now() != stamp:  # remounted while this was read: read it again
+            return self.read(path, check)
         if len(data) != length:
             raise OSError(errno.EIO, f"{path}: shard {self.locations.shard_path(shard)} ends before "
                           f"[{offset}, +{length})")

@@ -31,7 +31,7 @@ def fail(msg):
 
 def fuse_reads(mnt):
     with open(os.path.join(mnt, ".aifs", "stats")) as f:
-        return json.load(f)["requests"]["read"]["count"]
+        return json.load(f)["ops"]["read"]["count"]
 
 
 def files_under(root):
@@ -45,11 +45,13 @@ def files_under(root):
 def cmd_read(mnt):
     m = aifs_direct.open(mnt)
     paths = files_under(mnt)
+    start = fuse_reads(mnt)
     before = fuse_reads(mnt)
+    overhead = before - start  # the READs of reading the stats file itself
     direct = {}
     for p in paths:
         direct[p] = m.read(p, check=True)
-    reads = fuse_reads(mnt) - before
+    reads = fuse_reads(mnt) - before - overhead
     located = sum(m.locate(p) is not None for p in paths)
     for p in paths:
         with open(p, "rb") as f:
