@@ -17,8 +17,8 @@
 // the tree, whoever asks; the handlers in readonly.go answer EROFS as a second line.
 //
 // A hidden control directory, /.aifs, is reachable by name but never listed (ImageFolder would
-// take it for a class); it holds the stats file (control.go) and the plan file, which takes plans
-// by ioctl (plan.go). Counters and latencies of every request live in Stats (stats.go); errors
+// take it for a class); it holds the stats file (control.go), the plan file, which takes plans
+// by ioctl (plan.go), and the locations file, where each file's bytes lie (locations.go). Counters and latencies of every request live in Stats (stats.go); errors
 // become errnos in one place (errno.go).
 //
 // This package may import layout, backend and prefetch.
