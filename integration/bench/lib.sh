@@ -65,13 +65,14 @@ fs_image() {
 	loopmount "$img" "$dir"
 }
 
-# ext4_dataset FILES DIR makes an ext4 image in the run directory, mounts it at DIR, writes an
-# ImageNet-like tree of FILES files (log-normal sizes, mean ~110 KB) to DIR/tree and packs it
-# into the shard set DIR/set on the same file system.
+# ext4_dataset FILES DIR [GENDATA-FLAG...] makes an ext4 image in the run directory, mounts it at
+# DIR, writes an ImageNet-like tree of FILES files (log-normal sizes, mean ~110 KB; real JPEGs
+# with --jpeg) to DIR/tree and packs it into the shard set DIR/set on the same file system.
 ext4_dataset() {
 	local files=$1 dir=$2
+	shift 2
 	fs_image ext4 "$((files * 112640 * 5 / 2 / 1048576 + 512))" "$dir"
-	go run ./integration/gendata --files "$files" --classes $((files / 100 > 0 ? files / 100 : 1)) "$dir/tree" >&2
+	go run ./integration/gendata "$@" --files "$files" --classes $((files / 100 > 0 ? files / 100 : 1)) "$dir/tree" >&2
 	"$AIFS" pack --quiet "$dir/tree" "$dir/set"
 }
 
