@@ -33,6 +33,7 @@ import io
 import os
 import struct
 import threading
+import weakref
 from collections import namedtuple
 
 Location = namedtuple("Location", "shard offset length crc32c")
@@ -108,14 +109,21 @@ def inodes(paths):
 
 class Mount:
     """An aifs mount opened for direct reads (see the module doc). Safe to use from several
-    threads, and from DataLoader workers forked after it was opened (each process keeps its
-    own descriptors)."""
+    threads, and in DataLoader workers: forked ones share its shard descriptors (pread moves no
+    file position), spawned ones get it pickled as its mount point and open their own."""
 
     def __init__(self, mountpoint):
         self.mountpoint = os.path.realpath(mountpoint)
         self.stale = 0  # reloads after a remount
         self._lock = threading.Lock()
         self._load()
+        _mounts.add(self)
+
+    def __getstate__(self):
+        return {"mountpoint": self.mountpoint}
+
+    def __setstate__(self, state):
+        self.__init__(state["mountpoint"])
 
     def _load(self):
         self._loc_path = os.path.join(self.mountpoint, ".aifs", "locations")
@@ -124,7 +132,6 @@ class Mount:
         self.locations = Locations(self.mountpoint)
         self._local = not self.locations.source.startswith("s3://")
         self._fds = {}
-        self._pid = os.getpid()
 
     def _stamp_now(self):
         """Returns what identifies the mount now: the locations file's mtime (the daemon's start)."""
@@ -163,9 +170,8 @@ class Mount:
         return r if r is not None and r[1] == st.st_size else None
 
     def _close_fds(self):
-        if self._pid == os.getpid():
-            for fd in self._fds.values():
-                os.close(fd)
+        for fd in self._fds.values():
+            os.close(fd)
         self._fds = {}
 
     def locate(self, path):
@@ -200,12 +206,8 @@ class Mount:
         return data
 
     def _shard_fd(self, shard):
-        """Returns a descriptor of shard number `shard` opened by this process, or None if it
-        cannot be opened (the caller reads through the mount)."""
-        if self._pid != os.getpid():  # a forked worker: the parent's descriptors are shared
-            with self._lock:
-                if self._pid != os.getpid():
-                    self._fds, self._pid = {}, os.getpid()
+        """Returns a descriptor of shard number `shard`, or None if it cannot be opened (the
+        caller reads through the mount)."""
         fd = self._fds.get(shard)
         if fd is not None:
             return fd
@@ -219,6 +221,19 @@ class Mount:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
                 self._fds[shard] = fd
             return fd
+
+
+# Every Mount of this process, so that a forked child gets fresh locks (a lock held by another
+# thread of the parent at the fork would never be released in the child).
+_mounts = weakref.WeakSet()
+
+
+def _after_fork():
+    for m in list(_mounts):
+        m._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def open(mountpoint):  # noqa: A001 (the module's entry point, as io.open)

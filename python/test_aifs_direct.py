@@ -60,6 +60,27 @@ class LocationsTest(unittest.TestCase):
                     aifs_direct.Locations(mnt)
 
 
+class MountStateTest(unittest.TestCase):
+    """A Mount crosses into DataLoader workers: pickled (spawn) as its mount point, forked with
+    its descriptors and a fresh lock."""
+
+    def test_pickle_and_fork(self):
+        import pickle
+
+        with tempfile.TemporaryDirectory() as mnt:
+            write_locations(mnt, [(0, 0, 0xFFFFFFFF, 0)], [("shard-000000.dat", 1)], mnt, identity=9)
+            m = aifs_direct.Mount(mnt)
+            again = pickle.loads(pickle.dumps(m))
+            self.assertEqual((again.mountpoint, again.locations.identity), (m.mountpoint, 9))
+            self.assertIsNot(again.locations, m.locations)
+            with m._lock:  # held by this thread while forking
+                pid = os.fork()
+                if pid == 0:
+                    os._exit(0 if m._lock.acquire(timeout=2) else 1)
+                _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0, "the child could not take the Mount's lock")
+
+
 class OffMountTest(unittest.TestCase):
     def test_open_outside_a_mount(self):
         with tempfile.TemporaryDirectory() as d:
