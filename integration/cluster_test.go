@@ -92,7 +92,10 @@ type clusterRank struct {
 		Seconds float64  `json:"seconds"`
 		Samples [][4]any `json:"samples"` // path, length, crc32, shard
 		Stats   *struct {
-			Storage map[string]map[string]float64 `json:"storage"`
+			Storage  map[string]map[string]float64 `json:"storage"`
+			Prefetch json.RawMessage               `json:"prefetch"`
+			Plans    json.RawMessage               `json:"plans"`
+			Epoch    json.RawMessage               `json:"epoch"`
 		} `json:"stats"`
 	} `json:"epochs"`
 }
@@ -101,7 +104,10 @@ type clusterRank struct {
 type nodeEpoch struct {
 	requests, fetched int64 // S3 requests; bytes the disk cache fetched
 	hits, misses      int64 // the disk cache's chunk reads
+	evictions, staged int64 // the disk cache's evictions and bytes staged
+	used, writeErrors int64 // the disk cache's bytes held at the epoch's end, and failed writes
 	samples           map[string]bool
+	prefetch          string // the stats' prefetch, plans and epoch sections, for a failure's message
 }
 
 // runCluster mounts url (an S3 set on endpoint) clusterNodes times, each with its own disk
@@ -193,6 +199,9 @@ func runCluster(t *testing.T, url, endpoint, sampler string, want map[string]fil
 				traffic[k][e].requests = int64(s3["requests"])
 				traffic[k][e].fetched = int64(dc["fetched_bytes"])
 				traffic[k][e].hits, traffic[k][e].misses = int64(dc["hits"]), int64(dc["misses"])
+				traffic[k][e].evictions, traffic[k][e].staged = int64(dc["evictions"]), int64(dc["staged_bytes"])
+				traffic[k][e].used, traffic[k][e].writeErrors = int64(dc["used_bytes"]), int64(dc["write_errors"])
+				traffic[k][e].prefetch = fmt.Sprintf("prefetch %s, plans %s, epoch %s", ep.Stats.Prefetch, ep.Stats.Plans, ep.Stats.Epoch)
 			}
 		}
 		if len(seen) != len(want) {
@@ -213,13 +222,17 @@ func runCluster(t *testing.T, url, endpoint, sampler string, want map[string]fil
 			traffic[k][e].fetched -= prev.fetched
 			traffic[k][e].hits -= prev.hits
 			traffic[k][e].misses -= prev.misses
+			traffic[k][e].evictions -= prev.evictions
+			traffic[k][e].staged -= prev.staged
+			traffic[k][e].writeErrors -= prev.writeErrors
 			prev = cur
 		}
 	}
 	for k := range traffic {
 		for e, ne := range traffic[k] {
-			t.Logf("%s sampler, node %d, epoch %d: %d S3 requests, %.1f MB fetched, %d chunk hits, %d misses, %d samples",
-				sampler, k, e+1, ne.requests, float64(ne.fetched)/1e6, ne.hits, ne.misses, len(ne.samples))
+			t.Logf("%s sampler, node %d, epoch %d: %d S3 requests, %.1f MB fetched (%.1f staged), %d chunk hits, %d misses, "+
+				"%d evictions, %d write errors, %.1f MB held; %d samples", sampler, k, e+1, ne.requests, float64(ne.fetched)/1e6,
+				float64(ne.staged)/1e6, ne.hits, ne.misses, ne.evictions, ne.writeErrors, float64(ne.used)/1e6, len(ne.samples))
 		}
 	}
 	return traffic
@@ -245,6 +258,10 @@ func checkShardAware(t *testing.T, traffic [][]nodeEpoch, data int64) {
 	var cold int64
 	for k, epochs := range traffic {
 		cold += epochs[0].fetched
+		if epochs[0].fetched > data/int64(len(traffic))+2*clusterChunk {
+			t.Errorf("node %d fetched %.1f MB in the cold epoch, more than its range and a chunk at each end: %s",
+				k, float64(epochs[0].fetched)/1e6, epochs[0].prefetch)
+		}
 		for e, ne := range epochs {
 			if e > 0 {
 				if ne.requests != 0 || ne.misses != 0 {

@@ -189,6 +189,11 @@ func (p *Planner) Passed(id layout.ID) bool {
 }
 
 // Read records that a reader started reading sample id (its first READ).
+//
+// A READ of a sample that a plan names moves that plan's cursor and nothing else: the plan says
+// what comes next, and the sequential runs are for reads no plan explains. (Taken for a run,
+// the dense shuffled READs of one node's range, python/aifs_plan.DistributedSampler, kept a run
+// alive and read up to 32 MiB past the range: other nodes' data, fetched from S3 and cached.)
 func (p *Planner) Read(id layout.ID) {
 	p.tick++
 	p.trackEpoch(id)
@@ -199,6 +204,7 @@ func (p *Planner) Read(id layout.ID) {
 				w.cursor = at + 1
 				w.lastUse = p.tick
 			}
+			return
 		}
 	}
 	p.trackStream(id)
