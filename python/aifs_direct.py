@@ -194,7 +194,12 @@ class Mount:
             with io.open(path, "rb") as f:
                 return f.read()
         offset, length, shard, crc = r
-        data = os.pread(fd, length, offset)
+        try:
+            data = os.pread(fd, length, offset)
+        except OSError:
+            if self._stamp_now() == stamp:
+                raise
+            data = None  # another thread closed the descriptor for a remount
         if self._stamp_now() != stamp:  # remounted while this was read: read it again
             return self.read(path, check)
         if len(data) != length:
