@@ -136,7 +136,13 @@ func memoryCgroup(t *testing.T, limit int64) string {
 		t.Fatalf("a memory cgroup: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := syscall.Rmdir(dir); err != nil {
+		// A process that has exited may hold the cgroup a moment longer, until its parent
+		// (init, for the daemon) reaps it: EBUSY then, for a few milliseconds.
+		err := syscall.Rmdir(dir)
+		for end := time.Now().Add(10 * time.Second); err == syscall.EBUSY && time.Now().Before(end); err = syscall.Rmdir(dir) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
 			t.Errorf("removing cgroup %s: %v", dir, err)
 		}
 	})
