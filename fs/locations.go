@@ -38,7 +38,6 @@ const (
 	locHeader        = 64
 	locRecord        = 24
 	locNoShard       = math.MaxUint32
-	locShardRecord   = 10 // size u64 + name length u16, before the name
 	locMaxSourceName = math.MaxUint16
 )
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -267,7 +268,7 @@ func checkShardAware(t *testing.T, traffic [][]nodeEpoch, data int64) {
 				if ne.requests != 0 || ne.misses != 0 {
 					t.Errorf("node %d, epoch %d: %d S3 requests, %d chunk misses; want 0 from epoch 2", k, e+1, ne.requests, ne.misses)
 				}
-				if !mapsEqual(ne.samples, epochs[0].samples) {
+				if !maps.Equal(ne.samples, epochs[0].samples) {
 					t.Errorf("node %d read other samples in epoch %d than in epoch 1", k, e+1)
 				}
 			}
@@ -277,18 +278,6 @@ func checkShardAware(t *testing.T, traffic [][]nodeEpoch, data int64) {
 		t.Errorf("the cold epoch fetched %.1f MB across the nodes; want the set's %.1f MB, at most %.1f", float64(cold)/1e6, float64(data)/1e6, float64(limit)/1e6)
 	}
 	t.Logf("cold epoch: %.2f× the set fetched across %d nodes", float64(cold)/float64(data), clusterNodes)
-}
-
-func mapsEqual(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k := range a {
-		if !b[k] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestClusterS3: 4 nodes over one S3 set (versitygw), 2 ranks each, caches of a third of the
