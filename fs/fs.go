@@ -162,7 +162,7 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 	}
 	f.stats = newStats(f)
 	f.ctl.init(f)
-	if _, ok := x.Lookup(layout.Root, ctlName); ok {
+	if _, err := x.Lookup(layout.Root, ctlName); err == nil {
 		f.log.Warn("the shard set has a top-level entry named " + ctlName + "; the control directory hides it")
 	}
 	return f, nil
@@ -244,13 +244,18 @@ func (f *FS) Close() error {
 
 func (f *FS) String() string { return "aifs" }
 
-// entry returns the index entry for inode ino, or false if ino is not an index inode.
-func (f *FS) entry(ino uint64) (layout.ID, layout.Entry, bool) {
+// entry returns the index entry for inode ino, or the status to answer: ESTALE if ino is not an
+// index inode, EIO if its block of the index failed its checks (logged by errno).
+func (f *FS) entry(ino uint64) (layout.ID, layout.Entry, fuse.Status) {
 	if ino == 0 || ino > uint64(f.x.Len()) {
-		return 0, layout.Entry{}, false
+		return 0, layout.Entry{}, fuse.Status(syscall.ESTALE)
 	}
 	id := layout.ID(ino - 1)
-	return id, f.x.Entry(id), true
+	e := f.x.Entry(id)
+	if e.Mode == 0 {
+		return id, e, f.errno("index", id, f.x.Err())
+	}
+	return id, e, fuse.OK
 }
 
 // fillAttr sets a from entry e with inode ino.
@@ -293,18 +298,20 @@ func (f *FS) lookup(parent uint64, name string, out *fuse.EntryOut) fuse.Status 
 	if f.ctl.owns(parent) || (parent == fuse.FUSE_ROOT_ID && name == ctlName) {
 		return f.ctl.lookup(parent, name, out)
 	}
-	dir, d, ok := f.entry(parent)
-	if !ok {
-		return fuse.Status(syscall.ESTALE)
+	dir, d, st := f.entry(parent)
+	if st != fuse.OK {
+		return st
 	}
 	if !d.IsDir() {
 		return fuse.Status(syscall.ENOTDIR)
 	}
-	id, ok := f.x.Lookup(dir, name)
-	if !ok {
+	id, err := f.x.Lookup(dir, name)
+	if err == layout.ErrNotFound {
 		*out = fuse.EntryOut{}
 		out.SetEntryTimeout(cacheTimeout)
 		return fuse.OK // NodeId 0: a cacheable negative entry
+	} else if err != nil {
+		return f.errno("lookup", dir, err)
 	}
 	f.fillEntry(out, id, f.x.Entry(id))
 	return fuse.OK
@@ -318,11 +325,11 @@ func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrO
 	st := fuse.OK
 	if f.ctl.owns(in.NodeId) {
 		st = f.ctl.getAttr(in.NodeId, out)
-	} else if _, e, ok := f.entry(in.NodeId); ok {
+	} else if _, e, est := f.entry(in.NodeId); est == fuse.OK {
 		out.SetTimeout(cacheTimeout)
 		f.fillAttr(&out.Attr, in.NodeId, e)
 	} else {
-		st = fuse.Status(syscall.ESTALE)
+		st = est
 	}
 	f.stats.done(opGetAttr, t, st)
 	return st
@@ -379,8 +386,8 @@ func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 	st := fuse.OK
 	if f.ctl.owns(in.NodeId) {
 		out.OpenFlags = fuse.FOPEN_DIRECT_IO // never cached: its listing is not the tree's
-	} else if _, e, ok := f.entry(in.NodeId); !ok {
-		st = fuse.Status(syscall.ESTALE)
+	} else if _, e, est := f.entry(in.NodeId); est != fuse.OK {
+		st = est
 	} else if !e.IsDir() {
 		st = fuse.Status(syscall.ENOTDIR)
 	} else {
@@ -412,9 +419,9 @@ func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.St
 	if f.ctl.owns(in.NodeId) {
 		return f.ctl.readDir(in, out, plus)
 	}
-	dir, d, ok := f.entry(in.NodeId)
-	if !ok {
-		return fuse.Status(syscall.ESTALE)
+	dir, d, st := f.entry(in.NodeId)
+	if st != fuse.OK {
+		return st
 	}
 	if !d.IsDir() {
 		return fuse.Status(syscall.ENOTDIR)
@@ -436,6 +443,12 @@ func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.St
 			}
 		}
 		e := f.x.Entry(id)
+		if e.Mode == 0 { // its block failed its checks: the listing stops with what it has
+			if pos == in.Offset {
+				return f.errno("readdir", id, f.x.Err())
+			}
+			break
+		}
 		de := fuse.DirEntry{Name: name, Mode: e.Mode, Ino: uint64(id) + 1, Off: pos + 1}
 		if !plus {
 			if !out.AddDirEntry(de) {

@@ -201,8 +201,8 @@ func newTestFS(t *testing.T, opt Options) (*FS, *shardSet) {
 
 // inoOf returns the inode number that p must have: its index entry id + 1.
 func (s *shardSet) inoOf(t testing.TB, p string) uint64 {
-	id, ok := s.x.LookupPath(p)
-	if !ok {
+	id, err := s.x.LookupPath(p)
+	if err != nil {
 		t.Fatalf("%q is not in the index", p)
 	}
 	return uint64(id) + 1

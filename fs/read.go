@@ -33,10 +33,10 @@ func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Rea
 }
 
 func (f *FS) read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte, r *readResult, t time.Time) fuse.Status {
-	id, e, ok := f.entry(in.NodeId)
+	id, e, st := f.entry(in.NodeId)
 	switch {
-	case !ok:
-		return fuse.Status(syscall.ESTALE)
+	case st != fuse.OK:
+		return st
 	case e.IsDir():
 		return fuse.Status(syscall.EISDIR)
 	case in.Offset >= e.Size:

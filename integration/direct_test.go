@@ -229,8 +229,8 @@ func TestDirectReads(t *testing.T) {
 func TestDirectCorrupt(t *testing.T) {
 	set := copySet(t, corruptionSet(t))
 	x := loadSet(t, set)
-	id, ok := x.LookupPath("b/sample-04.bin")
-	if !ok {
+	id, err := x.LookupPath("b/sample-04.bin")
+	if err != nil {
 		t.Fatal("b/sample-04.bin is not in the set")
 	}
 	e := x.Entry(id)

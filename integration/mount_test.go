@@ -506,8 +506,8 @@ func TestMountVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim, ok := x.LookupPath("b/sample-13.bin")
-	if !ok {
+	victim, err := x.LookupPath("b/sample-13.bin")
+	if err != nil {
 		t.Fatal("no b/sample-13.bin in the set")
 	}
 	e := x.Entry(victim)

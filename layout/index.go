@@ -12,12 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"hash/maphash"
-	"math/bits"
+	"io"
+	"math"
 	"os"
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 	"unsafe"
 )
 
@@ -28,42 +29,77 @@ const IndexName = "index.aifs"
 func ShardName(n int) string { return fmt.Sprintf("shard-%06d.dat", n) }
 
 const (
-	magic        = "AIFSIDX\x00"
-	versionPack  = 1 // what Pack writes, and all this aifs read before tar shards
-	versionTars  = 2 // what IndexTars writes: tar shards, flags 2 and 4 (FORMAT.md)
-	headerSize   = 128
-	entrySize    = 47
-	shardSize    = 32
-	maxNameLen   = 255
-	maxShardPath = 4095 // a tar shard's name is a path (PATH_MAX less its NUL)
-	numSections  = 3    // in every version; version 2 adds the extent order, descriptor at orderDesc
-	orderDesc    = 104  // version 2: {offset u64, length u64, crc32c u32} of the extent order
+	magic         = "AIFSIDX\x00"
+	versionPack   = 1   // what Pack wrote before version 3
+	versionTars   = 2   // what IndexTars wrote before version 3: tar shards, flags 2 and 4
+	versionBlocks = 3   // what this aifs writes: checked block by block on first use (FORMAT.md)
+	headerSize    = 128 // versions 1 and 2
+	headerSize3   = 256 // version 3
+	entrySize     = 41  // version 3; versions 1 and 2 have records of oldEntrySize, converted at load
+	shardSize     = 32
+	maxNameLen    = 255
+	maxShardPath  = 4095 // a tar shard's name is a path (PATH_MAX less its NUL)
+	numSections   = 3    // in versions 1 and 2, which add the extent order, descriptor at orderDesc
+	orderDesc     = 104  // version 2: {offset u64, length u64, crc32c u32} of the extent order
 
 	// flagShardVersions: each shard record's u32 at offset 12 is the length of the shard's
 	// version (an S3 ETag, a local tar's mtime), stored in the names section right after the
 	// shard's name.
 	flagShardVersions = 1
-	// flagNoChecksums (version 2): the set was indexed without reading its data; the CRC32C
+	// flagNoChecksums (versions 2, 3): the set was indexed without reading its data; the CRC32C
 	// fields of entries and shards are zero and mean nothing.
 	flagNoChecksums = 2
-	// flagExtentOrder (version 2): the extent order section is present.
+	// flagExtentOrder (versions 2, 3): the extent order section is present.
 	flagExtentOrder = 4
 
 	secEntries = 0
 	secShards  = 1
 	secNames   = 2
 
-	// Field offsets within an entry record (FORMAT.md). The A and B fields hold a file's
-	// offset and length, or a directory's first child and child count.
-	eName    = 0  // u64 name offset
-	eParent  = 8  // u32
-	eMode    = 12 // u16
-	eNameLen = 14 // u8: names are at most 255 bytes
-	eMTime   = 15 // i64
-	eA       = 23 // u64
-	eB       = 31 // u64
-	eShard   = 39 // u32
-	eCRC     = 43 // u32
+	// Version 3's header (FORMAT.md): totals, block sizes, then seven section descriptors of
+	// {offset u64, length u64, crc32c u32, reserved u32}.
+	h3Files      = 32
+	h3FileBytes  = 40
+	h3PerBlock   = 48 // u32: entries per block of the entries section
+	h3BlockBytes = 52 // u32: bytes per block of the names, table and order sections
+	h3Desc       = 56
+	h3DescSize   = 24
+	h3Reserved   = h3Desc + s3Count*h3DescSize // zero up to the header's CRC at 252
+
+	// Version 3's sections, in descriptor order.
+	s3Entries = 0
+	s3Shards  = 1
+	s3Names   = 2
+	s3Table   = 3
+	s3Order   = 4
+	s3Sums    = 5
+	s3Runs    = 6
+	s3Count   = 7
+
+	// Field offsets within a version 3 entry record (FORMAT.md). The A and B fields hold a
+	// file's offset and length, or a directory's first child and child count.
+	eName    = 0  // u40 name offset
+	eNameLen = 5  // u8: names are at most 255 bytes
+	eParent  = 6  // u32
+	eMode    = 10 // u16
+	eMTime   = 12 // i64
+	eA       = 20 // u64
+	eB       = 28 // u40
+	eShard   = 33 // u32
+	eCRC     = 37 // u32
+	maxU40   = 1<<40 - 1
+
+	// The same in versions 1 and 2, where every field is as wide as its type.
+	oldEntrySize = 47
+	oldEName     = 0  // u64
+	oldEParent   = 8  // u32
+	oldEMode     = 12 // u16
+	oldENameLen  = 14 // u8
+	oldEMTime    = 15 // i64
+	oldEA        = 23 // u64
+	oldEB        = 31 // u64
+	oldEShard    = 39 // u32
+	oldECRC      = 43 // u32
 
 	modeTypeMask = 0o170000
 	modeDir      = 0o040000
@@ -140,20 +176,27 @@ func ShardPath(dir string, s Shard) string {
 	return path.Join(dir, s.Name)
 }
 
-// Index is a loaded, validated index. It holds the file's bytes in one buffer and decodes entries
-// on demand, so it costs the file size in memory plus the lookup table (8 bytes per entry) and
-// nothing else per sample. It is immutable and safe for concurrent use.
+// Index is a loaded index. It holds the file's bytes in one buffer and decodes entries on
+// demand, so it costs at most the file size in memory and nothing else per sample. A version 3
+// index is checked block by block, the first time a block is used (validate.go): Load reads only
+// the header and the small sections, and a block's bytes are read and checked before any of
+// them is answered; an entry in a block that fails is answered as missing (Entry's zero value,
+// Lookup's error) and Err says why. Older versions are checked whole by Parse, as before, and
+// get their lookup table built in memory (8 bytes per entry). An Index is immutable and safe for
+// concurrent use.
 type Index struct {
 	entries []byte // E × entrySize
 	names   []byte
-	order   []byte   // version 2 with flagExtentOrder: the file ids in extent order, u32 each; else nil
-	noCRC   bool     // flagNoChecksums
-	sum     uint32   // the header's CRC32C (Identity)
-	shards  []Shard  // S is small (one per GiB of data), so these are decoded once
-	table   []uint32 // lookup table (see initTable): entry ids, 0 for an empty slot
-	seed    maphash.Seed
+	table   []byte  // lookup table (table.go): 2 u32 slots per non-root entry
+	order   []byte  // with flagExtentOrder: the file ids in extent order, u32 each; else nil
+	noCRC   bool    // flagNoChecksums
+	sum     uint32  // the header's CRC32C (Identity)
+	shards  []Shard // S is small (one per GiB of data), so these are decoded once
+	v       *blocks // version 3: what has been read and checked (validate.go); nil once all has
+	release func()  // frees what Load mapped; nil for Parse
 
-	// Totals and directory runs, computed once by check and parseShards.
+	// Totals and directory runs: from the header and the runs section (version 3), or computed
+	// by Parse (versions 1 and 2).
 	files      int      // regular files
 	fileBytes  uint64   // sum of the regular files' sizes
 	shardBytes uint64   // sum of the shards' sizes
@@ -166,45 +209,114 @@ type Index struct {
 // tree, whose class directories follow the root), 12 bytes each.
 type dirRun struct{ start, end, before ID }
 
-// Load reads and validates the index of the shard set in directory dir.
+// Load opens the index of the shard set in directory dir. A version 3 index is read as it is
+// used (its header and small sections now, each block of the rest before its first use), into
+// memory mapped for it that Close releases; an older one is read and checked whole.
 func Load(dir string) (*Index, error) {
 	path := dir + "/" + IndexName
-	buf, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%s is not a shard set (no %s): %w", dir, IndexName, err)
 		}
 		return nil, fmt.Errorf("read index: %w", err)
 	}
-	x, err := Parse(buf)
+	x, err := loadFile(f)
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return x, nil
 }
 
-// Parse validates an index held in buf and returns it. The Index keeps buf; the caller must not
-// modify it afterwards. Parse allocates nothing in proportion to the entry count.
+func loadFile(f *os.File) (*Index, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read index: %w", err)
+	}
+	size := fi.Size()
+	var head [headerSize3]byte
+	n, err := f.ReadAt(head[:], 0)
+	if n < 12 || le.Uint32(head[8:]) != versionBlocks || size < headerSize3 || size > math.MaxInt {
+		// An older version (or garbage, which Parse reports): read and check it whole.
+		buf, err := io.ReadAll(io.NewSectionReader(f, 0, size))
+		if err != nil {
+			return nil, fmt.Errorf("read index: %w", err)
+		}
+		f.Close()
+		return Parse(buf)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read index: %w", err)
+	}
+	// Memory for the whole file, touched only where blocks are read into it: the daemon's RSS
+	// grows with what is used. Anonymous rather than a mapping of the file, so that a file
+	// truncated under a running mount is a read error, not a SIGBUS.
+	buf, err := syscall.Mmap(-1, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE,
+		syscall.MAP_ANON|syscall.MAP_PRIVATE|syscall.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("map %d bytes for the index: %w", size, err)
+	}
+	copy(buf, head[:])
+	fill := func(off int64, b []byte) error {
+		if _, err := f.ReadAt(b, off); err != nil {
+			return fmt.Errorf("read index bytes [%d,+%d): %w", off, len(b), err)
+		}
+		return nil
+	}
+	x, err := parseBlocks(buf, fill)
+	if err != nil {
+		syscall.Munmap(buf)
+		return nil, err
+	}
+	x.release = func() {
+		syscall.Munmap(buf)
+		f.Close()
+	}
+	return x, nil
+}
+
+// Close releases what Load took: the index must not be used afterwards. It does nothing for an
+// index from Parse.
+func (x *Index) Close() {
+	if x.release != nil {
+		x.release()
+		x.release = nil
+	}
+}
+
+// Parse returns the index held in buf. The Index keeps buf; the caller must not modify it
+// afterwards. A version 1 or 2 index is checked whole here; a version 3 index has its header and
+// small sections checked here and each block when first used. Parse allocates nothing in
+// proportion to the entry count but, for versions 1 and 2, the lookup table.
 func Parse(buf []byte) (*Index, error) {
 	if len(buf) < headerSize {
 		return nil, corruptf("index is %d bytes, shorter than its %d-byte header", len(buf), headerSize)
 	}
-	h := buf[:headerSize]
-	if string(h[:8]) != magic {
-		return nil, corruptf("not an aifs index (bad magic %q)", h[:8])
+	if string(buf[:8]) != magic {
+		return nil, corruptf("not an aifs index (bad magic %q)", buf[:8])
 	}
+	switch v := le.Uint32(buf[8:]); v {
+	case versionPack, versionTars:
+		return parseOld(buf)
+	case versionBlocks:
+		return parseBlocks(buf, nil)
+	default:
+		return nil, fmt.Errorf("index version %d is not supported (this aifs reads versions %d to %d)", v, versionPack, versionBlocks)
+	}
+}
+
+// parseOld checks a version 1 or 2 index whole: section checksums, then every block's rules
+// (validate.go) and the lookup table, built in memory.
+func parseOld(buf []byte) (*Index, error) {
+	h := buf[:headerSize]
 	if got, want := crc32.Checksum(h[:124], castagnoli), le.Uint32(h[124:]); got != want {
 		return nil, corruptf("header checksum mismatch")
 	}
 	v, flags := le.Uint32(h[8:]), le.Uint32(h[12:])
-	var known uint32 // the flags version v may set
-	switch v {
-	case versionPack:
-		known = flagShardVersions
-	case versionTars:
-		known = flagShardVersions | flagNoChecksums | flagExtentOrder
-	default:
-		return nil, fmt.Errorf("index version %d is not supported (this aifs reads versions %d and %d)", v, versionPack, versionTars)
+	known := uint32(flagShardVersions) // the flags version v may set
+	if v == versionTars {
+		known |= flagNoChecksums | flagExtentOrder
 	}
 	if flags&^known != 0 {
 		return nil, corruptf("unknown header flags %#x", flags)
@@ -232,23 +344,203 @@ func Parse(buf []byte) (*Index, error) {
 			return nil, corruptf("%s section checksum mismatch", secNamesText[i])
 		}
 	}
-	if nEntries == 0 || nEntries != uint64(len(sec[secEntries]))/entrySize || len(sec[secEntries])%entrySize != 0 ||
-		nEntries > 1<<32-1 {
-		return nil, corruptf("entries section is %d bytes for %d entries", len(sec[secEntries]), nEntries)
+	if err := checkCounts(nEntries, nShards, sec[secEntries], sec[secShards], oldEntrySize); err != nil {
+		return nil, err
 	}
-	// Compare by division: a hostile count could overflow the product.
-	if nShards != uint64(len(sec[secShards]))/shardSize || len(sec[secShards])%shardSize != 0 {
-		return nil, corruptf("shards section is %d bytes for %d shards", len(sec[secShards]), nShards)
+	entries, err := convertOld(sec[secEntries])
+	if err != nil {
+		return nil, err
 	}
-	x := &Index{entries: sec[secEntries], names: sec[secNames], order: sec[numSections], noCRC: flags&flagNoChecksums != 0,
+	x := &Index{entries: entries, names: sec[secNames], order: sec[numSections], noCRC: flags&flagNoChecksums != 0,
 		sum: le.Uint32(h[124:])}
+	x.countOld()
+	if x.order != nil && uint64(len(x.order)) != 4*uint64(x.files) {
+		return nil, corruptf("extent order section is %d bytes for %d files", len(x.order), x.files)
+	}
+	// Everything is in buf and its checksums held: the blocks need only their rules checked.
+	x.v = newBlocks(x, defaultPerBlock, defaultBlockBytes, nil, nil, [4]int64{})
+	x.v.allRead()
 	if err := x.parseShards(sec[secShards], int(nShards), flags&flagShardVersions != 0, v >= versionTars); err != nil {
 		return nil, err
 	}
-	if err := x.check(); err != nil {
+	if err := x.CheckAll(); err != nil {
+		return nil, err
+	}
+	x.buildTable()
+	x.v = nil
+	return x, nil
+}
+
+func checkCounts(nEntries, nShards uint64, entries, shards []byte, recordSize int) error {
+	if nEntries == 0 || nEntries != uint64(len(entries))/uint64(recordSize) || len(entries)%recordSize != 0 ||
+		nEntries > 1<<32-1 {
+		return corruptf("entries section is %d bytes for %d entries", len(entries), nEntries)
+	}
+	// Compare by division: a hostile count could overflow the product.
+	if nShards != uint64(len(shards))/shardSize || len(shards)%shardSize != 0 {
+		return corruptf("shards section is %d bytes for %d shards", len(shards), nShards)
+	}
+	return nil
+}
+
+// convertOld returns the entry records of a version 1 or 2 index in version 3's form, so that
+// one decoder serves every version. A name offset or file size beyond version 3's 40 bits
+// (1 TiB) is refused.
+func convertOld(old []byte) ([]byte, error) {
+	out := make([]byte, len(old)/oldEntrySize*entrySize)
+	for i := range len(old) / oldEntrySize {
+		o, r := old[i*oldEntrySize:], out[i*entrySize:]
+		nameOff, b := le.Uint64(o[oldEName:]), le.Uint64(o[oldEB:])
+		if nameOff > maxU40 {
+			return nil, corruptf("entry %d has an invalid name", i)
+		}
+		if b > maxU40 {
+			return nil, corruptf("entry %d has a size or child count of %d, over 1 TiB: it runs past the end of any shard, or outside the table", i, b)
+		}
+		put40(r[eName:], nameOff)
+		r[eNameLen] = o[oldENameLen]
+		copy(r[eParent:eParent+4], o[oldEParent:])
+		copy(r[eMode:eMode+2], o[oldEMode:])
+		copy(r[eMTime:eMTime+8], o[oldEMTime:])
+		copy(r[eA:eA+8], o[oldEA:])
+		put40(r[eB:], b)
+		copy(r[eShard:eShard+4], o[oldEShard:])
+		copy(r[eCRC:eCRC+4], o[oldECRC:])
+	}
+	return out, nil
+}
+
+// u40 and put40 read and write the 40-bit little-endian fields of version 3 entries.
+func u40(b []byte) uint64 { return uint64(le.Uint32(b)) | uint64(b[4])<<32 }
+
+func put40(b []byte, v uint64) {
+	le.PutUint32(b, uint32(v))
+	b[4] = byte(v >> 32)
+}
+
+// countOld computes the totals and directory runs of a version 1 or 2 index from its modes (the
+// block checks then hold every entry to them).
+func (x *Index) countOld() {
+	for i := range x.Len() {
+		b := x.entries[i*entrySize:]
+		if le.Uint16(b[eMode:])&modeTypeMask != modeDir {
+			x.files++
+			x.fileBytes += u40(b[eB:])
+			continue
+		}
+		if r := len(x.dirRuns) - 1; r >= 0 && x.dirRuns[r].end == ID(i) {
+			x.dirRuns[r].end++
+		} else {
+			x.dirRuns = append(x.dirRuns, dirRun{start: ID(i), end: ID(i) + 1, before: ID(i - x.files)})
+		}
+	}
+}
+
+// parseBlocks checks a version 3 index's header and small sections (shards, block checksums,
+// directory runs), reading them through fill when buf is not yet whole, and leaves the blocks of
+// the others to be read and checked on first use.
+func parseBlocks(buf []byte, fill func(off int64, b []byte) error) (*Index, error) {
+	if len(buf) < headerSize3 {
+		return nil, corruptf("index is %d bytes, shorter than its %d-byte header", len(buf), headerSize3)
+	}
+	h := buf[:headerSize3]
+	if got, want := crc32.Checksum(h[:252], castagnoli), le.Uint32(h[252:]); got != want {
+		return nil, corruptf("header checksum mismatch")
+	}
+	flags := le.Uint32(h[12:])
+	if flags&^(flagShardVersions|flagNoChecksums|flagExtentOrder) != 0 {
+		return nil, corruptf("unknown header flags %#x", flags)
+	}
+	if !allZero(h[h3Reserved:252]) {
+		return nil, corruptf("nonzero reserved header bytes")
+	}
+	nEntries, nShards := le.Uint64(h[16:]), le.Uint64(h[24:])
+	perBlock, blockBytes := uint64(le.Uint32(h[h3PerBlock:])), uint64(le.Uint32(h[h3BlockBytes:]))
+	if perBlock == 0 || perBlock > 1<<20 || perBlock&(perBlock-1) != 0 ||
+		blockBytes < 64 || blockBytes > 1<<24 || blockBytes&(blockBytes-1) != 0 {
+		return nil, corruptf("block sizes %d entries and %d bytes are not powers of two in range", perBlock, blockBytes)
+	}
+	secText := [s3Count]string{"entries", "shards", "names", "lookup table", "extent order", "block checksums", "directory runs"}
+	var sec [s3Count][]byte
+	var offs [s3Count]int64
+	for i := range sec {
+		d := h[h3Desc+h3DescSize*i:]
+		off, n, sum := le.Uint64(d), le.Uint64(d[8:]), le.Uint32(d[16:])
+		if off < headerSize3 || off > uint64(len(buf)) || n > uint64(len(buf))-off {
+			return nil, corruptf("%s section [%d,+%d) lies outside the %d-byte file", secText[i], off, n, len(buf))
+		}
+		// The sections read by blocks are covered by the block checksums, not a sum of their own.
+		if lazy := i == s3Entries || i == s3Names || i == s3Table || i == s3Order; lazy && sum != 0 || le.Uint32(d[20:]) != 0 {
+			return nil, corruptf("%s section descriptor has nonzero reserved fields", secText[i])
+		}
+		sec[i], offs[i] = buf[off:off+n], int64(off)
+		if i == s3Shards || i == s3Sums || i == s3Runs {
+			if fill != nil {
+				if err := fill(offs[i], sec[i]); err != nil {
+					return nil, err
+				}
+			}
+			if crc32.Checksum(sec[i], castagnoli) != sum {
+				return nil, corruptf("%s section checksum mismatch", secText[i])
+			}
+		}
+	}
+	if err := checkCounts(nEntries, nShards, sec[s3Entries], sec[s3Shards], entrySize); err != nil {
+		return nil, err
+	}
+	x := &Index{entries: sec[s3Entries], names: sec[s3Names], table: sec[s3Table], noCRC: flags&flagNoChecksums != 0,
+		sum: le.Uint32(h[252:]), fileBytes: le.Uint64(h[h3FileBytes:])}
+	if flags&flagExtentOrder != 0 {
+		x.order = sec[s3Order]
+	} else if len(sec[s3Order]) != 0 {
+		return nil, corruptf("extent order section without its flag")
+	}
+	if err := x.parseRuns(sec[s3Runs], le.Uint64(h[h3Files:])); err != nil {
+		return nil, err
+	}
+	if uint64(len(x.table)) != 4*tableSlots(nEntries) {
+		return nil, corruptf("lookup table section is %d bytes for %d entries", len(x.table), nEntries)
+	}
+	if x.order != nil && uint64(len(x.order)) != 4*uint64(x.files) {
+		return nil, corruptf("extent order section is %d bytes for %d files", len(x.order), x.files)
+	}
+	x.v = newBlocks(x, perBlock, blockBytes, sec[s3Sums], fill,
+		[4]int64{offs[s3Entries], offs[s3Names], offs[s3Table], offs[s3Order]})
+	if x.v == nil {
+		return nil, corruptf("block checksums section is %d bytes, not 4 per block", len(sec[s3Sums]))
+	}
+	if err := x.parseShards(sec[s3Shards], int(nShards), flags&flagShardVersions != 0, true); err != nil {
 		return nil, err
 	}
 	return x, nil
+}
+
+// parseRuns decodes the directory runs section (version 3): {start, end} u32 pairs, ascending,
+// maximal (a gap of files between runs), the first holding the root; files is the header's count,
+// which must be the entries the runs leave.
+func (x *Index) parseRuns(b []byte, files uint64) error {
+	n := uint64(x.Len())
+	if len(b)%8 != 0 || len(b) == 0 {
+		return corruptf("directory runs section is %d bytes", len(b))
+	}
+	var dirs uint64
+	for i := 0; i < len(b); i += 8 {
+		start, end := uint64(le.Uint32(b[i:])), uint64(le.Uint32(b[i+4:]))
+		prevEnd := uint64(0)
+		if k := len(x.dirRuns); k > 0 {
+			prevEnd = uint64(x.dirRuns[k-1].end) + 1 // a gap of at least one file
+		}
+		if start >= end || end > n || i == 0 && start != 0 || i > 0 && start < prevEnd {
+			return corruptf("directory run %d [%d,%d) is out of order or range", i/8, start, end)
+		}
+		x.dirRuns = append(x.dirRuns, dirRun{start: ID(start), end: ID(end), before: ID(dirs)})
+		dirs += end - start
+	}
+	if n-dirs != files {
+		return corruptf("header counts %d files but the directory runs leave %d", files, n-dirs)
+	}
+	x.files = int(files)
+	return nil
 }
 
 var le = binary.LittleEndian
@@ -274,7 +566,7 @@ func (x *Index) parseShards(b []byte, n int, versions, tarPaths bool) error {
 		r := b[i*shardSize:]
 		nameOff, nameLen := le.Uint64(r), uint64(le.Uint16(r[8:]))
 		kind := ShardKind(le.Uint16(r[10:]))
-		name, ok := x.nameAt(nameOff, nameLen)
+		name, ok := x.checkedName(nameOff, nameLen)
 		valid := ValidName
 		if kind == ShardTar && tarPaths {
 			valid = validShardPath
@@ -284,7 +576,7 @@ func (x *Index) parseShards(b []byte, n int, versions, tarPaths bool) error {
 		}
 		var version []byte
 		if n := le.Uint32(r[12:]); versions && n > 0 {
-			if version, ok = x.nameAt(nameOff+nameLen, uint64(n)); !ok || n > maxNameLen {
+			if version, ok = x.checkedName(nameOff+nameLen, uint64(n)); !ok || n > maxNameLen {
 				return corruptf("shard %d has an invalid version", i)
 			}
 		} else if n != 0 {
@@ -302,13 +594,6 @@ func (x *Index) parseShards(b []byte, n int, versions, tarPaths bool) error {
 		x.shardBytes += s.Size
 	}
 	return nil
-}
-
-func (x *Index) nameAt(off, n uint64) ([]byte, bool) {
-	if off > uint64(len(x.names)) || n > uint64(len(x.names))-off {
-		return nil, false
-	}
-	return x.names[off : off+n], true
 }
 
 // ValidName reports whether name can be stored as a directory entry or shard name: 1 to 255
@@ -343,175 +628,6 @@ func validShardPath(name []byte) bool {
 		}
 	}
 	return true
-}
-
-// check applies the structural rules of FORMAT.md in one pass over the entries, and fills the
-// lookup table. It bounds every offset before using it, so a hostile index yields an error,
-// never a panic.
-//
-// Parent links need no lookups of their own: checkChildren proves that every entry in a
-// directory's range names that directory as parent and comes after it, so ranges are disjoint;
-// if their lengths add up to E-1, every entry but the root lies in exactly one range, its
-// parent precedes it, and the tree is acyclic and connected.
-func (x *Index) check() error {
-	n := uint64(x.Len())
-	if root := x.raw(Root); !root.IsDir() || root.Parent != Root || x.nameLen(Root) != 0 ||
-		le.Uint64(x.entries) > uint64(len(x.names)) {
-		return corruptf("entry 0 is not the root directory")
-	}
-	x.initTable(int(n))
-	var inRanges uint64
-	var lastShard uint32 // the extent of the file before, in id order: ids ascend in pack order
-	var lastEnd uint64
-	for i := uint64(0); i < n; i++ {
-		b := x.entries[i*entrySize:]
-		switch mode := uint32(le.Uint16(b[eMode:])); mode & modeTypeMask {
-		case modeDir:
-			count, err := x.checkChildren(ID(i), b)
-			if err != nil {
-				return err
-			}
-			inRanges += count
-			if r := len(x.dirRuns) - 1; r >= 0 && x.dirRuns[r].end == ID(i) {
-				x.dirRuns[r].end++
-			} else {
-				x.dirRuns = append(x.dirRuns, dirRun{start: ID(i), end: ID(i) + 1, before: ID(int(i) - x.files)})
-			}
-		case modeRegular:
-			shard, off, size := le.Uint32(b[eShard:]), le.Uint64(b[eA:]), le.Uint64(b[eB:])
-			if int(shard) >= len(x.shards) {
-				return corruptf("file entry %d names shard %d of %d", i, shard, len(x.shards))
-			}
-			if sz := x.shards[shard].Size; off > sz || size > sz-off {
-				return corruptf("file entry %d extent [%d,+%d) runs past the end of %s (%d bytes)",
-					i, off, size, x.shards[shard].Name, sz)
-			}
-			if x.order == nil && (shard < lastShard || shard == lastShard && off < lastEnd) {
-				return corruptf("file entry %d extent [%d,+%d) of %s overlaps or precedes the file before it (file ids ascend in pack order)",
-					i, off, size, x.shards[shard].Name)
-			}
-			if x.noCRC && le.Uint32(b[eCRC:]) != 0 {
-				return corruptf("file entry %d has a checksum in a set without checksums", i)
-			}
-			lastShard, lastEnd = shard, off+size
-			x.files++
-			x.fileBytes += size
-		default:
-			return corruptf("entry %d has unsupported mode %#o", i, mode)
-		}
-	}
-	if inRanges != n-1 {
-		return corruptf("directories list %d children for %d non-root entries", inRanges, n-1)
-	}
-	if x.order != nil {
-		return x.checkOrder()
-	}
-	return nil
-}
-
-// checkOrder checks the extent order section (version 2): every file id exactly once, and
-// along it each extent starts at or after the end of the one before in the same shard, shards
-// ascending, or is the same extent with the same checksum (hard links in a tar). So it rejects
-// every overlap the id-order rule rejects, only not in id order.
-func (x *Index) checkOrder() error {
-	if uint64(len(x.order)) != 4*uint64(x.files) {
-		return corruptf("extent order section is %d bytes for %d files", len(x.order), x.files)
-	}
-	seen := make([]uint64, (x.Len()+63)/64)
-	var last Entry
-	for pos := range x.files {
-		id := le.Uint32(x.order[4*pos:])
-		if uint64(id) >= uint64(x.Len()) || seen[id/64]&(1<<(id%64)) != 0 || x.raw(ID(id)).IsDir() {
-			return corruptf("extent order position %d names entry %d: not a file, or named twice", pos, id)
-		}
-		seen[id/64] |= 1 << (id % 64)
-		e := x.raw(ID(id))
-		same := pos > 0 && e.Shard == last.Shard && e.Offset == last.Offset && e.Size == last.Size && e.CRC == last.CRC
-		if pos > 0 && !same && (e.Shard < last.Shard || e.Shard == last.Shard && e.Offset < last.Offset+last.Size) {
-			return corruptf("file entry %d extent [%d,+%d) of %s overlaps or precedes the file before it in extent order",
-				id, e.Offset, e.Size, x.shards[e.Shard].Name)
-		}
-		last = e
-	}
-	return nil
-}
-
-// checkChildren checks directory dir's child range (raw record b): inside the table, after dir,
-// every child naming dir as parent, names valid and strictly ascending. It adds the children to
-// the lookup table and returns their count.
-func (x *Index) checkChildren(dir ID, b []byte) (uint64, error) {
-	if le.Uint32(b[eShard:]) != 0 || le.Uint32(b[eCRC:]) != 0 {
-		return 0, corruptf("directory entry %d has nonzero file fields", dir)
-	}
-	n, first, count := uint64(x.Len()), le.Uint64(b[eA:]), le.Uint64(b[eB:])
-	if count == 0 {
-		if first != 0 {
-			return 0, corruptf("empty directory entry %d has first child %d", dir, first)
-		}
-		return 0, nil
-	}
-	if first <= uint64(dir) || first > n || count > n-first {
-		return 0, corruptf("directory entry %d has child range [%d,+%d) outside the table", dir, first, count)
-	}
-	var prev []byte
-	for c := first; c < first+count; c++ {
-		r := x.entries[c*entrySize:]
-		if ID(le.Uint32(r[eParent:])) != dir {
-			return 0, corruptf("entry %d lies in the child range of %d but names parent %d", c, dir, le.Uint32(r[eParent:]))
-		}
-		name, ok := x.nameAt(le.Uint64(r), uint64(r[eNameLen]))
-		if !ok || !ValidName(name) {
-			return 0, corruptf("entry %d has an invalid name", c)
-		}
-		if prev != nil && bytes.Compare(prev, name) >= 0 {
-			return 0, corruptf("children of directory %d are not strictly sorted at entry %d", dir, c)
-		}
-		prev = name
-		x.insert(ID(first), uint32(count), uint32(c-first), name)
-	}
-	return count, nil
-}
-
-// The lookup table is an open-addressing hash table of children, built at load time and kept
-// only in memory: 2 slots of 4 bytes per entry. Each directory owns the region of 2×count slots
-// starting at 2×(first child - 1), so building it writes memory in order and a directory's
-// probes stay in its region. A slot holds the child's position in the directory plus one (0 is
-// empty) in its low bits.Len32(count) bits and a tag from the name's hash in the rest, so a probe
-// reads the child's entry and name only when the tag matches.
-//
-// Measured on a 1.28 M-sample ImageNet-shaped index (BenchmarkIndexLookup, one core): binary
-// search over sorted children ~22 cache misses, 0.9 M lookups/s; one table over the whole index
-// 2.9 M/s but +80 ms of cache misses to build (BenchmarkIndexLoad); regions without tags 1.3 M/s.
-
-func (x *Index) initTable(entries int) {
-	x.table, x.seed = make([]uint32, 2*(entries-1)), maphash.MakeSeed()
-}
-
-// probe describes where a name's search starts in its directory's region.
-type probe struct {
-	region []uint32
-	start  uint32
-	shift  uint   // bits holding position+1
-	tag    uint32 // expected slot value >> shift
-}
-
-func (x *Index) probeFor(first ID, count uint32, h uint64) probe {
-	r := x.table[2*(first-1) : 2*(uint64(first)-1+uint64(count))]
-	start, _ := bits.Mul64(h, uint64(len(r))) // maps h onto [0, len(r)) without a division
-	shift := uint(bits.Len32(count))
-	return probe{region: r, start: uint32(start), shift: shift, tag: uint32(h>>32) >> shift}
-}
-
-// insert adds the child at position pos of a directory; check has proved names unique in it.
-func (x *Index) insert(first ID, count, pos uint32, name []byte) {
-	p := x.probeFor(first, count, maphash.Bytes(x.seed, name))
-	i := p.start
-	for p.region[i] != 0 {
-		if i++; int(i) == len(p.region) {
-			i = 0
-		}
-	}
-	p.region[i] = pos + 1 | p.tag<<p.shift
 }
 
 // Len returns the number of entries, directories included.
@@ -556,18 +672,29 @@ func (x *Index) FileAt(i int) ID {
 	return ID(i) + r.before + (r.end - r.start)
 }
 
-// Entry decodes entry id. It panics if id is out of range; ids from this Index are always valid.
-func (x *Index) Entry(id ID) Entry { return x.raw(id) }
+// Entry decodes entry id. It panics if id is out of range; ids from this Index are always
+// valid. It returns the zero Entry (Mode 0, neither a directory nor a file) when id's block of a
+// version 3 index failed its checks; Err says why.
+func (x *Index) Entry(id ID) Entry {
+	if !x.ready(id) {
+		return Entry{}
+	}
+	return x.raw(id)
+}
 
 // ByExtent returns the file at position pos of extent order: files sorted by shard, then by
 // offset, as they lie in storage (0 <= pos < Files()). For a packed set this is id order
-// (FileAt); a tar set may store another (FORMAT.md, version 2), in which hard links are
-// adjacent. It allocates nothing.
+// (FileAt); a tar set may store another (FORMAT.md), in which hard links are adjacent. It
+// allocates nothing. Where the order's block failed its checks it returns Root, which callers
+// walking files skip as a directory.
 func (x *Index) ByExtent(pos int) ID {
-	if x.order != nil {
-		return ID(le.Uint32(x.order[4*pos:]))
+	if x.order == nil {
+		return x.FileAt(pos)
 	}
-	return x.FileAt(pos)
+	if !x.orderReady(pos) {
+		return Root
+	}
+	return ID(le.Uint32(x.order[4*pos:]))
 }
 
 // ExtentPos returns the first position in extent order (ByExtent) whose file's extent starts
@@ -575,30 +702,42 @@ func (x *Index) ByExtent(pos int) ID {
 // nothing. Walk on from it to find the files lying in a range of a shard.
 func (x *Index) ExtentPos(shard uint32, off uint64) int {
 	return sort.Search(x.files, func(pos int) bool {
-		e := x.raw(x.ByExtent(pos))
+		e := x.Entry(x.ByExtent(pos))
 		return e.Shard > shard || e.Shard == shard && e.Offset >= off
 	})
 }
 
 // Identity returns the CRC32C of the index file's header, which covers the checksum of every
-// section: two indexes with the same identity describe the same set (up to a CRC collision).
-// The locations file of a mount carries it, so a reader can tell that a set was remounted with
-// another index.
+// section (or block): two indexes with the same identity describe the same set (up to a CRC
+// collision). The locations file of a mount carries it, so a reader can tell that a set was
+// remounted with another index.
 func (x *Index) Identity() uint32 { return x.sum }
 
 // Checksums reports whether the entries' CRC32C fields hold checksums: false for a tar set
 // indexed without reading its data (aifs index --no-checksums).
 func (x *Index) Checksums() bool { return !x.noCRC }
 
+// isDir reports whether id is a directory by the directory runs (checked at load, and every
+// entry's mode is checked against them), without reading the entry.
+func (x *Index) isDir(id ID) bool {
+	k := sort.Search(len(x.dirRuns), func(k int) bool { return x.dirRuns[k].end > id })
+	return k < len(x.dirRuns) && x.dirRuns[k].start <= id
+}
+
 // fileFrom returns the first regular file at or after id, or Len() if none. A directory lies
 // in a run whose end is a file or Len().
 func (x *Index) fileFrom(id ID) ID {
-	if n := ID(x.Len()); id >= n || le.Uint16(x.entries[int(id)*entrySize+eMode:])&modeTypeMask != modeDir {
-		return min(id, n)
+	if n := ID(x.Len()); id >= n {
+		return n
 	}
-	return x.dirRuns[sort.Search(len(x.dirRuns), func(k int) bool { return x.dirRuns[k].end > id })].end
+	k := sort.Search(len(x.dirRuns), func(k int) bool { return x.dirRuns[k].end > id })
+	if k < len(x.dirRuns) && x.dirRuns[k].start <= id {
+		return x.dirRuns[k].end
+	}
+	return id
 }
 
+// raw decodes entry id without checking that its block was checked.
 func (x *Index) raw(id ID) Entry {
 	b := x.entries[int(id)*entrySize : int(id+1)*entrySize]
 	e := Entry{
@@ -607,51 +746,38 @@ func (x *Index) raw(id ID) Entry {
 		MTime:  int64(le.Uint64(b[eMTime:])),
 	}
 	if e.IsDir() {
-		// Stored as u64; check() bounds them by the table size, so the narrowing is exact.
-		e.FirstChild, e.NumChildren = ID(le.Uint64(b[eA:])), uint32(le.Uint64(b[eB:]))
+		// The block checks bound them by the table size, so the narrowing is exact.
+		e.FirstChild, e.NumChildren = ID(le.Uint64(b[eA:])), uint32(u40(b[eB:]))
 	} else {
-		e.Offset, e.Size, e.Shard, e.CRC = le.Uint64(b[eA:]), le.Uint64(b[eB:]), le.Uint32(b[eShard:]), le.Uint32(b[eCRC:])
+		e.Offset, e.Size, e.Shard, e.CRC = le.Uint64(b[eA:]), u40(b[eB:]), le.Uint32(b[eShard:]), le.Uint32(b[eCRC:])
 	}
 	return e
 }
 
-func (x *Index) nameLen(id ID) uint8 { return x.entries[int(id)*entrySize+eNameLen] }
-
-func (x *Index) nameUnchecked(id ID) []byte {
-	off := le.Uint64(x.entries[int(id)*entrySize:])
-	return x.names[off : off+uint64(x.nameLen(id))]
+// rawName returns the name of entry id without checking that its block was checked.
+func (x *Index) rawName(id ID) []byte {
+	b := x.entries[int(id)*entrySize:]
+	off := u40(b[eName:])
+	return x.names[off : off+uint64(b[eNameLen])]
 }
 
-// Name returns the name bytes of entry id (empty for the root). The slice aliases the index and
-// must not be modified.
-func (x *Index) Name(id ID) []byte { return x.nameUnchecked(id) }
-
-// Lookup finds the child of directory dir called name through the lookup table, without
-// allocating. It returns false if dir is not a directory or has no such child.
-func (x *Index) Lookup(dir ID, name string) (ID, bool) {
-	d := x.raw(dir)
-	if !d.IsDir() || d.NumChildren == 0 {
-		return 0, false
+// Name returns the name bytes of entry id (empty for the root, and for an entry whose block
+// failed its checks). The slice aliases the index and must not be modified.
+func (x *Index) Name(id ID) []byte {
+	if !x.ready(id) {
+		return nil
 	}
-	p := x.probeFor(d.FirstChild, d.NumChildren, maphash.String(x.seed, name))
-	for i := p.start; p.region[i] != 0; {
-		if s := p.region[i]; s>>p.shift == p.tag {
-			id := d.FirstChild + ID(s&(1<<p.shift-1)) - 1
-			if string(x.nameUnchecked(id)) == name { // string(b) in a comparison does not copy
-				return id, true
-			}
-		}
-		if i++; int(i) == len(p.region) {
-			i = 0
-		}
-	}
-	return 0, false
+	return x.rawName(id)
 }
+
+// ErrNotFound is returned by the lookups for a name that is not there.
+var ErrNotFound = errors.New("no such entry")
 
 // LookupPath resolves a slash-separated path relative to the root: empty and "." components
 // are skipped, so "", "." and "/" are the root and "a//b/" is "a/b"; ".." is looked up as a
-// name (and never found). It allocates nothing.
-func (x *Index) LookupPath(path string) (ID, bool) {
+// name (and never found). It returns ErrNotFound, or an error wrapping ErrCorrupt where a block
+// it needed failed its checks. It allocates nothing.
+func (x *Index) LookupPath(path string) (ID, error) {
 	id := Root
 	for path != "" {
 		var part string
@@ -659,17 +785,20 @@ func (x *Index) LookupPath(path string) (ID, bool) {
 		if part == "" || part == "." {
 			continue
 		}
-		var ok bool
-		if id, ok = x.Lookup(id, part); !ok {
-			return 0, false
+		var err error
+		if id, err = x.Lookup(id, part); err != nil {
+			return 0, err
 		}
 	}
-	return id, true
+	if !x.ready(id) {
+		return 0, x.Err()
+	}
+	return id, nil
 }
 
 // LookupPathBytes is LookupPath for a path held in bytes (a line of a plan), without copying
 // it and without allocating. It keeps no reference to path.
-func (x *Index) LookupPathBytes(path []byte) (ID, bool) {
+func (x *Index) LookupPathBytes(path []byte) (ID, error) {
 	return x.LookupPath(unsafe.String(unsafe.SliceData(path), len(path)))
 }
 
@@ -677,7 +806,7 @@ func (x *Index) LookupPathBytes(path []byte) (ID, bool) {
 // allocates; use it for messages, not on the read path.
 func (x *Index) Path(id ID) string {
 	var parts [][]byte
-	for ; id != Root; id = x.raw(id).Parent {
+	for ; id != Root; id = x.Entry(id).Parent {
 		parts = append(parts, x.Name(id))
 	}
 	var b strings.Builder

@@ -64,8 +64,8 @@ func TestLookupAndList(t *testing.T) {
 		t.Errorf("root listing = %s, want %s", got, want)
 	}
 	for _, p := range []string{"a/x1", "a/x2", "a/sub/deep/f", "b/y", "c", "zero", "empty"} {
-		id, ok := x.LookupPath(p)
-		if !ok {
+		id, err := x.LookupPath(p)
+		if err != nil {
 			t.Fatalf("LookupPath(%q) not found", p)
 		}
 		if got := x.Path(id); got != p {
@@ -76,7 +76,7 @@ func TestLookupAndList(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"a/x3", "a/x1/y", "d", "a/sub/deep/g", "0", "zz"} {
-		if _, ok := x.LookupPath(p); ok {
+		if _, err := x.LookupPath(p); err == nil {
 			t.Errorf("LookupPath(%q) found a missing path", p)
 		}
 	}
@@ -207,7 +207,7 @@ func TestLookupAllocatesNothing(t *testing.T) {
 	}
 	a, _ := x.Lookup(Root, "a")
 	if n := testing.AllocsPerRun(100, func() {
-		if _, ok := x.Lookup(a, "x2"); !ok {
+		if _, err := x.Lookup(a, "x2"); err != nil {
 			t.Fatal("not found")
 		}
 		_ = x.Entry(a)
@@ -216,22 +216,44 @@ func TestLookupAllocatesNothing(t *testing.T) {
 	}
 }
 
+// formats are the index versions a test runs over: version 3, which aifs writes, and the
+// versions 1 and 2 sets written before it, which must load and be checked as before.
+var formats = []struct {
+	name   string
+	encode func(nodes []*node, shards []Shard, noCRC bool) []byte
+}{{"v3", encodeIndex}, {"old", encodeOld}}
+
+// parseAll parses buf and checks every block, as a version 1 or 2 Parse did.
+func parseAll(buf []byte) (*Index, error) {
+	x, err := Parse(buf)
+	if err != nil {
+		return nil, err
+	}
+	return x, x.CheckAll()
+}
+
 // TestEveryByteFlipIsDetected flips each bit position of a small index in turn: the checksums
-// cover every byte, so each must fail to parse.
+// cover every byte, so each must fail to parse, or (version 3) to check.
 func TestEveryByteFlipIsDetected(t *testing.T) {
-	good := testIndex(t)
-	for i := range good {
-		buf := bytes.Clone(good)
-		buf[i] ^= 0x10
-		if _, err := Parse(buf); err == nil {
-			t.Fatalf("flip at byte %d was accepted", i)
+	nodes, shards := tree(64, "b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c")
+	for _, f := range formats {
+		good := f.encode(nodes, shards, false)
+		for i := range good {
+			buf := bytes.Clone(good)
+			buf[i] ^= 0x10
+			if _, err := parseAll(buf); err == nil {
+				t.Fatalf("%s: flip at byte %d was accepted", f.name, i)
+			}
 		}
 	}
 }
 
-// reseal recomputes every section checksum and the header checksum after a test edits buf, so
-// that the structural checks behind them are exercised.
+// reseal recomputes every checksum (section, block and header) after a test edits buf, so that
+// the structural checks behind them are exercised.
 func reseal(buf []byte) []byte {
+	if le.Uint32(buf[8:]) == versionBlocks {
+		return reseal3(buf)
+	}
 	for i := range numSections + 1 {
 		d := buf[32+24*i:]
 		if i == numSections {
@@ -250,34 +272,179 @@ func reseal(buf []byte) []byte {
 	return buf
 }
 
-func TestParseRejectsBadStructure(t *testing.T) {
-	good := testIndex(t)
-	x, err := Parse(good)
-	if err != nil {
-		t.Fatal(err)
+func reseal3(buf []byte) []byte {
+	if len(buf) < headerSize3 {
+		return buf
 	}
-	entriesOff := int(le.Uint64(good[32:]))
-	namesOff := int(le.Uint64(good[32+48:]))
-	at := func(buf []byte, p string) []byte {
-		id, _ := x.LookupPath(p)
-		return buf[entriesOff+int(id)*entrySize:]
+	sec := func(k int) ([]byte, bool) {
+		d := buf[h3Desc+h3DescSize*k:]
+		off, n := le.Uint64(d), le.Uint64(d[8:])
+		if off > uint64(len(buf)) || n > uint64(len(buf))-off {
+			return nil, false
+		}
+		return buf[off : off+n], true
 	}
-	nameAt := func(buf []byte, p string) []byte {
-		id, _ := x.LookupPath(p)
-		return buf[namesOff+int(le.Uint64(at(buf, p))):][:len(x.Name(id))]
+	perBlock, blockBytes := uint64(le.Uint32(buf[h3PerBlock:])), uint64(le.Uint32(buf[h3BlockBytes:]))
+	var sums []byte
+	for _, k := range []int{s3Entries, s3Names, s3Table, s3Order} {
+		b, ok := sec(k)
+		size := blockBytes
+		if k == s3Entries {
+			size = perBlock * entrySize
+		}
+		if !ok || size == 0 {
+			sums = nil
+			break
+		}
+		for len(b) > 0 {
+			n := min(uint64(len(b)), size)
+			sums = le.AppendUint32(sums, crc32.Checksum(b[:n], castagnoli))
+			b = b[n:]
+		}
 	}
-	cases := []struct {
+	if dst, ok := sec(s3Sums); ok && sums != nil && len(dst) == len(sums) {
+		copy(dst, sums)
+	}
+	for _, k := range []int{s3Shards, s3Sums, s3Runs} {
+		if b, ok := sec(k); ok {
+			le.PutUint32(buf[h3Desc+h3DescSize*k+16:], crc32.Checksum(b, castagnoli))
+		}
+	}
+	le.PutUint32(buf[252:], crc32.Checksum(buf[:252], castagnoli))
+	return buf
+}
+
+// sectionAt returns the offset of section k (secEntries, secShards or secNames) of buf, of
+// either format.
+func sectionAt(buf []byte, k int) int {
+	if le.Uint32(buf[8:]) != versionBlocks {
+		return int(le.Uint64(buf[32+24*k:]))
+	}
+	v3 := [3]int{s3Entries, s3Shards, s3Names}[k]
+	return int(le.Uint64(buf[h3Desc+h3DescSize*v3:]))
+}
+
+// recordShape is where an entry record's fields lie in a format.
+type recordShape struct {
+	size, name, nameLen, parent, mode, a, b, shard, crc int
+	wide                                                bool // name offset and B are u64, else u40
+}
+
+func shapeOf(buf []byte) recordShape {
+	if le.Uint32(buf[8:]) == versionBlocks {
+		return recordShape{entrySize, eName, eNameLen, eParent, eMode, eA, eB, eShard, eCRC, false}
+	}
+	return recordShape{oldEntrySize, oldEName, oldENameLen, oldEParent, oldEMode, oldEA, oldEB, oldEShard, oldECRC, true}
+}
+
+func (r recordShape) put(rec []byte, field int, v uint64) {
+	if r.wide {
+		le.PutUint64(rec[field:], v)
+	} else {
+		put40(rec[field:], min(v, maxU40))
+	}
+}
+
+func (r recordShape) get(rec []byte, field int) uint64 {
+	if r.wide {
+		return le.Uint64(rec[field:])
+	}
+	return u40(rec[field:])
+}
+
+// entryCases are edits of single entries of testIndex that break FORMAT.md's rules, with the
+// error each must give; at and nameAt find an entry's record and name bytes in buf.
+func entryCases(at, nameAt func(buf []byte, p string) []byte) []struct {
+	name, want string
+	edit       func(b []byte)
+} {
+	return []struct {
 		name, want string
 		edit       func(b []byte)
 	}{
-		{"version", "version 3 is not supported", func(b []byte) { le.PutUint32(b[8:], 3) }},
+		{"slash in name", "invalid name", func(b []byte) { nameAt(b, "a/x1")[1] = '/' }},
+		{"NUL in name", "invalid name", func(b []byte) { nameAt(b, "b")[0] = 0 }},
+		{"dot-dot name", "invalid name", func(b []byte) { copy(nameAt(b, "a/x1"), ".."); at(b, "a/x1")[shapeOf(b).nameLen] = 2 }},
+		{"empty name", "invalid name", func(b []byte) { at(b, "c")[shapeOf(b).nameLen] = 0 }},
+		{"name past section", "invalid name", func(b []byte) { shapeOf(b).put(at(b, "c"), shapeOf(b).name, 1<<20) }},
+		{"unsorted siblings", "not strictly sorted", func(b []byte) { nameAt(b, "a/x2")[1] = '0' }},
+		{"duplicate siblings", "not strictly sorted", func(b []byte) { nameAt(b, "a/x2")[1] = '1' }},
+		{"shard out of range", "names shard", func(b []byte) { le.PutUint32(at(b, "c")[shapeOf(b).shard:], 99) }},
+		{"extent past shard", "runs past the end", func(b []byte) { shapeOf(b).put(at(b, "b/y"), shapeOf(b).b, 1<<30) }},
+		{"overlapping extents", "overlaps or precedes", func(b []byte) { le.PutUint64(at(b, "b/y")[shapeOf(b).a:], 0) }},
+		{"extent overflow", "runs past the end", func(b []byte) {
+			le.PutUint64(at(b, "b/y")[shapeOf(b).a:], 1<<63)
+			shapeOf(b).put(at(b, "b/y"), shapeOf(b).b, 1<<63)
+		}},
+		{"bad mode", "unsupported mode", func(b []byte) { le.PutUint16(at(b, "c")[shapeOf(b).mode:], 0o120777) }},
+		{"root is a file", "not the root", func(b []byte) { le.PutUint16(b[sectionAt(b, secEntries)+shapeOf(b).mode:], modeRegular) }},
+		{"child range past table", "outside the table", func(b []byte) { shapeOf(b).put(at(b, "a"), shapeOf(b).b, 1000) }},
+		{"child range before dir", "outside the table", func(b []byte) { le.PutUint64(at(b, "a")[shapeOf(b).a:], 0) }},
+		{"wrong parent", "names parent", func(b []byte) { le.PutUint32(at(b, "a/x1")[shapeOf(b).parent:], 2) }},
+		{"empty dir with first child", "has first child", func(b []byte) { le.PutUint64(at(b, "empty")[shapeOf(b).a:], 3) }},
+		{"dir with file fields", "nonzero file fields", func(b []byte) { le.PutUint32(at(b, "a")[shapeOf(b).crc:], 7) }},
+		{"shard kind", "unknown kind", func(b []byte) { le.PutUint16(b[sectionAt(b, secShards)+10:], 9) }},
+		{"shard reserved without versions flag", "nonzero reserved", func(b []byte) { le.PutUint32(b[sectionAt(b, secShards)+12:], 3) }},
+	}
+}
+
+func TestParseRejectsBadStructure(t *testing.T) {
+	nodes, shards := tree(64, "b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c")
+	for _, f := range formats {
+		t.Run(f.name, func(t *testing.T) {
+			good := f.encode(nodes, shards, false)
+			x, err := Parse(good)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := func(buf []byte, p string) []byte {
+				id, _ := x.LookupPath(p)
+				return buf[sectionAt(buf, secEntries)+int(id)*shapeOf(buf).size:]
+			}
+			nameAt := func(buf []byte, p string) []byte {
+				id, _ := x.LookupPath(p)
+				sh := shapeOf(buf)
+				return buf[sectionAt(buf, secNames)+int(sh.get(at(buf, p), sh.name)):][:len(x.Name(id))]
+			}
+			cases := entryCases(at, nameAt)
+			if f.name == "old" {
+				cases = append(cases, oldHeaderCases()...)
+			} else {
+				cases = append(cases, headerCases3(x)...)
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					buf := bytes.Clone(good)
+					c.edit(buf)
+					_, err := parseAll(reseal(buf))
+					if err == nil || !strings.Contains(err.Error(), c.want) {
+						t.Fatalf("Parse = %v, want an error containing %q", err, c.want)
+					}
+					if !strings.Contains(c.name, "version") && !errors.Is(err, ErrCorrupt) {
+						t.Errorf("error %v does not wrap ErrCorrupt", err)
+					}
+				})
+			}
+		})
+	}
+}
+
+// oldHeaderCases break the header of a version 1 index.
+func oldHeaderCases() []struct {
+	name, want string
+	edit       func(b []byte)
+} {
+	return []struct {
+		name, want string
+		edit       func(b []byte)
+	}{
+		{"version", "version 4 is not supported", func(b []byte) { le.PutUint32(b[8:], 4) }},
 		{"flags", "unknown header flags", func(b []byte) { le.PutUint32(b[12:], 2) }},
 		{"reserved header bytes", "nonzero reserved header", func(b []byte) { b[110] = 1 }},
 		{"tar shard path in version 1", "invalid name", func(b []byte) {
 			le.PutUint16(b[int(le.Uint64(b[56:]))+10:], uint16(ShardTar))
 			b[int(le.Uint64(b[80:]))+int(le.Uint64(b[int(le.Uint64(b[56:])):]))] = '/'
 		}},
-		{"shard reserved without versions flag", "nonzero reserved", func(b []byte) { le.PutUint32(b[int(le.Uint64(b[56:]))+12:], 3) }},
 		{"shard version past names", "invalid version", func(b []byte) {
 			le.PutUint32(b[12:], flagShardVersions)
 			le.PutUint32(b[int(le.Uint64(b[56:]))+12:], 1<<20)
@@ -285,94 +452,116 @@ func TestParseRejectsBadStructure(t *testing.T) {
 		{"entry count", "entries section is", func(b []byte) { le.PutUint64(b[16:], 3) }},
 		{"zero entries", "entries section is", func(b []byte) { le.PutUint64(b[16:], 0) }},
 		{"section outside file", "lies outside", func(b []byte) { le.PutUint64(b[32+8:], 1<<40) }},
-		{"slash in name", "invalid name", func(b []byte) { nameAt(b, "a/x1")[1] = '/' }},
-		{"NUL in name", "invalid name", func(b []byte) { nameAt(b, "b")[0] = 0 }},
-		{"dot-dot name", "invalid name", func(b []byte) { copy(nameAt(b, "a/x1"), ".."); at(b, "a/x1")[eNameLen] = 2 }},
-		{"empty name", "invalid name", func(b []byte) { at(b, "c")[eNameLen] = 0 }},
-		{"name past section", "invalid name", func(b []byte) { le.PutUint64(at(b, "c"), 1<<20) }},
-		{"unsorted siblings", "not strictly sorted", func(b []byte) { nameAt(b, "a/x2")[1] = '0' }},
-		{"duplicate siblings", "not strictly sorted", func(b []byte) { nameAt(b, "a/x2")[1] = '1' }},
-		{"shard out of range", "names shard", func(b []byte) { le.PutUint32(at(b, "c")[eShard:], 99) }},
-		{"extent past shard", "runs past the end", func(b []byte) { le.PutUint64(at(b, "b/y")[eB:], 1<<30) }},
-		{"overlapping extents", "overlaps or precedes", func(b []byte) { le.PutUint64(at(b, "b/y")[eA:], 0) }},
-		{"extent overflow", "runs past the end", func(b []byte) { le.PutUint64(at(b, "b/y")[eA:], 1<<63); le.PutUint64(at(b, "b/y")[eB:], 1<<63) }},
-		{"bad mode", "unsupported mode", func(b []byte) { le.PutUint16(at(b, "c")[eMode:], 0o120777) }},
-		{"root is a file", "not the root", func(b []byte) { le.PutUint16(b[entriesOff+eMode:], modeRegular) }},
-		{"child range past table", "outside the table", func(b []byte) { le.PutUint64(at(b, "a")[eB:], 1000) }},
-		{"child range before dir", "outside the table", func(b []byte) { le.PutUint64(at(b, "a")[eA:], 0) }},
-		{"wrong parent", "names parent", func(b []byte) { le.PutUint32(at(b, "a/x1")[eParent:], 2) }},
-		{"empty dir with first child", "has first child", func(b []byte) { le.PutUint64(at(b, "empty")[eA:], 3) }},
-		{"dir with file fields", "nonzero file fields", func(b []byte) { le.PutUint32(at(b, "a")[eCRC:], 7) }},
-		{"shard kind", "unknown kind", func(b []byte) { le.PutUint16(b[int(le.Uint64(b[56:]))+10:], 9) }},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			buf := bytes.Clone(good)
-			c.edit(buf)
-			_, err := Parse(reseal(buf))
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("Parse = %v, want an error containing %q", err, c.want)
-			}
-			if !strings.Contains(c.name, "version") && !errors.Is(err, ErrCorrupt) {
-				t.Errorf("error %v does not wrap ErrCorrupt", err)
-			}
-		})
 	}
 }
 
-// TestParseRejectsBadTarSets corrupts a version 2 index (tar shards, extent order, a hard
-// link) in the ways its own rules forbid, and checks that Parse names each one; the rules of
-// version 1 are checked above and hold in version 2 too.
-func TestParseRejectsBadTarSets(t *testing.T) {
-	nodes, shards := tarLaidTree(t, 1<<20, "b/y", "a/x2", "a/x1", "c", "zero")
-	shards[0].Name = "../tars/x.tar"
-	good := encodeIndex(nodes, shards, false)
-	x, err := Parse(good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if le.Uint32(good[8:]) != versionTars || x.order == nil || !x.Checksums() {
-		t.Fatalf("version %d, order %v, checksums %v: want version 2 with an extent order and checksums", le.Uint32(good[8:]), x.order != nil, x.Checksums())
-	}
-	entriesOff, orderOff := int(le.Uint64(good[32:])), int(le.Uint64(good[orderDesc:]))
-	shardName := func(b []byte) []byte {
-		r := b[int(le.Uint64(b[56:])):]
-		return b[int(le.Uint64(b[80:]))+int(le.Uint64(r)):][:le.Uint16(r[8:])]
-	}
-	at := func(buf []byte, p string) []byte {
-		id, _ := x.LookupPath(p)
-		return buf[entriesOff+int(id)*entrySize:]
-	}
-	cases := []struct {
+// headerCases3 break the header and small sections of a version 3 index (x is it, parsed).
+func headerCases3(x *Index) []struct {
+	name, want string
+	edit       func(b []byte)
+} {
+	desc := func(b []byte, k int) []byte { return b[h3Desc+h3DescSize*k:] }
+	return []struct {
 		name, want string
 		edit       func(b []byte)
 	}{
-		{"order names a directory", "not a file, or named twice", func(b []byte) { le.PutUint32(b[orderOff:], 1) }},
-		{"order names a file twice", "not a file, or named twice", func(b []byte) { copy(b[orderOff:orderOff+4], b[orderOff+4:]) }},
-		{"order past the table", "not a file, or named twice", func(b []byte) { le.PutUint32(b[orderOff:], 1<<30) }},
-		{"order too short", "extent order section is", func(b []byte) { le.PutUint64(b[orderDesc+8:], 4) }},
-		{"order not ascending", "in extent order", func(b []byte) {
-			end := orderOff + 4*x.Files()
-			first, last := bytes.Clone(b[orderOff:orderOff+4]), bytes.Clone(b[end-4:end])
-			copy(b[orderOff:], last)
-			copy(b[end-4:], first)
+		{"version", "version 4 is not supported", func(b []byte) { le.PutUint32(b[8:], 4) }},
+		{"flags", "unknown header flags", func(b []byte) { le.PutUint32(b[12:], 8) }},
+		{"reserved header bytes", "nonzero reserved header", func(b []byte) { b[240] = 1 }},
+		{"descriptor reserved", "nonzero reserved fields", func(b []byte) { desc(b, s3Runs)[20] = 1 }},
+		{"sum on a block section", "nonzero reserved fields", func(b []byte) { desc(b, s3Names)[16] = 1 }},
+		{"entries per block", "not powers of two", func(b []byte) { le.PutUint32(b[h3PerBlock:], 3) }},
+		{"block bytes", "not powers of two", func(b []byte) { le.PutUint32(b[h3BlockBytes:], 32) }},
+		{"entry count", "entries section is", func(b []byte) { le.PutUint64(b[16:], 3) }},
+		{"zero entries", "entries section is", func(b []byte) { le.PutUint64(b[16:], 0) }},
+		{"section outside file", "lies outside", func(b []byte) { le.PutUint64(desc(b, s3Entries)[8:], 1<<40) }},
+		{"file count", "directory runs leave", func(b []byte) { le.PutUint64(b[h3Files:], uint64(x.Files()+1)) }},
+		{"file bytes", "bytes of files", func(b []byte) { le.PutUint64(b[h3FileBytes:], x.FileBytes()+1) }},
+		{"table length", "lookup table section is", func(b []byte) { le.PutUint64(desc(b, s3Table)[8:], le.Uint64(desc(b, s3Table)[8:])-8) }},
+		{"sums length", "block checksums section is", func(b []byte) { le.PutUint64(desc(b, s3Sums)[8:], le.Uint64(desc(b, s3Sums)[8:])-4) }},
+		{"run overlaps", "out of order or range", func(b []byte) {
+			r := b[le.Uint64(desc(b, s3Runs)):]
+			le.PutUint32(r, 1)
 		}},
-		{"overlap", "in extent order", func(b []byte) { le.PutUint64(at(b, "a/x2")[eA:], le.Uint64(at(b, "a/x1")[eA:])+1) }},
-		{"hard link with another checksum", "in extent order", func(b []byte) { le.PutUint32(at(b, "c")[eCRC:], 1) }},
-		{"order flag without section", "lies outside", func(b []byte) { le.PutUint64(b[orderDesc:], 1<<40) }},
-		{"checksum without checksums", "has a checksum", func(b []byte) { le.PutUint32(b[12:], le.Uint32(b[12:])|flagNoChecksums) }},
-		{"absolute path with dot-dot", "invalid name", func(b []byte) { copy(shardName(b), "/../tars/") }},
-		{"empty path component", "invalid name", func(b []byte) { copy(shardName(b), "..//tars/") }},
-		{"NUL in path", "invalid name", func(b []byte) { shardName(b)[3] = 0 }},
-		{"path ends in slash", "invalid name", func(b []byte) { n := shardName(b); n[len(n)-1] = '/' }},
+		{"run says file is a directory", "directory runs contradict", func(b []byte) {
+			d := desc(b, s3Runs)
+			r := b[le.Uint64(d)+le.Uint64(d[8:])-8:]
+			le.PutUint32(r[4:], le.Uint32(r[4:])+1) // the last run takes in the file after it
+			le.PutUint64(b[h3Files:], uint64(x.Files()-1))
+		}},
+		{"order without flag", "extent order section without its flag", func(b []byte) { le.PutUint64(desc(b, s3Order)[8:], 4) }},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			buf := bytes.Clone(good)
-			c.edit(buf)
-			_, err := Parse(reseal(buf))
-			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("Parse = %v, want an error wrapping ErrCorrupt containing %q", err, c.want)
+}
+
+// TestParseRejectsBadTarSets corrupts a tar set's index (tar shards, extent order, a hard link)
+// in the ways its own rules forbid, and checks that each is named; the rules of packed sets are
+// checked above and hold for tar sets too.
+func TestParseRejectsBadTarSets(t *testing.T) {
+	nodes, shards := tarLaidTree(t, 1<<20, "b/y", "a/x2", "a/x1", "c", "zero")
+	shards[0].Name = "../tars/x.tar"
+	for _, f := range formats {
+		t.Run(f.name, func(t *testing.T) {
+			good := f.encode(nodes, shards, false)
+			x, err := Parse(good)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.order == nil || !x.Checksums() {
+				t.Fatalf("order %v, checksums %v: want an extent order and checksums", x.order != nil, x.Checksums())
+			}
+			orderOff := int(le.Uint64(good[orderDesc:]))
+			lenAt := orderDesc + 8
+			if f.name == "v3" {
+				orderOff, lenAt = int(le.Uint64(good[h3Desc+h3DescSize*s3Order:])), h3Desc+h3DescSize*s3Order+8
+			}
+			shardName := func(b []byte) []byte {
+				r := b[sectionAt(b, secShards):]
+				return b[sectionAt(b, secNames)+int(le.Uint64(r)):][:le.Uint16(r[8:])]
+			}
+			at := func(buf []byte, p string) []byte {
+				id, _ := x.LookupPath(p)
+				return buf[sectionAt(buf, secEntries)+int(id)*shapeOf(buf).size:]
+			}
+			cases := []struct {
+				name, want string
+				edit       func(b []byte)
+			}{
+				{"order names a directory", "not a file, or named twice", func(b []byte) { le.PutUint32(b[orderOff:], 1) }},
+				{"order names a file twice", "not a file, or named twice", func(b []byte) { copy(b[orderOff:orderOff+4], b[orderOff+4:]) }},
+				{"order past the table", "not a file, or named twice", func(b []byte) { le.PutUint32(b[orderOff:], 1<<30) }},
+				{"order too short", "extent order section is", func(b []byte) { le.PutUint64(b[lenAt:], 4) }},
+				{"order not ascending", "in extent order", func(b []byte) {
+					end := orderOff + 4*x.Files()
+					first, last := bytes.Clone(b[orderOff:orderOff+4]), bytes.Clone(b[end-4:end])
+					copy(b[orderOff:], last)
+					copy(b[end-4:], first)
+				}},
+				{"overlap", "in extent order", func(b []byte) {
+					a := shapeOf(b).a
+					le.PutUint64(at(b, "a/x2")[a:], le.Uint64(at(b, "a/x1")[a:])+1)
+				}},
+				{"hard link with another checksum", "in extent order", func(b []byte) { le.PutUint32(at(b, "c")[shapeOf(b).crc:], 1) }},
+				{"checksum without checksums", "has a checksum", func(b []byte) { le.PutUint32(b[12:], le.Uint32(b[12:])|flagNoChecksums) }},
+				{"absolute path with dot-dot", "invalid name", func(b []byte) { copy(shardName(b), "/../tars/") }},
+				{"empty path component", "invalid name", func(b []byte) { copy(shardName(b), "..//tars/") }},
+				{"NUL in path", "invalid name", func(b []byte) { shardName(b)[3] = 0 }},
+				{"path ends in slash", "invalid name", func(b []byte) { n := shardName(b); n[len(n)-1] = '/' }},
+			}
+			if f.name == "old" {
+				cases = append(cases, struct {
+					name, want string
+					edit       func(b []byte)
+				}{"order flag without section", "lies outside", func(b []byte) { le.PutUint64(b[orderDesc:], 1<<40) }})
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					buf := bytes.Clone(good)
+					c.edit(buf)
+					_, err := parseAll(reseal(buf))
+					if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrCorrupt) {
+						t.Fatalf("Parse = %v, want an error wrapping ErrCorrupt containing %q", err, c.want)
+					}
+				})
 			}
 		})
 	}
@@ -404,14 +593,18 @@ func TestValidName(t *testing.T) {
 }
 
 // FuzzParse feeds arbitrary bytes to the loader: it must return an error or an index whose every
-// entry can be looked up by name and path without panicking. The seed corpus (f.Add and
-// testdata/fuzz/FuzzParse) runs as a normal test.
+// entry can be looked up by name and path without panicking, each lookup finding the entry or
+// reporting a corrupt block. The seed corpus (f.Add and testdata/fuzz/FuzzParse) runs as a
+// normal test.
 func FuzzParse(f *testing.F) {
-	good := testIndex(f)
-	f.Add(good)
-	f.Add(good[:headerSize])
-	nodes, shards := tree(1<<20, "only")
-	f.Add(encodeIndex(nodes, shards, false))
+	nodes, shards := tree(64, "b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c")
+	for _, fm := range formats {
+		good := fm.encode(nodes, shards, false)
+		f.Add(good)
+		f.Add(good[:headerSize3])
+		tn, ts := tarLaidTree(f, 1<<20, "b/y", "a/x2", "a/x1", "c", "zero")
+		f.Add(fm.encode(tn, ts, false))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkParsed(t, data)
 		if len(data) >= headerSize {
@@ -421,27 +614,36 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// checkParsed parses data and, if it is accepted, looks up every entry by name and by path.
+// checkParsed parses data and, if it is accepted, looks up every entry by name and by path, and
+// walks the extent order.
 func checkParsed(t *testing.T, data []byte) {
 	x, err := Parse(data)
 	if err != nil {
 		return
 	}
-	{
-		for i := 0; i < x.Len(); i++ {
-			e := x.Entry(ID(i))
-			if !e.IsDir() {
-				continue
+	for i := 0; i < x.Len(); i++ {
+		e := x.Entry(ID(i))
+		if !e.IsDir() {
+			continue
+		}
+		for c := e.FirstChild; c < e.FirstChild+ID(e.NumChildren); c++ {
+			if x.Entry(c).Mode == 0 {
+				continue // its block failed: Lookup must say so, not find another
 			}
-			for c := e.FirstChild; c < e.FirstChild+ID(e.NumChildren); c++ {
-				if got, ok := x.Lookup(ID(i), string(x.Name(c))); !ok || got != c {
-					t.Fatalf("Lookup(%d, %q) = %d, %v; want %d", i, x.Name(c), got, ok, c)
-				}
-				if got, ok := x.LookupPath(x.Path(c)); !ok || got != c {
-					t.Fatalf("LookupPath(%q) = %d, %v; want %d", x.Path(c), got, ok, c)
-				}
+			if got, err := x.Lookup(ID(i), string(x.Name(c))); err == nil && got != c || err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Lookup(%d, %q) = %d, %v; want %d", i, x.Name(c), got, err, c)
+			}
+			if got, err := x.LookupPath(x.Path(c)); err == nil && got != c {
+				t.Fatalf("LookupPath(%q) = %d; want %d", x.Path(c), got, c)
 			}
 		}
+	}
+	for pos := range x.Files() {
+		x.ByExtent(pos)
+	}
+	x.ExtentPos(0, 0)
+	if err := x.CheckAll(); err == nil && x.Err() != nil {
+		t.Fatalf("CheckAll accepted an index whose blocks failed: %v", x.Err())
 	}
 }
 
@@ -449,9 +651,9 @@ func ExampleIndex_Lookup() {
 	nodes, shards := tree(1<<20, "train/cat/1.jpg", "train/dog/2.jpg")
 	x, _ := Parse(encodeIndex(nodes, shards, false))
 	dog, _ := x.LookupPath("train/dog")
-	id, ok := x.Lookup(dog, "2.jpg")
-	fmt.Println(x.Path(id), ok, x.Entry(id).Size)
-	// Output: train/dog/2.jpg true 15
+	id, err := x.Lookup(dog, "2.jpg")
+	fmt.Println(x.Path(id), err, x.Entry(id).Size)
+	// Output: train/dog/2.jpg <nil> 15
 }
 
 // TestLookupLargeDirectory checks every child and many absent names of directories large enough
@@ -468,16 +670,16 @@ func TestLookupLargeDirectory(t *testing.T) {
 	}
 	big, _ := x.LookupPath("big")
 	for i := range 5000 {
-		id, ok := x.Lookup(big, fmt.Sprint(i))
-		if !ok || x.Path(id) != fmt.Sprintf("big/%d", i) {
-			t.Fatalf("Lookup(big, %d) = %q, %v", i, x.Path(id), ok)
+		id, err := x.Lookup(big, fmt.Sprint(i))
+		if err != nil || x.Path(id) != fmt.Sprintf("big/%d", i) {
+			t.Fatalf("Lookup(big, %d) = %q, %v", i, x.Path(id), err)
 		}
-		if _, ok := x.Lookup(big, fmt.Sprintf("%d.", i)); ok {
+		if _, err := x.Lookup(big, fmt.Sprintf("%d.", i)); err == nil {
 			t.Fatalf("Lookup(big, %d.) found a missing name", i)
 		}
 	}
 	file, _ := x.LookupPath("small0/x")
-	if _, ok := x.Lookup(file, "x"); ok {
+	if _, err := x.Lookup(file, "x"); err == nil {
 		t.Error("Lookup under a file succeeded")
 	}
 }
@@ -505,8 +707,8 @@ func TestShardVersions(t *testing.T) {
 			t.Errorf("shard %d = %+v, want %+v", i, s, shards[i])
 		}
 	}
-	if id, ok := x.LookupPath("a/x1"); !ok || string(x.Name(id)) != "x1" {
-		t.Errorf("lookup after versioned shard table: %v %q", ok, x.Name(id))
+	if id, err := x.LookupPath("a/x1"); err != nil || string(x.Name(id)) != "x1" {
+		t.Errorf("lookup after versioned shard table: %v %q", err, x.Name(id))
 	}
 }
 
@@ -600,15 +802,15 @@ func TestLookupPathBytes(t *testing.T) {
 		{"a/sub/deep/f", deep, true}, {"/a//sub/./deep/f/", deep, true}, {"", Root, true}, {".", Root, true},
 		{"/", Root, true}, {"a/sub/deep/g", 0, false}, {"a/../a", 0, false}, {"c/x", 0, false}, {"zz", 0, false},
 	} {
-		id, ok := x.LookupPathBytes([]byte(c.path))
-		sid, sok := x.LookupPath(c.path)
-		if id != c.id || ok != c.ok || sid != c.id || sok != c.ok {
-			t.Errorf("LookupPathBytes(%q) = %d, %v and LookupPath = %d, %v; want %d, %v", c.path, id, ok, sid, sok, c.id, c.ok)
+		id, err := x.LookupPathBytes([]byte(c.path))
+		sid, serr := x.LookupPath(c.path)
+		if id != c.id || (err == nil) != c.ok || sid != c.id || (serr == nil) != c.ok {
+			t.Errorf("LookupPathBytes(%q) = %d, %v and LookupPath = %d, %v; want %d, %v", c.path, id, err, sid, serr, c.id, c.ok)
 		}
 	}
 	path := []byte("/a//sub/./deep/f")
 	if allocs := testing.AllocsPerRun(100, func() {
-		if _, ok := x.LookupPathBytes(path); !ok {
+		if _, err := x.LookupPathBytes(path); err != nil {
 			t.Fatal("not found")
 		}
 	}); allocs != 0 {

@@ -78,8 +78,8 @@ func TestPackRoundTrip(t *testing.T) {
 		t.Errorf("%d shards, want several with a 4 KiB target", len(x.Shards()))
 	}
 	for p, content := range edgeTree {
-		id, ok := x.LookupPath(strings.TrimSuffix(p, "/"))
-		if !ok {
+		id, err := x.LookupPath(strings.TrimSuffix(p, "/"))
+		if err != nil {
 			t.Fatalf("%q missing", p)
 		}
 		e := x.Entry(id)
@@ -233,8 +233,8 @@ func TestPackRelativeSource(t *testing.T) {
 		dst := filepath.Join(t.TempDir(), "set")
 		x := pack(t, c.src, dst, PackOptions{})
 		for _, p := range []string{"a/f", "b/l", "b/dir/f"} {
-			id, ok := x.LookupPath(p)
-			if !ok {
+			id, err := x.LookupPath(p)
+			if err != nil {
 				t.Errorf("pack %q from %s: %s missing", c.src, c.cwd, p)
 			} else if got := readSample(t, dst, x, id); string(got) != "hi" {
 				t.Errorf("pack %q from %s: %s holds %q, want %q", c.src, c.cwd, p, got, "hi")

@@ -115,7 +115,7 @@ func TestIndexTarsTreeViews(t *testing.T) {
 			t.Errorf("shard %d: %+v", i, s)
 		}
 	}
-	if id, ok := x.LookupPath("a/d"); !ok || x.Entry(id).Mode != modeDir|0o755 {
+	if id, err := x.LookupPath("a/d"); err != nil || x.Entry(id).Mode != modeDir|0o755 {
 		t.Errorf("a/d: the directory member's mode is not kept")
 	}
 

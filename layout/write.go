@@ -1,11 +1,13 @@
 package layout
 
 import (
-	"bytes"
 	"cmp"
+	"fmt"
 	"hash/crc32"
+	"io"
 	"slices"
 	"sort"
+	"unsafe"
 )
 
 // node is one directory or file of a tree being packed. Pack builds the tree from a walk; the
@@ -51,90 +53,49 @@ func number(root *node) []*node {
 	return order
 }
 
-// encodeIndex returns the index file for nodes (in id order, as number returns them) and shards:
-// version 1 for packed shards, version 2 with tar shards, then with the extent order when id
-// order is not it, and flagged as having no checksums if noCRC.
+// encodeIndex returns the index file (version 3) for nodes (in id order, as number returns
+// them) and shards, with the extent order when id order is not it (tar sets), and flagged as
+// having no checksums if noCRC.
 func encodeIndex(nodes []*node, shards []Shard, noCRC bool) []byte {
-	var names bytes.Buffer
-	entries := make([]byte, len(nodes)*entrySize)
-	for i, n := range nodes {
-		b := entries[i*entrySize:]
-		le.PutUint64(b, uint64(names.Len()))
-		names.WriteString(n.name)
+	var nameBytes uint64
+	for _, n := range nodes {
+		nameBytes += uint64(len(n.name))
+	}
+	var out memFile
+	w := NewIndexWriter(&out, len(nodes), nameBytes, shards, noCRC)
+	for _, n := range nodes {
+		e := Entry{Mode: n.mode, MTime: n.mtime}
 		if n.parent != nil {
-			le.PutUint32(b[eParent:], uint32(n.parent.id))
+			e.Parent = n.parent.id
 		}
-		le.PutUint16(b[eMode:], uint16(n.mode))
-		b[eNameLen] = uint8(len(n.name))
-		le.PutUint64(b[eMTime:], uint64(n.mtime))
 		if n.isDir() {
 			if len(n.children) > 0 {
-				le.PutUint64(b[eA:], uint64(n.children[0].id))
-				le.PutUint64(b[eB:], uint64(len(n.children)))
+				e.FirstChild, e.NumChildren = n.children[0].id, uint32(len(n.children))
 			}
-			continue
+		} else {
+			e.Shard, e.Offset, e.Size, e.CRC = n.shard, n.offset, n.size, n.crc
 		}
-		le.PutUint64(b[eA:], n.offset)
-		le.PutUint64(b[eB:], n.size)
-		le.PutUint32(b[eShard:], n.shard)
-		le.PutUint32(b[eCRC:], n.crc)
+		w.Add([]byte(n.name), e)
 	}
-	shardTable := make([]byte, len(shards)*shardSize)
-	var flags uint32
-	for i, s := range shards {
-		b := shardTable[i*shardSize:]
-		le.PutUint64(b, uint64(names.Len()))
-		names.WriteString(s.Name)
-		le.PutUint16(b[8:], uint16(len(s.Name)))
-		le.PutUint16(b[10:], uint16(s.Kind))
-		if s.Version != "" {
-			flags |= flagShardVersions
-			names.WriteString(s.Version)
-			le.PutUint32(b[12:], uint32(len(s.Version)))
-		}
-		le.PutUint64(b[16:], s.Size)
-		le.PutUint32(b[24:], s.CRC)
+	if _, err := w.Finish(extentOrder(nodes)); err != nil {
+		panic(fmt.Sprintf("layout: encoding an index in memory: %v", err)) // the nodes are numbered by number
 	}
-
-	v := uint32(versionPack)
-	if slices.ContainsFunc(shards, func(s Shard) bool { return s.Kind == ShardTar }) {
-		v = versionTars
-	}
-	var order []byte
-	if v == versionTars {
-		if noCRC {
-			flags |= flagNoChecksums
-		}
-		if order = extentOrder(nodes); order != nil {
-			flags |= flagExtentOrder
-		}
-	}
-	out := make([]byte, headerSize, headerSize+len(entries)+len(shardTable)+names.Len()+len(order))
-	copy(out, magic)
-	le.PutUint32(out[8:], v)
-	le.PutUint32(out[12:], flags)
-	le.PutUint64(out[16:], uint64(len(nodes)))
-	le.PutUint64(out[24:], uint64(len(shards)))
-	for i, sec := range [numSections + 1][]byte{entries, shardTable, names.Bytes(), order} {
-		d := out[32+24*i:]
-		if i == numSections {
-			if order == nil {
-				break
-			}
-			d = out[orderDesc:]
-		}
-		le.PutUint64(d, uint64(len(out)))
-		le.PutUint64(d[8:], uint64(len(sec)))
-		le.PutUint32(d[16:], crc32.Checksum(sec, castagnoli))
-		out = append(out, sec...)
-	}
-	le.PutUint32(out[124:], crc32.Checksum(out[:124], castagnoli))
-	return out
+	return out.b
 }
 
-// extentOrder returns the extent order section for nodes (id order), or nil when the files'
-// extents ascend in id order without overlapping, so that version 1's rule holds.
-func extentOrder(nodes []*node) []byte {
+// memFile is an io.WriterAt over a growing buffer.
+type memFile struct{ b []byte }
+
+func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
+	if end := int(off) + len(p); end > len(m.b) {
+		m.b = append(m.b, make([]byte, end-len(m.b))...)
+	}
+	return copy(m.b[off:], p), nil
+}
+
+// extentOrder returns the extent order for nodes (id order), or nil when the files' extents
+// ascend in id order without overlapping, so that id order is extent order.
+func extentOrder(nodes []*node) []ID {
 	var files []*node
 	inOrder := true
 	for _, n := range nodes {
@@ -153,9 +114,239 @@ func extentOrder(nodes []*node) []byte {
 	slices.SortStableFunc(files, func(a, b *node) int {
 		return cmp.Or(cmp.Compare(a.shard, b.shard), cmp.Compare(a.offset, b.offset), cmp.Compare(a.size, b.size))
 	})
-	order := make([]byte, 4*len(files))
+	order := make([]ID, len(files))
 	for i, f := range files {
-		le.PutUint32(order[4*i:], uint32(f.id))
+		order[i] = f.id
 	}
 	return order
+}
+
+// IndexWriter writes a version 3 index entry by entry, in id order, holding nothing per entry:
+// its memory is a block of each section and the name hashes of one directory's children. It is
+// how aifs writes every index, and how a test writes one of 100 M entries (integration/genindex).
+//
+// The entries, names and lookup table are written as they come, at offsets fixed by the entry
+// count and name bytes given to NewIndexWriter; Finish writes the extent order, the shard
+// table, the block checksums, the directory runs and last the header.
+type IndexWriter struct {
+	w                     io.WriterAt
+	n, nameBytes          uint64
+	shards                []Shard
+	noCRC                 bool
+	perBlock, blockBytes  uint64
+	entries, names, table blockWriter
+	sums                  []byte
+	next                  uint64 // id of the next entry
+	nameOff               uint64
+	runs                  []byte // {start, end} u32 pairs
+	dirs                  uint64 // directories so far
+	files, fileBytes      uint64
+	parent, first         ID       // the directory whose children are being added, and its first
+	hashes                []uint64 // their name hashes, for the table
+	region                []byte
+	err                   error
+}
+
+// NewIndexWriter starts an index of entries entries whose names total nameBytes bytes, for
+// shards, written to w (at offsets from 0). Add every entry, then call Finish.
+func NewIndexWriter(w io.WriterAt, entries int, nameBytes uint64, shards []Shard, noCRC bool) *IndexWriter {
+	iw := &IndexWriter{w: w, n: uint64(entries), nameBytes: nameBytes, shards: shards, noCRC: noCRC,
+		perBlock: defaultPerBlock, blockBytes: defaultBlockBytes}
+	for _, s := range shards {
+		nameBytes += uint64(len(s.Name) + len(s.Version))
+	}
+	tableOff := headerSize3 + entrySize*iw.n + nameBytes
+	iw.entries = blockWriter{w: iw, off: headerSize3, size: entrySize * iw.perBlock}
+	iw.names = blockWriter{w: iw, off: headerSize3 + entrySize*iw.n, size: iw.blockBytes}
+	iw.table = blockWriter{w: iw, off: tableOff, size: iw.blockBytes}
+	return iw
+}
+
+// blockWriter writes one section in blocks, keeping each block's CRC32C.
+type blockWriter struct {
+	w       *IndexWriter
+	off     uint64 // where the section starts
+	size    uint64 // bytes per block
+	buf     []byte
+	written uint64
+	sums    []byte
+}
+
+func (b *blockWriter) write(p []byte) {
+	for len(p) > 0 {
+		k := min(uint64(len(p)), b.size-uint64(len(b.buf)))
+		b.buf = append(b.buf, p[:k]...)
+		p = p[k:]
+		if uint64(len(b.buf)) == b.size {
+			b.flush()
+		}
+	}
+}
+
+func (b *blockWriter) flush() {
+	if len(b.buf) == 0 {
+		return
+	}
+	b.sums = le.AppendUint32(b.sums, crc32.Checksum(b.buf, castagnoli))
+	if _, err := b.w.w.WriteAt(b.buf, int64(b.off+b.written)); err != nil && b.w.err == nil {
+		b.w.err = fmt.Errorf("write index: %w", err)
+	}
+	b.written += uint64(len(b.buf))
+	b.buf = b.buf[:0]
+}
+
+// Add adds the next entry, id order (FORMAT.md): the root first, each directory's children
+// together in name order. For a directory, e gives FirstChild and NumChildren; for a file,
+// Shard, Offset, Size and CRC. The index's checks are the reader's: Add checks only what would
+// make the file unwritable.
+func (w *IndexWriter) Add(name []byte, e Entry) {
+	id := w.next
+	w.next++
+	if id >= w.n || len(name) > maxNameLen || w.nameOff > maxU40 {
+		w.fail(fmt.Errorf("layout: entry %d (%q) is past the %d promised or its name is too long", id, name, w.n))
+		return
+	}
+	if !e.IsDir() && e.Size > maxU40 {
+		w.fail(fmt.Errorf("layout: %q is %d bytes: a sample may be at most 1 TiB", name, e.Size))
+		return
+	}
+	var r [entrySize]byte
+	put40(r[eName:], w.nameOff)
+	le.PutUint32(r[eParent:], uint32(e.Parent))
+	le.PutUint16(r[eMode:], uint16(e.Mode))
+	r[eNameLen] = uint8(len(name))
+	le.PutUint64(r[eMTime:], uint64(e.MTime))
+	if e.IsDir() {
+		le.PutUint64(r[eA:], uint64(e.FirstChild))
+		put40(r[eB:], uint64(e.NumChildren))
+		if k := len(w.runs); k > 0 && uint64(le.Uint32(w.runs[k-4:])) == id {
+			le.PutUint32(w.runs[k-4:], uint32(id+1))
+		} else {
+			w.runs = le.AppendUint32(le.AppendUint32(w.runs, uint32(id)), uint32(id+1))
+		}
+		w.dirs++
+	} else {
+		le.PutUint64(r[eA:], e.Offset)
+		put40(r[eB:], e.Size)
+		le.PutUint32(r[eShard:], e.Shard)
+		le.PutUint32(r[eCRC:], e.CRC)
+		w.files++
+		w.fileBytes += e.Size
+	}
+	w.entries.write(r[:])
+	w.names.write(name)
+	w.nameOff += uint64(len(name))
+	if id > 0 {
+		if e.Parent != w.parent || len(w.hashes) == 0 {
+			w.placeChildren()
+			w.parent, w.first = e.Parent, ID(id)
+		}
+		w.hashes = append(w.hashes, nameHash(unsafe.String(unsafe.SliceData(name), len(name))))
+	}
+}
+
+// placeChildren writes the table region of the children added since the last directory change.
+func (w *IndexWriter) placeChildren() {
+	if len(w.hashes) == 0 {
+		return
+	}
+	_, slots := regionOf(w.first, uint32(len(w.hashes)))
+	n := 4 * int(slots)
+	if cap(w.region) < n {
+		w.region = make([]byte, n)
+	}
+	w.region = w.region[:n]
+	clear(w.region)
+	placeRegion(w.region, w.hashes)
+	w.table.write(w.region)
+	w.hashes = w.hashes[:0]
+}
+
+func (w *IndexWriter) fail(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+// Finish writes the rest of the index: order is the extent order (file ids sorted by shard,
+// offset and size), or nil when id order is extent order. It returns the index's size.
+func (w *IndexWriter) Finish(order []ID) (int64, error) {
+	w.placeChildren()
+	if w.next != w.n || w.nameOff != w.nameBytes {
+		w.fail(fmt.Errorf("layout: %d entries and %d name bytes added, %d and %d promised", w.next, w.nameOff, w.n, w.nameBytes))
+	}
+	var flags uint32
+	shardTable := make([]byte, len(w.shards)*shardSize)
+	for i, s := range w.shards {
+		b := shardTable[i*shardSize:]
+		le.PutUint64(b, w.nameOff)
+		w.names.write([]byte(s.Name))
+		le.PutUint16(b[8:], uint16(len(s.Name)))
+		le.PutUint16(b[10:], uint16(s.Kind))
+		if s.Version != "" {
+			flags |= flagShardVersions
+			w.names.write([]byte(s.Version))
+			le.PutUint32(b[12:], uint32(len(s.Version)))
+		}
+		w.nameOff += uint64(len(s.Name) + len(s.Version))
+		le.PutUint64(b[16:], s.Size)
+		le.PutUint32(b[24:], s.CRC)
+	}
+	w.entries.flush()
+	w.names.flush()
+	w.table.flush()
+	if w.noCRC {
+		flags |= flagNoChecksums
+	}
+	orderOff := w.table.off + w.table.written
+	ow := blockWriter{w: w, off: orderOff, size: w.blockBytes}
+	if order != nil {
+		flags |= flagExtentOrder
+		var b [4]byte
+		for _, id := range order {
+			le.PutUint32(b[:], uint32(id))
+			ow.write(b[:])
+		}
+		ow.flush()
+	}
+	sums := slices.Concat(w.entries.sums, w.names.sums, w.table.sums, ow.sums)
+	var h [headerSize3]byte
+	copy(h[:], magic)
+	le.PutUint32(h[8:], versionBlocks)
+	le.PutUint32(h[12:], flags)
+	le.PutUint64(h[16:], w.n)
+	le.PutUint64(h[24:], uint64(len(w.shards)))
+	le.PutUint64(h[h3Files:], w.files)
+	le.PutUint64(h[h3FileBytes:], w.fileBytes)
+	le.PutUint32(h[h3PerBlock:], uint32(w.perBlock))
+	le.PutUint32(h[h3BlockBytes:], uint32(w.blockBytes))
+	end := orderOff + ow.written
+	desc := func(sec int, off, n uint64, sum uint32) {
+		d := h[h3Desc+h3DescSize*sec:]
+		le.PutUint64(d, off)
+		le.PutUint64(d[8:], n)
+		le.PutUint32(d[16:], sum)
+	}
+	desc(s3Entries, w.entries.off, w.entries.written, 0)
+	desc(s3Names, w.names.off, w.names.written, 0)
+	desc(s3Table, w.table.off, w.table.written, 0)
+	desc(s3Order, orderOff, ow.written, 0)
+	for _, sec := range []struct {
+		k int
+		b []byte
+	}{{s3Shards, shardTable}, {s3Sums, sums}, {s3Runs, w.runs}} {
+		desc(sec.k, end, uint64(len(sec.b)), crc32.Checksum(sec.b, castagnoli))
+		if _, err := w.w.WriteAt(sec.b, int64(end)); err != nil {
+			w.fail(fmt.Errorf("write index: %w", err))
+		}
+		end += uint64(len(sec.b))
+	}
+	le.PutUint32(h[252:], crc32.Checksum(h[:252], castagnoli))
+	if w.err != nil {
+		return 0, w.err
+	}
+	if _, err := w.w.WriteAt(h[:], 0); err != nil {
+		return 0, fmt.Errorf("write index: %w", err)
+	}
+	return int64(end), nil
 }

@@ -92,8 +92,8 @@ func packFiles(t testing.TB, files map[string][]byte, shardSize int64) (*layout.
 	}
 	content := map[layout.ID][]byte{}
 	for rel, b := range files {
-		id, ok := x.LookupPath(rel)
-		if !ok {
+		id, err := x.LookupPath(rel)
+		if err != nil {
 			t.Fatalf("%s not in the index", rel)
 		}
 		content[id] = b

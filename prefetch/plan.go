@@ -88,9 +88,11 @@ func (pp *planParser) sample(x *layout.Index, line []byte) (layout.ID, error) {
 		}
 		return x.FileAt(int(i)), nil
 	}
-	id, ok := x.LookupPathBytes(line)
-	if !ok {
+	id, err := x.LookupPathBytes(line)
+	if errors.Is(err, layout.ErrNotFound) {
 		return 0, fmt.Errorf("%w: no sample %q", ErrBadPlan, truncate(string(line)))
+	} else if err != nil {
+		return 0, fmt.Errorf("sample %q: %w", truncate(string(line)), err)
 	}
 	if x.Entry(id).IsDir() {
 		return 0, fmt.Errorf("%w: %q is a directory", ErrBadPlan, truncate(string(line)))

@@ -7,11 +7,14 @@ import (
 )
 
 // Catalog is what the planner needs to know about the samples: the index entries, by id, the
-// number of regular files and the next one in pack order. *layout.Index implements it.
+// number of regular files, their bytes and the next one in pack order. *layout.Index implements
+// it. Nothing here walks every entry at start: a version 3 index reads an entry's block the
+// first time it is used, so that a mount of 100 M samples is live in milliseconds.
 type Catalog interface {
 	Len() int
 	Entry(id layout.ID) layout.Entry
 	Files() int
+	FileBytes() uint64
 	NextFile(id layout.ID) layout.ID
 }
 

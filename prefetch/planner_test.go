@@ -34,6 +34,15 @@ func (c catalog) Len() int                        { return len(c) }
 func (c catalog) Entry(id layout.ID) layout.Entry { return c[id] }
 func (c catalog) Files() int                      { return len(c.files()) }
 
+func (c catalog) FileBytes() (n uint64) {
+	for _, e := range c {
+		if !e.IsDir() {
+			n += e.Size
+		}
+	}
+	return n
+}
+
 // NextFile scans, as a reference for the index's runs of directories.
 func (c catalog) NextFile(id layout.ID) layout.ID {
 	for id++; int(id) < len(c) && c[id].IsDir(); id++ {

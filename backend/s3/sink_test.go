@@ -99,8 +99,8 @@ func checkSet(t *testing.T, srv *s3test.Server, prefix, src string) *layout.Inde
 		}
 		files++
 		rel, _ := filepath.Rel(src, path)
-		id, ok := x.LookupPath(filepath.ToSlash(rel))
-		if !ok {
+		id, err := x.LookupPath(filepath.ToSlash(rel))
+		if err != nil {
 			t.Errorf("%s is missing from the index", rel)
 			return nil
 		}

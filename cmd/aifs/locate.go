@@ -44,12 +44,16 @@ order (a directory's files, then its subdirectories); no PATH: every file. Progr
 		paths = []string{""}
 	}
 	for _, p := range paths {
-		id, found := src.x.LookupPath(p)
-		if !found {
+		id, err := src.x.LookupPath(p)
+		if err != nil {
 			w.Flush()
-			return fail("locate", fmt.Errorf("%s: no such file or directory in %s", displayName(p), pos[0]))
+			return fail("locate", lookupError(err, p, pos[0]))
 		}
 		printLocations(w, src, id)
+	}
+	if err := src.x.Err(); err != nil {
+		w.Flush()
+		return fail("locate", err)
 	}
 	if err := w.Flush(); err != nil {
 		return fail("locate", err)

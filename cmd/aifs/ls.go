@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -34,9 +35,9 @@ If PATH is a file, prints its line alone. Reads only the index.`+s3Help)
 	if len(pos) == 2 {
 		path = pos[1]
 	}
-	id, found := x.LookupPath(path)
-	if !found {
-		return fail("ls", fmt.Errorf("%s: no such file or directory in %s", displayName(path), pos[0]))
+	id, err := x.LookupPath(path)
+	if err != nil {
+		return fail("ls", lookupError(err, path, pos[0]))
 	}
 	e := x.Entry(id)
 	if !e.IsDir() {
@@ -44,9 +45,20 @@ If PATH is a file, prints its line alone. Reads only the index.`+s3Help)
 		return exitOK
 	}
 	for c := e.FirstChild; c < e.FirstChild+layout.ID(e.NumChildren); c++ {
+		if x.Entry(c).Mode == 0 {
+			return fail("ls", x.Err())
+		}
 		printEntry(x, c)
 	}
 	return exitOK
+}
+
+// lookupError is the message for a path that LookupPath could not resolve in set src.
+func lookupError(err error, path, src string) error {
+	if errors.Is(err, layout.ErrNotFound) {
+		return fmt.Errorf("%s: no such file or directory in %s", displayName(path), src)
+	}
+	return fmt.Errorf("%s in %s: %w", displayName(path), src, err)
 }
 
 func printEntry(x *layout.Index, id layout.ID) {
