@@ -57,12 +57,8 @@ func number(root *node) []*node {
 // them) and shards, with the extent order when id order is not it (tar sets), and flagged as
 // having no checksums if noCRC.
 func encodeIndex(nodes []*node, shards []Shard, noCRC bool) []byte {
-	var nameBytes uint64
-	for _, n := range nodes {
-		nameBytes += uint64(len(n.name))
-	}
 	var out memFile
-	w := NewIndexWriter(&out, len(nodes), nameBytes, shards, noCRC)
+	w := NewIndexWriter(&out, len(nodes), noCRC)
 	for _, n := range nodes {
 		e := Entry{Mode: n.mode, MTime: n.mtime}
 		if n.parent != nil {
@@ -77,7 +73,7 @@ func encodeIndex(nodes []*node, shards []Shard, noCRC bool) []byte {
 		}
 		w.Add([]byte(n.name), e)
 	}
-	if _, err := w.Finish(extentOrder(nodes)); err != nil {
+	if _, err := w.Finish(shards, extentOrder(nodes)); err != nil {
 		panic(fmt.Sprintf("layout: encoding an index in memory: %v", err)) // the nodes are numbered by number
 	}
 	return out.b
@@ -125,13 +121,13 @@ func extentOrder(nodes []*node) []ID {
 // its memory is a block of each section and the name hashes of one directory's children. It is
 // how aifs writes every index, and how a test writes one of 100 M entries (integration/genindex).
 //
-// The entries, names and lookup table are written as they come, at offsets fixed by the entry
-// count and name bytes given to NewIndexWriter; Finish writes the extent order, the shard
-// table, the block checksums, the directory runs and last the header.
+// The entries, lookup table and names are written as they come, at offsets fixed by the entry
+// count given to NewIndexWriter (the names last, as they may run to any length); Finish writes
+// the shards' names, the extent order, the shard table, the block checksums, the directory runs
+// and last the header.
 type IndexWriter struct {
 	w                     io.WriterAt
-	n, nameBytes          uint64
-	shards                []Shard
+	n                     uint64
 	noCRC                 bool
 	perBlock, blockBytes  uint64
 	entries, names, table blockWriter
@@ -147,18 +143,14 @@ type IndexWriter struct {
 	err                   error
 }
 
-// NewIndexWriter starts an index of entries entries whose names total nameBytes bytes, for
-// shards, written to w (at offsets from 0). Add every entry, then call Finish.
-func NewIndexWriter(w io.WriterAt, entries int, nameBytes uint64, shards []Shard, noCRC bool) *IndexWriter {
-	iw := &IndexWriter{w: w, n: uint64(entries), nameBytes: nameBytes, shards: shards, noCRC: noCRC,
-		perBlock: defaultPerBlock, blockBytes: defaultBlockBytes}
-	for _, s := range shards {
-		nameBytes += uint64(len(s.Name) + len(s.Version))
-	}
-	tableOff := headerSize3 + entrySize*iw.n + nameBytes
+// NewIndexWriter starts an index of entries entries (at least the root), written to w at
+// offsets from 0; noCRC marks a set without checksums. Add every entry, then call Finish.
+func NewIndexWriter(w io.WriterAt, entries int, noCRC bool) *IndexWriter {
+	iw := &IndexWriter{w: w, n: uint64(max(entries, 1)), noCRC: noCRC, perBlock: defaultPerBlock, blockBytes: defaultBlockBytes}
+	tableOff := headerSize3 + entrySize*iw.n
 	iw.entries = blockWriter{w: iw, off: headerSize3, size: entrySize * iw.perBlock}
-	iw.names = blockWriter{w: iw, off: headerSize3 + entrySize*iw.n, size: iw.blockBytes}
 	iw.table = blockWriter{w: iw, off: tableOff, size: iw.blockBytes}
+	iw.names = blockWriter{w: iw, off: tableOff + 4*tableSlots(iw.n), size: iw.blockBytes}
 	return iw
 }
 
@@ -268,16 +260,17 @@ func (w *IndexWriter) fail(err error) {
 	}
 }
 
-// Finish writes the rest of the index: order is the extent order (file ids sorted by shard,
-// offset and size), or nil when id order is extent order. It returns the index's size.
-func (w *IndexWriter) Finish(order []ID) (int64, error) {
+// Finish writes the rest of the index: the shards the entries name, and order, the extent
+// order (file ids sorted by shard, offset and size), or nil when id order is extent order. It
+// returns the index's size.
+func (w *IndexWriter) Finish(shards []Shard, order []ID) (int64, error) {
 	w.placeChildren()
-	if w.next != w.n || w.nameOff != w.nameBytes {
-		w.fail(fmt.Errorf("layout: %d entries and %d name bytes added, %d and %d promised", w.next, w.nameOff, w.n, w.nameBytes))
+	if w.next != w.n {
+		w.fail(fmt.Errorf("layout: %d entries added, %d promised", w.next, w.n))
 	}
 	var flags uint32
-	shardTable := make([]byte, len(w.shards)*shardSize)
-	for i, s := range w.shards {
+	shardTable := make([]byte, len(shards)*shardSize)
+	for i, s := range shards {
 		b := shardTable[i*shardSize:]
 		le.PutUint64(b, w.nameOff)
 		w.names.write([]byte(s.Name))
@@ -295,10 +288,13 @@ func (w *IndexWriter) Finish(order []ID) (int64, error) {
 	w.entries.flush()
 	w.names.flush()
 	w.table.flush()
+	if w.table.written != 4*tableSlots(w.n) {
+		w.fail(fmt.Errorf("layout: the children added do not cover entries 1 to %d in one run per directory", w.n-1))
+	}
 	if w.noCRC {
 		flags |= flagNoChecksums
 	}
-	orderOff := w.table.off + w.table.written
+	orderOff := w.names.off + w.names.written
 	ow := blockWriter{w: w, off: orderOff, size: w.blockBytes}
 	if order != nil {
 		flags |= flagExtentOrder
@@ -315,7 +311,7 @@ func (w *IndexWriter) Finish(order []ID) (int64, error) {
 	le.PutUint32(h[8:], versionBlocks)
 	le.PutUint32(h[12:], flags)
 	le.PutUint64(h[16:], w.n)
-	le.PutUint64(h[24:], uint64(len(w.shards)))
+	le.PutUint64(h[24:], uint64(len(shards)))
 	le.PutUint64(h[h3Files:], w.files)
 	le.PutUint64(h[h3FileBytes:], w.fileBytes)
 	le.PutUint32(h[h3PerBlock:], uint32(w.perBlock))
