@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"sort"
 	"sync"
 )
 
@@ -86,12 +85,11 @@ func Verify(ctx context.Context, dir string, x *Index, opt VerifyOptions, report
 	if opt.Open == nil {
 		opt.Open = func(_ context.Context, s Shard) (ShardFile, error) { return openFile(ShardPath(dir, s)) }
 	}
-	perShard := make([][]ID, len(x.Shards()))
-	res := VerifyResult{Samples: x.Files()}
-	for id := x.NextFile(Root); int(id) < x.Len(); id = x.NextFile(id) {
-		e := x.Entry(id)
-		perShard[e.Shard] = append(perShard[e.Shard], id)
+	// The index first: every block of a version 3 index, which a mount checks only as it uses it.
+	if err := x.CheckAll(); err != nil {
+		return VerifyResult{}, fmt.Errorf("index: %w", err)
 	}
+	res := VerifyResult{Samples: x.Files()}
 	var mu sync.Mutex // guards res, and serialises report and opt.Progress
 	v := &verifier{x: x, open: opt.Open, report: func(p Problem) {
 		mu.Lock()
@@ -114,12 +112,12 @@ func Verify(ctx context.Context, dir string, x *Index, opt VerifyOptions, report
 			defer wg.Done()
 			buf := make([]byte, verifyChunk)
 			for s := range next {
-				v.shard(ctx, s, perShard[s], buf)
+				v.shard(ctx, s, buf)
 			}
 		}()
 	}
 	var err error
-	for s := range perShard {
+	for s := range x.Shards() {
 		select {
 		case next <- s:
 			continue
@@ -143,11 +141,12 @@ type verifier struct {
 	progress func(int64)
 }
 
-// shard checks shard s and its samples ids in one pass in offset order, computing the whole-shard
-// checksum from the same reads.
-func (v *verifier) shard(ctx context.Context, s int, ids []ID, buf []byte) {
+// shard checks shard s and its samples in one pass in extent order (ByExtent: by offset, hard
+// links together), computing the whole-shard checksum from the same reads. It keeps nothing per
+// sample, so verify's memory is the index's whatever the sample count.
+func (v *verifier) shard(ctx context.Context, s int, buf []byte) {
 	sh := v.x.Shards()[s]
-	sort.SliceStable(ids, func(i, j int) bool { return v.x.Entry(ids[i]).Offset < v.x.Entry(ids[j]).Offset })
+	first, end := v.x.ExtentPos(uint32(s), 0), v.x.ExtentPos(uint32(s)+1, 0)
 	sample := func(id ID, reason string) {
 		e := v.x.Entry(id)
 		v.report(Problem{Path: v.x.Path(id), Shard: sh.Name, Offset: e.Offset, Size: e.Size, Reason: reason})
@@ -159,8 +158,8 @@ func (v *verifier) shard(ctx context.Context, s int, ids []ID, buf []byte) {
 			reason = "shard missing"
 		}
 		v.report(Problem{Shard: sh.Name, Reason: reason})
-		for _, id := range ids {
-			sample(id, reason)
+		for k := first; k < end; k++ {
+			sample(v.x.ByExtent(k), reason)
 		}
 		return
 	}
@@ -172,10 +171,11 @@ func (v *verifier) shard(ctx context.Context, s int, ids []ID, buf []byte) {
 		inOrder  = true // extents did not overlap, so shardCRC covers every byte once
 		prev     Entry  // the sample before: a hard link in a tar has the same extent
 	)
-	for _, id := range ids {
+	for k := first; k < end; k++ {
 		if ctx.Err() != nil {
 			return
 		}
+		id := v.x.ByExtent(k)
 		e := v.x.Entry(id)
 		if e.Offset+e.Size > size {
 			sample(id, fmt.Sprintf("extends past the end of the shard (%d bytes; truncated?)", size))
