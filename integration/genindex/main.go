@@ -26,7 +26,7 @@ import (
 
 type config struct {
 	samples, dirs, real int
-	size, shardSize    uint64
+	size, shardSize     uint64
 }
 
 func main() {
