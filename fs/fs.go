@@ -429,25 +429,26 @@ func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.St
 	for pos := in.Offset; pos < 2+uint64(d.NumChildren); pos++ {
 		var id layout.ID
 		var name string
+		var e layout.Entry
 		switch pos {
 		case 0:
-			id, name = dir, "."
+			id, name, e = dir, ".", d
 		case 1:
-			id, name = d.Parent, ".."
+			id, name, e = d.Parent, "..", f.x.Entry(d.Parent)
 		default:
-			id = d.FirstChild + layout.ID(pos-2)
+			var err error
+			if id, e, err = f.x.Child(dir, d, uint32(pos-2)); err != nil {
+				// Its block failed its checks: the listing stops with what it has.
+				if pos == in.Offset {
+					return f.errno("readdir", dir, err)
+				}
+				return fuse.OK
+			}
 			b := f.x.Name(id)
 			name = unsafe.String(unsafe.SliceData(b), len(b)) // the index is immutable
 			if dir == layout.Root && name == ctlName {
 				continue // hidden by the control directory, which is never listed
 			}
-		}
-		e := f.x.Entry(id)
-		if e.Mode == 0 { // its block failed its checks: the listing stops with what it has
-			if pos == in.Offset {
-				return f.errno("readdir", id, f.x.Err())
-			}
-			break
 		}
 		de := fuse.DirEntry{Name: name, Mode: e.Mode, Ino: uint64(id) + 1, Off: pos + 1}
 		if !plus {

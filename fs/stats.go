@@ -162,9 +162,19 @@ type Snapshot struct {
 	Errors         uint64             `json:"errors"`
 	ReadBytes      uint64             `json:"read_bytes"`
 	Ops            map[string]OpStats `json:"ops"` // by op name; every op is present
+	Index          IndexStats         `json:"index"`
 	prefetch.Stats                    // cache, backend, prefetch, epoch, plans
 	Storage        map[string]any     `json:"storage,omitempty"` // Options.Storage, by name
 	Daemon         DaemonStats        `json:"daemon"`
+}
+
+// IndexStats say how much of the index has been read: a version 3 index is read and checked
+// block by block as the tree is used (layout.Index.Size), so a mount of 100 M samples holds only
+// what was used. Error is the first block found corrupt, if any.
+type IndexStats struct {
+	Bytes     uint64 `json:"bytes"`
+	ReadBytes uint64 `json:"read_bytes"`
+	Error     string `json:"error,omitempty"`
 }
 
 // DaemonStats are the daemon's own Go runtime figures: what a leak would grow. The live heap is
@@ -198,6 +208,10 @@ func (s *Stats) Snapshot() Snapshot {
 		Entries: f.x.Len(), Files: uint64(f.x.Files()), DatasetBytes: f.x.FileBytes(),
 		ReadBytes: s.bytes.Load(), Ops: make(map[string]OpStats, numOps), Stats: f.loader.Stats(),
 		Daemon: daemonStats(),
+	}
+	snap.Index.Bytes, snap.Index.ReadBytes = f.x.Size()
+	if err := f.x.Err(); err != nil {
+		snap.Index.Error = err.Error()
 	}
 	if len(f.opt.Storage) > 0 {
 		snap.Storage = make(map[string]any, len(f.opt.Storage))
@@ -247,6 +261,7 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 		p.printf("aifs_request_duration_seconds_count{op=%q} %d\n", opNames[o], c.count.Load())
 	}
 	l := s.f.loader.Stats()
+	indexTotal, indexRead := s.f.x.Size()
 	type metric struct {
 		name, kind, help string
 		value            uint64
@@ -265,6 +280,8 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 		{"aifs_epoch", "gauge", "The current epoch, as detected from the reads.", uint64(l.Epoch.Number)},
 		{"aifs_dataset_files", "gauge", "Sample files in the mounted shard set.", uint64(s.f.x.Files())},
 		{"aifs_dataset_bytes", "gauge", "Bytes of sample data in the mounted shard set.", s.f.x.FileBytes()},
+		{"aifs_index_bytes", "gauge", "Bytes of the mounted set's index file.", indexTotal},
+		{"aifs_index_read_bytes", "gauge", "Bytes of the index read and checked so far (it is read as it is used).", indexRead},
 	}
 	if pc := l.PageCache; pc != nil {
 		ms = append(ms,

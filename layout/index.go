@@ -194,6 +194,8 @@ type Index struct {
 	shards  []Shard // S is small (one per GiB of data), so these are decoded once
 	v       *blocks // version 3: what has been read and checked (validate.go); nil once all has
 	release func()  // frees what Load mapped; nil for Parse
+	size    uint64  // the file's bytes
+	small   uint64  // version 3: the bytes read at load (header and small sections)
 
 	// Totals and directory runs: from the header and the runs section (version 3), or computed
 	// by Parse (versions 1 and 2).
@@ -352,7 +354,7 @@ func parseOld(buf []byte) (*Index, error) {
 		return nil, err
 	}
 	x := &Index{entries: entries, names: sec[secNames], order: sec[numSections], noCRC: flags&flagNoChecksums != 0,
-		sum: le.Uint32(h[124:])}
+		sum: le.Uint32(h[124:]), size: uint64(len(buf))}
 	x.countOld()
 	if x.order != nil && uint64(len(x.order)) != 4*uint64(x.files) {
 		return nil, corruptf("extent order section is %d bytes for %d files", len(x.order), x.files)
@@ -489,7 +491,8 @@ func parseBlocks(buf []byte, fill func(off int64, b []byte) error) (*Index, erro
 		return nil, err
 	}
 	x := &Index{entries: sec[s3Entries], names: sec[s3Names], table: sec[s3Table], noCRC: flags&flagNoChecksums != 0,
-		sum: le.Uint32(h[252:]), fileBytes: le.Uint64(h[h3FileBytes:])}
+		sum: le.Uint32(h[252:]), fileBytes: le.Uint64(h[h3FileBytes:]), size: uint64(len(buf)),
+		small: headerSize3 + uint64(len(sec[s3Shards])+len(sec[s3Sums])+len(sec[s3Runs]))}
 	if flags&flagExtentOrder != 0 {
 		x.order = sec[s3Order]
 	} else if len(sec[s3Order]) != 0 {

@@ -381,6 +381,7 @@ func entryCases(at, nameAt func(buf []byte, p string) []byte) []struct {
 		{"child range past table", "outside the table", func(b []byte) { shapeOf(b).put(at(b, "a"), shapeOf(b).b, 1000) }},
 		{"child range before dir", "outside the table", func(b []byte) { le.PutUint64(at(b, "a")[shapeOf(b).a:], 0) }},
 		{"wrong parent", "names parent", func(b []byte) { le.PutUint32(at(b, "a/x1")[shapeOf(b).parent:], 2) }},
+		{"range takes a cousin", "directories list", func(b []byte) { shapeOf(b).put(at(b, "a"), shapeOf(b).b, 4) }},
 		{"empty dir with first child", "has first child", func(b []byte) { le.PutUint64(at(b, "empty")[shapeOf(b).a:], 3) }},
 		{"dir with file fields", "nonzero file fields", func(b []byte) { le.PutUint32(at(b, "a")[shapeOf(b).crc:], 7) }},
 		{"shard kind", "unknown kind", func(b []byte) { le.PutUint16(b[sectionAt(b, secShards)+10:], 9) }},

@@ -134,6 +134,9 @@ func (x *Index) Lookup(dir ID, name string) (ID, error) {
 				return 0, x.Err()
 			}
 			if string(x.rawName(id)) == name { // string(b) in a comparison does not copy
+				if x.raw(id).Parent != dir {
+					return 0, x.notChild(id, dir)
+				}
 				return id, nil
 			}
 		}
@@ -142,4 +145,28 @@ func (x *Index) Lookup(dir ID, name string) (ID, error) {
 		}
 	}
 	return 0, ErrNotFound
+}
+
+// Child returns the k-th child of directory d (entry dir) in name order, 0 <= k <
+// d.NumChildren, and its entry, or an error wrapping ErrCorrupt where its block failed its checks
+// or it does not name dir as its parent. Listings use it; it allocates nothing but on failure.
+func (x *Index) Child(dir ID, d Entry, k uint32) (ID, Entry, error) {
+	id := d.FirstChild + ID(k)
+	e := x.Entry(id)
+	if e.Mode == 0 {
+		return 0, e, x.Err()
+	}
+	if e.Parent != dir {
+		return 0, Entry{}, x.notChild(id, dir)
+	}
+	return id, e, nil
+}
+
+// notChild reports entry id, found in dir's child range, naming another parent.
+func (x *Index) notChild(id, dir ID) error {
+	err := corruptf("entry %d lies in the child range of %d but names parent %d", id, dir, x.raw(id).Parent)
+	if x.v != nil {
+		return x.v.fail(err)
+	}
+	return err
 }

@@ -208,3 +208,36 @@ func TestConcurrentFirstUse(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestChildNamesParent widens a directory's child range over its cousin (the rules a block can
+// check all hold): listing the directory and looking the cousin up in it fail, naming the entry,
+// and CheckAll finds the ranges overlapping.
+func TestChildNamesParent(t *testing.T) {
+	nodes, shards := tree(64, "b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c")
+	buf := encodeIndex(nodes, shards, false)
+	x, err := Parse(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := x.LookupPath("a")
+	put40(buf[sectionAt(buf, secEntries)+int(a)*entrySize+eB:], 4) // sub, x1, x2 and b/y
+	y, err := Parse(reseal(buf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := y.Entry(a)
+	if d.NumChildren != 4 {
+		t.Fatalf("a has %d children after the edit", d.NumChildren)
+	}
+	for k := range uint32(3) {
+		if _, _, err := y.Child(a, d, k); err != nil {
+			t.Fatalf("Child(a, %d): %v", k, err)
+		}
+	}
+	if _, _, err := y.Child(a, d, 3); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "names parent") {
+		t.Errorf("Child(a, 3) = %v, want an ErrCorrupt saying it names another parent", err)
+	}
+	if err := y.CheckAll(); err == nil || !strings.Contains(err.Error(), "directories list") {
+		t.Errorf("CheckAll = %v, want the overlap found", err)
+	}
+}

@@ -44,9 +44,10 @@ If PATH is a file, prints its line alone. Reads only the index.`+s3Help)
 		printEntry(x, id)
 		return exitOK
 	}
-	for c := e.FirstChild; c < e.FirstChild+layout.ID(e.NumChildren); c++ {
-		if x.Entry(c).Mode == 0 {
-			return fail("ls", x.Err())
+	for k := range e.NumChildren {
+		c, _, err := x.Child(id, e, k)
+		if err != nil {
+			return fail("ls", err)
 		}
 		printEntry(x, c)
 	}

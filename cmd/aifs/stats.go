@@ -52,6 +52,11 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	fmt.Fprintf(w, "kernel cache  %s\n", s.KernelCache)
 	fmt.Fprintf(w, "daemon        %s live Go heap, %d goroutines\n", humanBytes(int64(s.Daemon.HeapLiveBytes)), s.Daemon.Goroutines)
 	fmt.Fprintf(w, "dataset       %d files, %s\n", s.Files, humanBytes(int64(s.DatasetBytes)))
+	fmt.Fprintf(w, "index         %s of %s read (as the tree is used)", humanBytes(int64(s.Index.ReadBytes)), humanBytes(int64(s.Index.Bytes)))
+	if s.Index.Error != "" {
+		fmt.Fprintf(w, "; corrupt: %s", s.Index.Error)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "requests      %d, %d errors; %s returned by READ\n", s.Requests, s.Errors, humanBytes(int64(s.ReadBytes)))
 	fmt.Fprintf(w, "memory        %d hits, %d misses (%d shared a fetch); %s kept of %s\n", s.Cache.Hits, s.Cache.Misses,
 		s.Cache.Shared, humanBytes(s.Cache.KeptBytes), humanBytes(s.Cache.BudgetBytes))
