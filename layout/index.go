@@ -259,6 +259,11 @@ func loadFile(f *os.File) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("map %d bytes for the index: %w", size, err)
 	}
+	// Huge pages where the kernel has them (transparent_hugepage=madvise or always): a lookup
+	// touches 4 random places of the index, and at 10 M samples (700 MB) each cost a TLB miss
+	// too with 4 KiB pages. Measured (integration/indexbench, one core, 10 M samples): 0.76 M
+	// lookups/s without, 1.44 M/s with. RSS then grows by 2 MiB pages, still only where used.
+	syscall.Madvise(buf, syscall.MADV_HUGEPAGE)
 	copy(buf, head[:])
 	fill := func(off int64, b []byte) error {
 		if _, err := f.ReadAt(b, off); err != nil {
