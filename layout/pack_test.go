@@ -2,6 +2,7 @@ package layout
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -285,5 +286,135 @@ func TestListFiles(t *testing.T) {
 	got, err = ListFiles(context.Background(), src, ListOptions{FollowExternal: true})
 	if err != nil || !slices.Contains(got, "train/out") || !slices.Contains(got, ".aifs/stats") {
 		t.Errorf("ListFiles with FollowExternal = %q, %v; want train/out and .aifs/stats listed", got, err)
+	}
+}
+
+// assignShards places files in pack order into shards of about target bytes each, as Pack does.
+func assignShards(files []*node, target uint64) []Shard {
+	var shards []Shard
+	for _, f := range files {
+		if len(shards) == 0 || shards[len(shards)-1].Size > 0 && shards[len(shards)-1].Size+f.size > target {
+			shards = append(shards, Shard{Name: ShardName(len(shards)), Kind: ShardData})
+		}
+		s := &shards[len(shards)-1]
+		f.shard, f.offset = uint32(len(shards)-1), s.Size
+		s.Size += f.size
+	}
+	return shards
+}
+
+// TestPackIndexAsNodeTree checks that Pack writes, byte for byte, the index that Pack wrote when
+// it held a *node per entry: a tree walked as entries came, numbered by number, shards
+// assigned by assignShards, encoded by encodeIndex. The tree has symlinks followed and skipped,
+// an empty directory, an empty file, one streamed and deep directories. It also checks that
+// the index's size hint is not short.
+func TestPackIndexAsNodeTree(t *testing.T) {
+	src := t.TempDir()
+	writeTree(t, src, edgeTree)
+	writeTree(t, src, map[string]string{"train/dog/deep/er/f": "x", "a/b/": "", "a/c": "c"})
+	for _, l := range [][2]string{{"train/cat", "train/dog/cat"}, {"zero", "train/z"}, {"../..", "train/dog/loop"}, {"missing", "dangling"}} {
+		if err := os.Symlink(l[0], filepath.Join(src, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, opt := range []PackOptions{{ShardSize: 4096, Jobs: 3}, {Jobs: 1}} {
+		dst := filepath.Join(t.TempDir(), "set")
+		x := pack(t, src, dst, opt)
+		t.Cleanup(func() { x.Close() })
+		got, err := os.ReadFile(filepath.Join(dst, IndexName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := nodeTreeIndex(t, src, cmp.Or(opt.ShardSize, 1<<30)); !bytes.Equal(got, want) {
+			t.Errorf("shard size %d: the index differs from the node tree's (%d bytes, want %d)", opt.ShardSize, len(got), len(want))
+		}
+		p := &packer{w: walker{warn: func(string) {}, statFiles: true}}
+		tr, err := p.walkTree(t.Context(), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hint := tr.indexSizeHint(x.Shards()); hint < len(got) {
+			t.Errorf("shard size %d: index size hint %d, index %d bytes", opt.ShardSize, hint, len(got))
+		}
+	}
+}
+
+// nodeTreeIndex returns the index of src that Pack's node tree gave.
+func nodeTreeIndex(t *testing.T, src string, shardSize int64) []byte {
+	w := walker{warn: func(string) {}, statFiles: true}
+	fi, err := w.root(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs := map[*node]string{}
+	var walk func(dir string, d *node, ancestors []fileID)
+	walk = func(dir string, d *node, ancestors []fileID) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, de := range ents {
+			e, ok, err := w.entry(dir, de, ancestors)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				continue
+			}
+			n := &node{name: e.name, mode: unixMode(e.info), mtime: e.info.ModTime().UnixNano()}
+			if !e.dir {
+				srcs[n], n.size = e.path, uint64(e.info.Size())
+			} else {
+				walk(e.path, n, append(ancestors, e.id))
+			}
+			d.children = append(d.children, n)
+		}
+	}
+	root := &node{mode: unixMode(fi), mtime: fi.ModTime().UnixNano()}
+	walk(src, root, []fileID{idOf(fi)})
+	nodes := number(root)
+	var files []*node
+	for _, n := range nodes {
+		if !n.isDir() {
+			files = append(files, n)
+		}
+	}
+	shards := assignShards(files, uint64(shardSize))
+	for _, f := range files {
+		b, err := os.ReadFile(srcs[f])
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.crc = Checksum(b)
+		shards[f.shard].CRC = UpdateChecksum(shards[f.shard].CRC, b)
+	}
+	return encodeIndex(nodes, shards, false)
+}
+
+// TestPackTreeStores fills a packTree's entries and names past several chunks and reads them
+// back in order, as inOrder does.
+func TestPackTreeStores(t *testing.T) {
+	var tr packTree
+	var offs []uint64
+	for i := range entryChunk + 1000 {
+		name := strings.Repeat(string(rune('a'+i%26)), 1+i%255)
+		id, off, err := tr.add(packEntry{size: uint64(i), mode: modeRegular}, name)
+		if err != nil || id != ID(i) {
+			t.Fatalf("add %d = %d, %v", i, id, err)
+		}
+		offs = append(offs, off)
+	}
+	if len(tr.entries.chunks) < 2 || len(tr.names.chunks) < 3 {
+		t.Fatalf("%d entry chunks, %d name chunks: the test does not cross chunks", len(tr.entries.chunks), len(tr.names.chunks))
+	}
+	var off uint64
+	for i := range tr.len() {
+		e := tr.entries.at(ID(i))
+		off = nameStart(off, int(e.nameLen))
+		want := strings.Repeat(string(rune('a'+i%26)), 1+i%255)
+		if e.size != uint64(i) || off != offs[i] || string(tr.names.at(off, e.nameLen)) != want {
+			t.Fatalf("entry %d: size %d, name at %d (added at %d) %q", i, e.size, off, offs[i], tr.names.at(off, e.nameLen))
+		}
+		off += uint64(e.nameLen)
 	}
 }

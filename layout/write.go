@@ -10,14 +10,14 @@ import (
 	"unsafe"
 )
 
-// node is one directory or file of a tree being packed. Pack builds the tree from a walk; the
-// index writer numbers it and encodes it. Directories hold their children sorted by name.
+// node is one directory or file of a tree being indexed: IndexTars builds the tree from its
+// tars (Pack holds its tree flat, in a packTree); number numbers it and encodeIndex encodes it.
+// Directories hold their children sorted by name.
 type node struct {
 	name     string
 	mode     uint32 // Unix st_mode
 	mtime    int64
-	src      string // path to read the content from (files)
-	link     bool   // a hard link of a tar (IndexTars): its extent is another file's
+	link     bool // a hard link of a tar (IndexTars): its extent is another file's
 	size     uint64
 	children []*node
 
@@ -33,7 +33,7 @@ func (n *node) isDir() bool { return n.mode&modeTypeMask == modeDir }
 
 // number assigns ids in index order (FORMAT.md): root 0, then the children of each directory as
 // one contiguous block, directories expanded depth first in name order. It returns the nodes in
-// id order; for a packed set this is also pack order for the files.
+// id order.
 func number(root *node) []*node {
 	order := []*node{root}
 	var expand func(d *node)
