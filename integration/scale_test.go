@@ -99,7 +99,7 @@ func TestScaleMountReadsOnUse(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 2000 {
 		d := rng.IntN(dirs)
-		class := fmt.Sprintf("n%08d", 1440764+d*997)
+		class := fmt.Sprintf("n%08d", 1440764+d*937)
 		k := rng.IntN(samples / dirs)
 		fi, err := os.Stat(filepath.Join(mnt, class, fmt.Sprintf("%s_%08d.JPEG", class, k)))
 		if err != nil || fi.Size() != 4096 {
@@ -135,7 +135,7 @@ func TestScaleCorruptIndexBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	victimClass := fmt.Sprintf("n%08d", 1440764+10*997)
+	victimClass := fmt.Sprintf("n%08d", 1440764+10*937)
 	victim := fmt.Sprintf("%s/%s_%08d.JPEG", victimClass, victimClass, 500)
 	id, err := x.LookupPath(victim)
 	x.Close()
@@ -157,7 +157,7 @@ func TestScaleCorruptIndexBlock(t *testing.T) {
 	f.Close()
 
 	mnt := mountSet(t, set)
-	other := fmt.Sprintf("n%08d", 1440764+3*997)
+	other := fmt.Sprintf("n%08d", 1440764+3*937)
 	if ents, err := os.ReadDir(filepath.Join(mnt, other)); err != nil || len(ents) != samples/dirs {
 		t.Fatalf("an undamaged directory lists %d entries: %v", len(ents), err)
 	}

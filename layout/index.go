@@ -87,6 +87,7 @@ const (
 	eB       = 28 // u40
 	eShard   = 33 // u32
 	eCRC     = 37 // u32
+	eHint    = 33 // dir: u40 offset of its first child's name, u8 that name's length, 2 bytes 0
 	maxU40   = 1<<40 - 1
 
 	// The same in versions 1 and 2, where every field is as wide as its type.
@@ -182,12 +183,12 @@ func ShardPath(dir string, s Shard) string {
 // the header and the small sections, and a block's bytes are read and checked before any of
 // them is answered; an entry in a block that fails is answered as missing (Entry's zero value,
 // Lookup's error) and Err says why. Older versions are checked whole by Parse, as before, and
-// get their lookup table built in memory (8 bytes per entry). An Index is immutable and safe for
+// get their lookup table built in memory (6 bytes per entry). An Index is immutable and safe for
 // concurrent use.
 type Index struct {
 	entries []byte // E × entrySize
 	names   []byte
-	table   []byte  // lookup table (table.go): 2 u32 slots per non-root entry
+	table   []byte  // lookup table (table.go): 1.5 u32 slots per non-root entry
 	order   []byte  // with flagExtentOrder: the file ids in extent order, u32 each; else nil
 	noCRC   bool    // flagNoChecksums
 	sum     uint32  // the header's CRC32C (Identity)
@@ -413,6 +414,20 @@ func convertOld(old []byte) ([]byte, error) {
 		put40(r[eB:], b)
 		copy(r[eShard:eShard+4], o[oldEShard:])
 		copy(r[eCRC:eCRC+4], o[oldECRC:])
+		// A directory's hint: where its first child's name lies (Lookup's guess), when the
+		// fields are what version 1 requires (zero) and the child is in the table.
+		if le.Uint16(o[oldEMode:])&modeTypeMask == modeDir && le.Uint64(o[oldEShard:]) != 0 {
+			return nil, corruptf("directory entry %d has nonzero file fields", i)
+		}
+		if le.Uint16(o[oldEMode:])&modeTypeMask == modeDir {
+			if first := le.Uint64(o[oldEA:]); b > 0 && first < uint64(len(old)/oldEntrySize) {
+				c := old[first*oldEntrySize:]
+				if off := le.Uint64(c[oldEName:]); off <= maxU40 {
+					put40(r[eHint:], off)
+					r[eHint+5] = c[oldENameLen]
+				}
+			}
+		}
 	}
 	return out, nil
 }

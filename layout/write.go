@@ -130,7 +130,8 @@ type IndexWriter struct {
 	n                     uint64
 	noCRC                 bool
 	perBlock, blockBytes  uint64
-	entries, names, table blockWriter
+	entries               entryBlocks
+	names, table          blockWriter
 	sums                  []byte
 	next                  uint64 // id of the next entry
 	nameOff               uint64
@@ -148,7 +149,8 @@ type IndexWriter struct {
 func NewIndexWriter(w io.WriterAt, entries int, noCRC bool) *IndexWriter {
 	iw := &IndexWriter{w: w, n: uint64(max(entries, 1)), noCRC: noCRC, perBlock: defaultPerBlock, blockBytes: defaultBlockBytes}
 	tableOff := headerSize3 + entrySize*iw.n
-	iw.entries = blockWriter{w: iw, off: headerSize3, size: entrySize * iw.perBlock}
+	iw.entries = entryBlocks{w: iw, held: map[uint64]*heldBlock{},
+		sums: make([]byte, 4*((iw.n+iw.perBlock-1)/iw.perBlock))}
 	iw.table = blockWriter{w: iw, off: tableOff, size: iw.blockBytes}
 	iw.names = blockWriter{w: iw, off: tableOff + 4*tableSlots(iw.n), size: iw.blockBytes}
 	return iw
@@ -185,6 +187,71 @@ func (b *blockWriter) flush() {
 	}
 	b.written += uint64(len(b.buf))
 	b.buf = b.buf[:0]
+}
+
+// entryBlocks writes the entries section block by block, as blockWriter does, but holds a block
+// back until every directory in it has its children's names hint (FORMAT.md: the offset of its
+// first child's name and that name's length), known only when its children are added. The
+// blocks held are those of directories whose children are still to come: for an ImageFolder tree,
+// the root's blocks, 41 bytes a class.
+type entryBlocks struct {
+	w    *IndexWriter
+	held map[uint64]*heldBlock // by block number
+	sums []byte                // every block's CRC32C, filled as blocks are written
+}
+
+type heldBlock struct {
+	buf     []byte
+	waiting int // directories in it whose children have not come yet
+}
+
+func (b *entryBlocks) block(id uint64) *heldBlock {
+	k := id / b.w.perBlock
+	h := b.held[k]
+	if h == nil {
+		h = &heldBlock{buf: make([]byte, 0, entrySize*b.w.perBlock)}
+		b.held[k] = h
+	}
+	return h
+}
+
+// add appends record r of entry id; a directory with children waits for its hint.
+func (b *entryBlocks) add(id uint64, r []byte, waits bool) {
+	h := b.block(id)
+	h.buf = append(h.buf, r...)
+	if waits {
+		h.waiting++
+	}
+	b.flush(id/b.w.perBlock, h)
+}
+
+// hint sets directory dir's children's names hint, and writes its block if it was the last
+// thing the block waited for.
+func (b *entryBlocks) hint(dir uint64, nameOff uint64, nameLen int) {
+	k := dir / b.w.perBlock
+	h := b.held[k]
+	if h == nil || uint64(len(h.buf)) < (dir%b.w.perBlock+1)*entrySize {
+		b.w.fail(fmt.Errorf("layout: the children of entry %d come after its block was written, or before it", dir))
+		return
+	}
+	r := h.buf[(dir%b.w.perBlock)*entrySize:]
+	put40(r[eShard:], nameOff)
+	r[eShard+5] = uint8(nameLen)
+	h.waiting--
+	b.flush(k, h)
+}
+
+// flush writes block k if it is complete and waits for nothing.
+func (b *entryBlocks) flush(k uint64, h *heldBlock) {
+	full := uint64(len(h.buf)) == entrySize*min(b.w.perBlock, b.w.n-k*b.w.perBlock)
+	if !full || h.waiting > 0 {
+		return
+	}
+	le.PutUint32(b.sums[4*k:], crc32.Checksum(h.buf, castagnoli))
+	if _, err := b.w.w.WriteAt(h.buf, int64(headerSize3+k*entrySize*b.w.perBlock)); err != nil {
+		b.w.fail(fmt.Errorf("write index: %w", err))
+	}
+	delete(b.held, k)
 }
 
 // Add adds the next entry, id order (FORMAT.md): the root first, each directory's children
@@ -225,14 +292,15 @@ func (w *IndexWriter) Add(name []byte, e Entry) {
 		w.files++
 		w.fileBytes += e.Size
 	}
-	w.entries.write(r[:])
+	w.entries.add(id, r[:], e.IsDir() && e.NumChildren > 0)
+	if id > 0 && (e.Parent != w.parent || len(w.hashes) == 0) {
+		w.placeChildren()
+		w.parent, w.first = e.Parent, ID(id)
+		w.entries.hint(uint64(e.Parent), w.nameOff, len(name))
+	}
 	w.names.write(name)
 	w.nameOff += uint64(len(name))
 	if id > 0 {
-		if e.Parent != w.parent || len(w.hashes) == 0 {
-			w.placeChildren()
-			w.parent, w.first = e.Parent, ID(id)
-		}
 		w.hashes = append(w.hashes, nameHash(unsafe.String(unsafe.SliceData(name), len(name))))
 	}
 }
@@ -285,9 +353,11 @@ func (w *IndexWriter) Finish(shards []Shard, order []ID) (int64, error) {
 		le.PutUint64(b[16:], s.Size)
 		le.PutUint32(b[24:], s.CRC)
 	}
-	w.entries.flush()
 	w.names.flush()
 	w.table.flush()
+	if len(w.entries.held) > 0 {
+		w.fail(fmt.Errorf("layout: %d blocks of entries wait for directories' children that never came", len(w.entries.held)))
+	}
 	if w.table.written != 4*tableSlots(w.n) {
 		w.fail(fmt.Errorf("layout: the children added do not cover entries 1 to %d in one run per directory", w.n-1))
 	}
@@ -306,6 +376,7 @@ func (w *IndexWriter) Finish(shards []Shard, order []ID) (int64, error) {
 		ow.flush()
 	}
 	sums := slices.Concat(w.entries.sums, w.names.sums, w.table.sums, ow.sums)
+	entriesLen := entrySize * w.n
 	var h [headerSize3]byte
 	copy(h[:], magic)
 	le.PutUint32(h[8:], versionBlocks)
@@ -323,7 +394,7 @@ func (w *IndexWriter) Finish(shards []Shard, order []ID) (int64, error) {
 		le.PutUint64(d[8:], n)
 		le.PutUint32(d[16:], sum)
 	}
-	desc(s3Entries, w.entries.off, w.entries.written, 0)
+	desc(s3Entries, headerSize3, entriesLen, 0)
 	desc(s3Names, w.names.off, w.names.written, 0)
 	desc(s3Table, w.table.off, w.table.written, 0)
 	desc(s3Order, orderOff, ow.written, 0)

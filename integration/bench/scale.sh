@@ -125,7 +125,7 @@ import os, sys
 root, n = sys.argv[1], int(sys.argv[2])
 dirs = 1000
 for d in range(dirs):
-    cls = "n%08d" % (1440764 + d * 997)
+    cls = "n%08d" % (1440764 + d * 937)
     os.makedirs(os.path.join(root, cls))
     for k in range(n // dirs + (d < n % dirs)):
         os.close(os.open(os.path.join(root, cls, "%s_%08d.JPEG" % (cls, k)), os.O_CREAT | os.O_WRONLY, 0o644))

@@ -33,7 +33,7 @@ func main() {
 	var c config
 	fl := flag.CommandLine
 	fl.IntVar(&c.samples, "samples", 1_281_167, "number of samples (files)")
-	fl.IntVar(&c.dirs, "dirs", 1000, "number of class directories; samples are spread evenly over them")
+	fl.IntVar(&c.dirs, "dirs", 1000, "number of class directories (at most 105,185); samples are spread evenly over them")
 	fl.IntVar(&c.real, "real", 1000, "samples, evenly spaced, that hold bytes of their own; the rest read as zeros")
 	fl.Uint64Var(&c.size, "size", 112640, "bytes per sample")
 	fl.Uint64Var(&c.shardSize, "shard-size", 1<<30, "bytes per shard (sparse files)")
@@ -44,7 +44,7 @@ func main() {
 		fl.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() != 1 || c.samples < 1 || c.dirs < 1 || c.dirs > c.samples || c.real < 0 || c.real > c.samples ||
+	if flag.NArg() != 1 || c.samples < 1 || c.dirs < 1 || c.dirs > c.samples || c.dirs > maxDirs || c.real < 0 || c.real > c.samples ||
 		c.size < 8 || c.shardSize < c.size {
 		fl.Usage()
 		os.Exit(2)
@@ -67,7 +67,11 @@ func pattern(i uint64, b []byte) {
 	}
 }
 
-func className(c int) string { return fmt.Sprintf("n%08d", 1440764+c*997) }
+// className is the name of class directory c: "n" and 8 digits, ascending in c up to maxDirs.
+func className(c int) string { return fmt.Sprintf("n%08d", 1440764+c*937) }
+
+// maxDirs is the most class directories whose names className keeps at 8 digits, so in order.
+const maxDirs = (100_000_000 - 1440764) / 937
 
 func generate(dir string, c config) (map[string]any, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {

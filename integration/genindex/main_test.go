@@ -12,6 +12,16 @@ import (
 	"github.com/aifs/aifs/layout"
 )
 
+// TestClassNamesSorted checks that class names ascend up to maxDirs, as the index requires of a
+// directory's children.
+func TestClassNamesSorted(t *testing.T) {
+	for c := 1; c < maxDirs; c++ {
+		if a, b := className(c-1), className(c); a >= b || len(b) != 9 {
+			t.Fatalf("className(%d) = %q, className(%d) = %q: not ascending 9-byte names", c-1, a, c, b)
+		}
+	}
+}
+
 func TestZeroExtend(t *testing.T) {
 	head := []byte("some bytes before the zeros")
 	for _, n := range []uint64{0, 1, 7, 8, 255, 4096, 1<<20 + 3} {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ func main() {
 	queries := flag.Int("queries", 1_000_000, "random lookups a pass")
 	passes := flag.Int("passes", 5, "warm passes after the cold one")
 	seed := flag.Uint64("seed", 1, "random seed of the queries")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the warm passes to this file")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: indexbench [-queries N] [-passes N] [-seed N] DIR")
@@ -66,12 +68,21 @@ func main() {
 	}
 	cold := pass()
 	rssCold := rss()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "indexbench:", err)
+			os.Exit(1)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	var warm []float64
 	for range *passes {
 		warm = append(warm, pass())
 	}
 	slices.Sort(warm)
-	json.NewEncoder(os.Stdout).Encode(map[string]any{
+	defer json.NewEncoder(os.Stdout).Encode(map[string]any{
 		"load_ms": loadMS, "cold_lookups_per_s": cold, "warm_lookups_per_s": warm[len(warm)/2],
 		"queries": len(qs), "rss_after_cold_bytes": rssCold, "rss_end_bytes": rss(),
 	})
