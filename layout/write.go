@@ -126,22 +126,22 @@ func extentOrder(nodes []*node) []ID {
 // the shards' names, the extent order, the shard table, the block checksums, the directory runs
 // and last the header.
 type IndexWriter struct {
-	w                     io.WriterAt
-	n                     uint64
-	noCRC                 bool
-	perBlock, blockBytes  uint64
-	entries               entryBlocks
-	names, table          blockWriter
-	sums                  []byte
-	next                  uint64 // id of the next entry
-	nameOff               uint64
-	runs                  []byte // {start, end} u32 pairs
-	dirs                  uint64 // directories so far
-	files, fileBytes      uint64
-	parent, first         ID       // the directory whose children are being added, and its first
-	hashes                []uint64 // their name hashes, for the table
-	region                []byte
-	err                   error
+	w                    io.WriterAt
+	n                    uint64
+	noCRC                bool
+	perBlock, blockBytes uint64
+	entries              entryBlocks
+	names, table         blockWriter
+	sums                 []byte
+	next                 uint64 // id of the next entry
+	nameOff              uint64
+	runs                 []byte // {start, end} u32 pairs
+	dirs                 uint64 // directories so far
+	files, fileBytes     uint64
+	parent, first        ID       // the directory whose children are being added, and its first
+	hashes               []uint64 // their name hashes, for the table
+	region               []byte
+	err                  error
 }
 
 // NewIndexWriter starts an index of entries entries (at least the root), written to w at
