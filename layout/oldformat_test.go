@@ -2,7 +2,6 @@ package layout
 
 import (
 	"bytes"
-	"cmp"
 	"hash/crc32"
 	"slices"
 )
@@ -64,7 +63,11 @@ func encodeOld(nodes []*node, shards []Shard, noCRC bool) []byte {
 		if noCRC {
 			flags |= flagNoChecksums
 		}
-		if order = oldExtentOrder(nodes); order != nil {
+		if ids := extentOrder(nodes); ids != nil {
+			order = make([]byte, 4*len(ids))
+			for i, id := range ids {
+				le.PutUint32(order[4*i:], uint32(id))
+			}
 			flags |= flagExtentOrder
 		}
 	}
@@ -89,32 +92,4 @@ func encodeOld(nodes []*node, shards []Shard, noCRC bool) []byte {
 	}
 	le.PutUint32(out[124:], crc32.Checksum(out[:124], castagnoli))
 	return out
-}
-
-// oldExtentOrder returns the extent order section for nodes (id order), or nil when the files'
-// extents ascend in id order without overlapping, so that version 1's rule holds.
-func oldExtentOrder(nodes []*node) []byte {
-	var files []*node
-	inOrder := true
-	for _, n := range nodes {
-		if n.isDir() {
-			continue
-		}
-		if k := len(files); k > 0 {
-			p := files[k-1]
-			inOrder = inOrder && (n.shard > p.shard || n.shard == p.shard && n.offset >= p.offset+p.size)
-		}
-		files = append(files, n)
-	}
-	if inOrder {
-		return nil
-	}
-	slices.SortStableFunc(files, func(a, b *node) int {
-		return cmp.Or(cmp.Compare(a.shard, b.shard), cmp.Compare(a.offset, b.offset), cmp.Compare(a.size, b.size))
-	})
-	order := make([]byte, 4*len(files))
-	for i, f := range files {
-		le.PutUint32(order[4*i:], uint32(f.id))
-	}
-	return order
 }

@@ -45,11 +45,10 @@ func manyFiles(dirs, per int) []string {
 	return paths
 }
 
-// TestLoadReadsOnUse writes a version 3 index of 20,000 entries and checks that Load reads only
-// its header and small sections, that a lookup reads a few blocks, that everything is found,
-// and that a block changed or cut off after Load is reported when used (an error, not a crash).
-func TestLoadReadsOnUse(t *testing.T) {
-	paths := manyFiles(100, 200)
+// loadTree writes the version 3 index of a tree of paths into a new directory and loads it
+// (closed at cleanup).
+func loadTree(t *testing.T, paths []string) (string, *Index) {
+	t.Helper()
 	nodes, shards := tree(1<<20, paths...)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, IndexName), encodeIndex(nodes, shards, false), 0o644); err != nil {
@@ -59,7 +58,16 @@ func TestLoadReadsOnUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer x.Close()
+	t.Cleanup(x.Close)
+	return dir, x
+}
+
+// TestLoadReadsOnUse writes a version 3 index of 20,000 entries and checks that Load reads only
+// its header and small sections, that a lookup reads a few blocks, that everything is found,
+// and that a block changed or cut off after Load is reported when used (an error, not a crash).
+func TestLoadReadsOnUse(t *testing.T) {
+	paths := manyFiles(100, 200)
+	dir, x := loadTree(t, paths)
 	total := int(x.v.first[bOrder]) // blocks of entries, names and table
 	if n := blocksRead(x); n > 1 {
 		t.Errorf("Load read %d blocks of %d, want the shard table's names only", n, total)
@@ -179,16 +187,7 @@ func TestLazyCorruptBlock(t *testing.T) {
 // that blocks are read and checked concurrently (run with -race).
 func TestConcurrentFirstUse(t *testing.T) {
 	paths := manyFiles(20, 50)
-	nodes, shards := tree(1<<20, paths...)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, IndexName), encodeIndex(nodes, shards, false), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	x, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	_, x := loadTree(t, paths)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := range 8 {

@@ -35,6 +35,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# commit_desc OUT prints the commit the run measures, and the files that differ from it, each
+# with the start of its sha256, but for the report in OUT that the run replaces (an OUT outside
+# the checkout is no pathspec git takes).
+commit_desc() {
+	local dirty
+	dirty=$({ git status --porcelain --untracked-files=all -- . ":(exclude)$1" 2>/dev/null ||
+		git status --porcelain --untracked-files=all; } | awk '{print $2}' |
+		while read -r f; do echo "$f (sha256 $(sha256sum "$f" | cut -c1-12))"; done | paste -sd' ')
+	echo "$(git rev-parse --short HEAD 2>/dev/null)${dirty:+ with uncommitted $dirty}"
+}
+
 # machine prints the machine line for the report.
 machine() {
 	echo "$(nproc) cores ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), disk $(df --output=source "$WORKDIR" | tail -1) ($(lsblk -dno ROTA "$(df --output=source "$WORKDIR" | tail -1)" 2>/dev/null | tr -d " " | sed 's/1/rotational/;s/0/SSD/'))"

@@ -107,10 +107,7 @@ echo "== machine: $(machine)" >&2
 meta machine "$(machine)"
 meta date "$(date -u +%F)"
 meta load "$(cut -d' ' -f1-3 /proc/loadavg)"
-dirty=$({ git status --porcelain --untracked-files=all -- . ":(exclude)$OUT" 2>/dev/null ||
-	git status --porcelain --untracked-files=all; } | awk '{print $2}' |
-	while read -r f; do echo "$f (sha256 $(sha256sum "$f" | cut -c1-12))"; done | paste -sd' ')
-meta commit "$(git rev-parse --short HEAD 2>/dev/null)${dirty:+ with uncommitted $dirty}"
+meta commit "$(commit_desc "$OUT")"
 for v in TREE BASE SIZES BIGDIR RUNS NOTE; do meta "$v" "${!v}"; done
 go build -o "$RUN/genindex" ./integration/genindex
 go build -o "$RUN/indexbench" ./integration/indexbench

@@ -100,12 +100,7 @@ echo "== machine: $(machine)" >&2
 meta machine "$(machine)"
 meta date "$(date -u +%F)"
 meta load "$(cut -d' ' -f1-3 /proc/loadavg)"
-# the files that differ from the commit, each with the start of its sha256, but for the report
-# this run replaces (an OUT outside the checkout is no pathspec git takes)
-dirty=$({ git status --porcelain --untracked-files=all -- . ":(exclude)$OUT" 2>/dev/null ||
-	git status --porcelain --untracked-files=all; } | awk '{print $2}' |
-	while read -r f; do echo "$f (sha256 $(sha256sum "$f" | cut -c1-12))"; done | paste -sd' ')
-meta commit "$(git rev-parse --short HEAD 2>/dev/null)${dirty:+ with uncommitted $dirty}"
+meta commit "$(commit_desc "$OUT")"
 for v in TARS MEMBERS MEMBER_SIZE AM_TARS FILES PER_TAR JOBS RUNS PT_SAMPLES WORKERS NOTE; do meta "$v" "${!v}"; done
 
 # --- 1. TARS×MEMBERS small members: index time against cat and archivemount --------------------
