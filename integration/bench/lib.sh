@@ -35,6 +35,25 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# For the scripts that keep every pass of a figure in RES/FIGURE, a value a line (the sourcing
+# script sets RES): meta KEY VALUE records the run's description in RES/meta; secs MICROSECONDS
+# prints them as seconds; timed FIGURE CMD... runs CMD and appends its wall-clock seconds to
+# FIGURE; unmount_daemon MNT PID unmounts the FUSE mount at MNT and waits for its daemon PID to
+# exit, so that the next mount's daemon is the only one daemon_pid finds.
+meta() { printf '%s\t%s\n' "$1" "$2" >>"$RES/meta"; }
+secs() { printf '%d.%06d\n' $(($1 / 1000000)) $(($1 % 1000000)); }
+timed() {
+	local figure=$1 t0=${EPOCHREALTIME/[.,]/}
+	shift
+	"$@"
+	secs $((${EPOCHREALTIME/[.,]/} - t0)) >>"$RES/$figure"
+}
+unmount_daemon() {
+	fusermount3 -u "$1"
+	for _ in $(seq 300); do kill -0 "$2" 2>/dev/null || return 0; sleep 0.1; done
+	die "the daemon of $1 (pid $2) did not exit within 30 s of its unmount"
+}
+
 # commit_desc OUT prints the commit the run measures, and the files that differ from it, each
 # with the start of its sha256, but for the report in OUT that the run replaces (an OUT outside
 # the checkout is no pathspec git takes).

@@ -45,15 +45,7 @@ started=$SECONDS
 
 RES=$RUN/results
 mkdir "$RES"
-meta() { printf '%s\t%s\n' "$1" "$2" >>"$RES/meta"; }
 put() { echo "$2" >>"$RES/$1"; }
-secs() { printf '%d.%06d\n' $(($1 / 1000000)) $(($1 % 1000000)); }
-timed() {
-	local figure=$1 t0=${EPOCHREALTIME/[.,]/}
-	shift
-	"$@"
-	secs $((${EPOCHREALTIME/[.,]/} - t0)) >>"$RES/$figure"
-}
 rss_bytes() { awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$1/status"; }
 # usage FIGURE CMD... runs CMD under GNU time: FIGURE's seconds, CPU seconds and peak RSS (bytes).
 usage() {
@@ -64,11 +56,6 @@ usage() {
 	put "secs.$figure" "$wall"
 	put "cpu.$figure" "$(echo "$user $sys" | awk '{print $1 + $2}')"
 	put "peak_rss.$figure" $((rss * 1024))
-}
-unmount_daemon() {
-	fusermount3 -u "$1"
-	for _ in $(seq 300); do kill -0 "$2" 2>/dev/null || return 0; sleep 0.1; done
-	die "the daemon of $1 (pid $2) did not exit within 30 s of its unmount"
 }
 # walk DIR N lists every directory under DIR (names and types, no stat) and fails unless it
 # finds N entries.

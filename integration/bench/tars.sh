@@ -60,16 +60,6 @@ started=$SECONDS
 # to RES/meta (KEY, tab, value).
 RES=$RUN/results
 mkdir "$RES"
-meta() { printf '%s\t%s\n' "$1" "$2" >>"$RES/meta"; }
-# secs MICROSECONDS prints them as seconds; timed FIGURE CMD... runs CMD and appends its
-# wall-clock seconds to FIGURE.
-secs() { printf '%d.%06d\n' $(($1 / 1000000)) $(($1 % 1000000)); }
-timed() {
-	local figure=$1 t0=${EPOCHREALTIME/[.,]/}
-	shift
-	"$@"
-	secs $((${EPOCHREALTIME/[.,]/} - t0)) >>"$RES/$figure"
-}
 # listing DIR N lists DIR as `find DIR | wc -l` does and fails unless it counts N entries.
 listing() {
 	local n
@@ -88,13 +78,6 @@ usage() {
 	echo "$rss" >>"$RES/rss.$system"
 }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-# unmount_daemon MNT PID unmounts the FUSE mount at MNT and waits for its daemon PID to exit, so
-# that the next mount's daemon is the only one daemon_pid finds.
-unmount_daemon() {
-	fusermount3 -u "$1"
-	for _ in $(seq 100); do kill -0 "$2" 2>/dev/null || return 0; sleep 0.1; done
-	die "the daemon of $1 (pid $2) did not exit within 10 s of its unmount"
-}
 
 echo "== machine: $(machine)" >&2
 meta machine "$(machine)"
