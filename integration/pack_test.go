@@ -1438,32 +1438,36 @@ func TestCorruption(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		section := func(i int) (int64, int64) {
-			d := idx[32+24*i:]
+		section := func(i int) (int64, int64) { // version 3's descriptors (layout/FORMAT.md)
+			d := idx[56+24*i:]
 			return int64(binary.LittleEndian.Uint64(d)), int64(binary.LittleEndian.Uint64(d[8:]))
 		}
 		entOff, entLen := section(0)
 		shOff, _ := section(1)
 		nameOff, nameLen := section(2)
+		// lazy: a block read only when used, so aifs ls (which reads the blocks of the top
+		// directory) need not meet the damage; aifs verify checks every block.
 		cases := []struct {
 			off  int64
 			want string
+			lazy bool
 		}{
-			{0, "magic"},
-			{9, "header"},   // version
-			{17, "header"},  // entry count
-			{40, "header"},  // entries section length
-			{110, "header"}, // reserved
-			{126, "header"}, // header checksum
-			{entOff + 3, "entries section"},
-			{entOff + entLen/2, "entries section"},
-			{entOff + entLen - 1, "entries section"},
-			{shOff + 17, "shards section"},
-			{nameOff, "names section"},
-			{nameOff + nameLen - 1, "names section"},
-			{-1, "shorter than"}, // truncated to 100 bytes
-			{-2, "outside"},      // last byte cut off
-			{-3, "shorter than"}, // empty
+			{0, "magic", false},
+			{9, "header", false},   // version
+			{17, "header", false},  // entry count
+			{40, "header", false},  // file bytes
+			{230, "header", false}, // reserved
+			{126, "header", false}, // a section descriptor
+			{254, "header", false}, // header checksum
+			{entOff + 3, "entries block 0", false},
+			{entOff + entLen/2, "entries block", true},
+			{entOff + entLen - 1, "entries block", true},
+			{shOff + 17, "shards section", false},
+			{nameOff, "names block 0", false},
+			{nameOff + nameLen - 1, "names block", false}, // the shards' names, read at load
+			{-1, "shorter than", false},                   // truncated to 100 bytes
+			{-2, "outside", false},                        // last byte cut off
+			{-3, "shorter than", false},                   // empty
 		}
 		for _, c := range cases {
 			dir := copySet(t, pristine)
@@ -1483,18 +1487,26 @@ func TestCorruption(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, cmd := range []string{"verify", "ls"} {
+				if cmd == "ls" && c.lazy {
+					continue
+				}
 				r := aifs(t, cmd, dir)
 				if r.code != 1 || !strings.Contains(r.stderr, "corrupt") || !strings.Contains(r.stderr, c.want) {
 					t.Errorf("aifs %s with index byte %d flipped: want exit 1 and a message with %q and %q; %s", cmd, c.off, "corrupt", c.want, r)
 				}
 			}
 		}
-		// Every byte of the index is covered by a checksum: flipping any one is a load error.
+		// Every byte of the index is covered by a checksum: flipping any one is a load error, or
+		// an error when its block is checked (CheckAll checks them all).
 		for off := range idx {
 			buf := bytes.Clone(idx)
 			buf[off] ^= 0xff
-			if _, err := layout.Parse(buf); !errors.Is(err, layout.ErrCorrupt) {
-				t.Errorf("index byte %d of %d flipped: Parse = %v, want an error wrapping ErrCorrupt", off, len(idx), err)
+			x, err := layout.Parse(buf)
+			if err == nil {
+				err = x.CheckAll()
+			}
+			if !errors.Is(err, layout.ErrCorrupt) {
+				t.Errorf("index byte %d of %d flipped: Parse and CheckAll = %v, want an error wrapping ErrCorrupt", off, len(idx), err)
 			}
 		}
 	})

@@ -240,7 +240,7 @@ func loadFile(f *os.File) (*Index, error) {
 	size := fi.Size()
 	var head [headerSize3]byte
 	n, err := f.ReadAt(head[:], 0)
-	if n < 12 || le.Uint32(head[8:]) != versionBlocks || size < headerSize3 || size > math.MaxInt {
+	if n < 12 || string(head[:8]) != magic || le.Uint32(head[8:]) != versionBlocks || size < headerSize3 || size > math.MaxInt {
 		// An older version (or garbage, which Parse reports): read and check it whole.
 		buf, err := io.ReadAll(io.NewSectionReader(f, 0, size))
 		if err != nil {
@@ -310,6 +310,12 @@ func Parse(buf []byte) (*Index, error) {
 	case versionBlocks:
 		return parseBlocks(buf, nil)
 	default:
+		// A version this aifs does not know, or a damaged header: only a header whose checksum
+		// holds (where a version 1-3 header keeps it) is taken at its word.
+		if !(crc32.Checksum(buf[:124], castagnoli) == le.Uint32(buf[124:]) ||
+			len(buf) >= headerSize3 && crc32.Checksum(buf[:252], castagnoli) == le.Uint32(buf[252:])) {
+			return nil, corruptf("header checksum mismatch")
+		}
 		return nil, fmt.Errorf("index version %d is not supported (this aifs reads versions %d to %d)", v, versionPack, versionBlocks)
 	}
 }
@@ -589,17 +595,22 @@ func (x *Index) parseShards(b []byte, n int, versions, tarPaths bool) error {
 		r := b[i*shardSize:]
 		nameOff, nameLen := le.Uint64(r), uint64(le.Uint16(r[8:]))
 		kind := ShardKind(le.Uint16(r[10:]))
-		name, ok := x.checkedName(nameOff, nameLen)
+		name, err := x.checkedName(nameOff, nameLen)
 		valid := ValidName
 		if kind == ShardTar && tarPaths {
 			valid = validShardPath
 		}
-		if !ok || !valid(name) {
+		if err != nil && err != errBadName {
+			return err
+		}
+		if err != nil || !valid(name) {
 			return corruptf("shard %d has an invalid name", i)
 		}
 		var version []byte
 		if n := le.Uint32(r[12:]); versions && n > 0 {
-			if version, ok = x.checkedName(nameOff+nameLen, uint64(n)); !ok || n > maxNameLen {
+			if version, err = x.checkedName(nameOff+nameLen, uint64(n)); err != nil && err != errBadName {
+				return err
+			} else if err != nil || n > maxNameLen {
 				return corruptf("shard %d has an invalid version", i)
 			}
 		} else if n != 0 {

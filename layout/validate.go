@@ -2,6 +2,7 @@ package layout
 
 import (
 	"bytes"
+	"errors"
 	"hash/crc32"
 	"sort"
 	"sync"
@@ -204,21 +205,24 @@ func (x *Index) tableReady(slot uint64) error {
 	return v.ensureRead(bTable, slot*4/v.blockBytes)
 }
 
-// checkedName returns the names-section bytes [off, off+n), making their blocks present, or
-// false if they lie outside the section or fail their checksum.
-func (x *Index) checkedName(off, n uint64) ([]byte, bool) {
+// checkedName returns the names-section bytes [off, off+n), making their blocks present. It
+// fails if they lie outside the section (errBadName) or a block fails its checksum.
+func (x *Index) checkedName(off, n uint64) ([]byte, error) {
 	if off > uint64(len(x.names)) || n > uint64(len(x.names))-off {
-		return nil, false
+		return nil, errBadName
 	}
 	if v := x.v; v != nil && n > 0 {
 		for b := off / v.blockBytes; b <= (off+n-1)/v.blockBytes; b++ {
-			if v.ensureRead(bNames, b) != nil {
-				return nil, false
+			if err := v.ensureRead(bNames, b); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return x.names[off : off+n], true
+	return x.names[off : off+n], nil
 }
+
+// errBadName is checkedName's error for bytes outside the names section; callers say whose.
+var errBadName = errors.New("name outside the names section")
 
 // CheckAll reads and checks every block: the whole-index checks of a version 1 or 2 index, and
 // what aifs verify adds to a version 3 mount's checks on use. Beyond the blocks' rules it checks
@@ -322,8 +326,11 @@ func (v *blocks) checkEntry(i uint64) error {
 // range, and after the sibling before it, which names the same parent and a smaller name.
 func (v *blocks) checkPlace(i uint64, b []byte) error {
 	x := v.x
-	name, ok := x.checkedName(u40(b[eName:]), uint64(b[eNameLen]))
-	if !ok || !ValidName(name) {
+	name, err := x.checkedName(u40(b[eName:]), uint64(b[eNameLen]))
+	if err != nil && err != errBadName {
+		return err
+	}
+	if err != nil || !ValidName(name) {
 		return corruptf("entry %d has an invalid name", i)
 	}
 	parent := uint64(le.Uint32(b[eParent:]))
@@ -347,8 +354,11 @@ func (v *blocks) checkPlace(i uint64, b []byte) error {
 		return corruptf("entry %d lies in the child range of %d but names parent %d", i-1, parent, prev)
 	}
 	pb := x.entries[(i-1)*entrySize:]
-	prevName, ok := x.checkedName(u40(pb[eName:]), uint64(pb[eNameLen]))
-	if !ok || bytes.Compare(prevName, name) >= 0 {
+	prevName, err := x.checkedName(u40(pb[eName:]), uint64(pb[eNameLen]))
+	if err != nil && err != errBadName {
+		return err
+	}
+	if err != nil || bytes.Compare(prevName, name) >= 0 {
 		return corruptf("children of directory %d are not strictly sorted at entry %d", parent, i)
 	}
 	return nil
