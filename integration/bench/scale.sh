@@ -101,6 +101,7 @@ go build -o "$RUN/indexbench" ./integration/indexbench
 
 # --- 1. before and after, on a real tree of TREE empty files -------------------------------------
 echo "== the aifs of $BASE" >&2
+git worktree prune # an interrupted run's
 git worktree add -q --detach "$RUN/base" "$BASE"
 (cd "$RUN/base" && go build -o "$RUN/base-bin/aifs" ./cmd/aifs)
 echo "== a tree of $TREE empty files" >&2
