@@ -225,8 +225,10 @@ func Load(dir string) (*Index, error) {
 		return nil, fmt.Errorf("read index: %w", err)
 	}
 	x, err := loadFile(f)
-	if err != nil {
+	if err != nil || x.release == nil { // x.release keeps f for the blocks still to read
 		f.Close()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return x, nil
@@ -246,7 +248,6 @@ func loadFile(f *os.File) (*Index, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read index: %w", err)
 		}
-		f.Close()
 		return Parse(buf)
 	}
 	if err != nil {

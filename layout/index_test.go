@@ -354,14 +354,8 @@ func (r recordShape) get(rec []byte, field int) uint64 {
 
 // entryCases are edits of single entries of testIndex that break FORMAT.md's rules, with the
 // error each must give; at and nameAt find an entry's record and name bytes in buf.
-func entryCases(at, nameAt func(buf []byte, p string) []byte) []struct {
-	name, want string
-	edit       func(b []byte)
-} {
-	return []struct {
-		name, want string
-		edit       func(b []byte)
-	}{
+func entryCases(at, nameAt func(buf []byte, p string) []byte) []rejectCase {
+	return []rejectCase{
 		{"slash in name", "invalid name", func(b []byte) { nameAt(b, "a/x1")[1] = '/' }},
 		{"NUL in name", "invalid name", func(b []byte) { nameAt(b, "b")[0] = 0 }},
 		{"dot-dot name", "invalid name", func(b []byte) { copy(nameAt(b, "a/x1"), ".."); at(b, "a/x1")[shapeOf(b).nameLen] = 2 }},
@@ -395,12 +389,15 @@ func entryCases(at, nameAt func(buf []byte, p string) []byte) []struct {
 	}
 }
 
-// rejects applies each case's edit to a copy of good, reseals it and checks that parsing and
-// checking it fails with the case's message, wrapping ErrCorrupt (but for an unknown version).
-func rejects(t *testing.T, good []byte, cases []struct {
+// rejectCase is an edit of an index that breaks a rule, and the error it must give.
+type rejectCase struct {
 	name, want string
 	edit       func(b []byte)
-}) {
+}
+
+// rejects applies each case's edit to a copy of good, reseals it and checks that parsing and
+// checking it fails with the case's message, wrapping ErrCorrupt (but for an unknown version).
+func rejects(t *testing.T, good []byte, cases []rejectCase) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			buf := bytes.Clone(good)
@@ -446,14 +443,8 @@ func TestParseRejectsBadStructure(t *testing.T) {
 }
 
 // oldHeaderCases break the header of a version 1 index.
-func oldHeaderCases() []struct {
-	name, want string
-	edit       func(b []byte)
-} {
-	return []struct {
-		name, want string
-		edit       func(b []byte)
-	}{
+func oldHeaderCases() []rejectCase {
+	return []rejectCase{
 		{"version", "version 4 is not supported", func(b []byte) { le.PutUint32(b[8:], 4) }},
 		{"flags", "unknown header flags", func(b []byte) { le.PutUint32(b[12:], 2) }},
 		{"reserved header bytes", "nonzero reserved header", func(b []byte) { b[110] = 1 }},
@@ -472,15 +463,9 @@ func oldHeaderCases() []struct {
 }
 
 // headerCases3 break the header and small sections of a version 3 index (x is it, parsed).
-func headerCases3(x *Index) []struct {
-	name, want string
-	edit       func(b []byte)
-} {
+func headerCases3(x *Index) []rejectCase {
 	desc := func(b []byte, k int) []byte { return b[h3Desc+h3DescSize*k:] }
-	return []struct {
-		name, want string
-		edit       func(b []byte)
-	}{
+	return []rejectCase{
 		{"version", "version 4 is not supported", func(b []byte) { le.PutUint32(b[8:], 4) }},
 		{"flags", "unknown header flags", func(b []byte) { le.PutUint32(b[12:], 8) }},
 		{"reserved header bytes", "nonzero reserved header", func(b []byte) { b[240] = 1 }},
@@ -538,10 +523,7 @@ func TestParseRejectsBadTarSets(t *testing.T) {
 				id, _ := x.LookupPath(p)
 				return buf[sectionAt(buf, secEntries)+int(id)*shapeOf(buf).size:]
 			}
-			cases := []struct {
-				name, want string
-				edit       func(b []byte)
-			}{
+			cases := []rejectCase{
 				{"order names a directory", "not a file, or named twice", func(b []byte) { le.PutUint32(b[orderOff:], 1) }},
 				{"order names a file twice", "not a file, or named twice", func(b []byte) { copy(b[orderOff:orderOff+4], b[orderOff+4:]) }},
 				{"order past the table", "not a file, or named twice", func(b []byte) { le.PutUint32(b[orderOff:], 1<<30) }},
@@ -564,10 +546,7 @@ func TestParseRejectsBadTarSets(t *testing.T) {
 				{"path ends in slash", "invalid name", func(b []byte) { n := shardName(b); n[len(n)-1] = '/' }},
 			}
 			if f.name == "old" {
-				cases = append(cases, struct {
-					name, want string
-					edit       func(b []byte)
-				}{"order flag without section", "lies outside", func(b []byte) { le.PutUint64(b[orderDesc:], 1<<40) }})
+				cases = append(cases, rejectCase{"order flag without section", "lies outside", func(b []byte) { le.PutUint64(b[orderDesc:], 1<<40) }})
 			}
 			rejects(t, good, cases)
 		})

@@ -366,7 +366,7 @@ func (v *blocks) checkPlace(i uint64, b []byte) error {
 
 // checkDir checks directory i's child range: empty, or inside the table after i. That its
 // children name it is checked where they are used as its children (Lookup, and the listings,
-// through ChildOf), and over the whole index by CheckAll: checking it here would read the block
+// through Index.Child), and over the whole index by CheckAll: checking it here would read the block
 // of a child of every directory in the block, the whole entries section for a root of many
 // directories.
 //
