@@ -5,6 +5,8 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/aifs/aifs/layout"
 )
 
 // The control directory, /.aifs, is found by LOOKUP but appears in no listing of the root. It
@@ -137,7 +139,11 @@ func (c *control) read(ino, off uint64, buf []byte) (int, fuse.Status) {
 	case ctlPlanIno:
 		return 0, fuse.OK
 	case ctlLocIno:
-		return c.loc.read(off, buf), fuse.OK
+		n, err := c.loc.read(off, buf)
+		if err != nil {
+			return 0, c.f.errno("locations", layout.Root, err)
+		}
+		return n, fuse.OK
 	}
 	data, ok := c.snapshot(ino)
 	if !ok {

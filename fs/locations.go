@@ -77,8 +77,10 @@ func (l *locations) size() uint64 {
 	return locHeader + locRecord*uint64(l.x.Len()) + uint64(len(l.tail))
 }
 
-// read copies the file's bytes at off into buf and returns how many; it allocates nothing.
-func (l *locations) read(off uint64, buf []byte) int {
+// read copies the file's bytes at off into buf and returns how many; it allocates nothing. It
+// fails where an entry's block of the index failed its checks (layout.Index.Err), rather than
+// give that entry a record of zeros.
+func (l *locations) read(off uint64, buf []byte) (int, error) {
 	n := 0
 	if off < locHeader {
 		n = copy(buf, l.head[off:])
@@ -87,26 +89,32 @@ func (l *locations) read(off uint64, buf []byte) int {
 	var rec [locRecord]byte
 	for n < len(buf) && off+uint64(n) < end {
 		pos := off + uint64(n) - locHeader
-		l.record(layout.ID(pos/locRecord), &rec)
+		if !l.record(layout.ID(pos/locRecord), &rec) {
+			return 0, l.x.Err()
+		}
 		n += copy(buf[n:], rec[pos%locRecord:])
 	}
 	if p := off + uint64(n); n < len(buf) && p >= end && p-end < uint64(len(l.tail)) {
 		n += copy(buf[n:], l.tail[p-end:])
 	}
-	return n
+	return n, nil
 }
 
-// record encodes entry id's record into rec.
-func (l *locations) record(id layout.ID, rec *[locRecord]byte) {
+// record encodes entry id's record into rec, or reports that its block failed its checks.
+func (l *locations) record(id layout.ID, rec *[locRecord]byte) bool {
 	e := l.x.Entry(id)
+	if e.Mode == 0 {
+		return false
+	}
 	*rec = [locRecord]byte{}
 	le := binary.LittleEndian
 	if e.IsDir() {
 		le.PutUint32(rec[16:], locNoShard)
-		return
+		return true
 	}
 	le.PutUint64(rec[0:], e.Offset)
 	le.PutUint64(rec[8:], e.Size)
 	le.PutUint32(rec[16:], e.Shard)
 	le.PutUint32(rec[20:], e.CRC)
+	return true
 }

@@ -126,7 +126,8 @@ func TestScaleMountReadsOnUse(t *testing.T) {
 
 // TestScaleCorruptIndexBlock flips one byte of one entries block of a set's index: the mount
 // comes up (the block is not read yet), serves every other directory, answers the samples of the
-// damaged block with EIO and names the block in its stats; aifs verify and aifs ls report it.
+// damaged block with EIO and names the block in its stats; aifs verify, ls and locate report it,
+// and .aifs/locations gives EIO rather than a record of zeros.
 func TestScaleCorruptIndexBlock(t *testing.T) {
 	const samples, dirs = 20_000, 20
 	set := genIndex(t, samples, dirs, 20)
@@ -181,5 +182,12 @@ func TestScaleCorruptIndexBlock(t *testing.T) {
 	r = aifs(t, "ls", set, victimClass)
 	if r.code == 0 || !strings.Contains(r.stderr, "entries block") {
 		t.Errorf("aifs ls of the damaged directory: %s; want a failure naming the block", r)
+	}
+	r = aifs(t, "locate", set, victimClass)
+	if r.code == 0 || !strings.Contains(r.stderr, "entries block") || strings.Contains(r.stdout, "\t0\t0\t00000000") {
+		t.Errorf("aifs locate of the damaged directory: %s; want a failure naming the block, and no zero record", r)
+	}
+	if _, err := os.ReadFile(filepath.Join(mnt, ".aifs", "locations")); !errors.Is(err, syscall.EIO) {
+		t.Errorf("reading .aifs/locations over the damaged block: %v, want EIO", err)
 	}
 }

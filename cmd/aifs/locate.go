@@ -49,11 +49,10 @@ order (a directory's files, then its subdirectories); no PATH: every file. Progr
 			w.Flush()
 			return fail("locate", lookupError(err, p, pos[0]))
 		}
-		printLocations(w, src, id)
-	}
-	if err := src.x.Err(); err != nil {
-		w.Flush()
-		return fail("locate", err)
+		if err := printLocations(w, src, id); err != nil {
+			w.Flush() // the lines before the damage are right
+			return fail("locate", err)
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return fail("locate", err)
@@ -129,22 +128,32 @@ func readLocationsHead(path string) (source string, identity uint32, err error) 
 }
 
 // printLocations writes the line of file id, or of every file under directory id in pack
-// order: a directory's files, then each of its subdirectories.
-func printLocations(w *bufio.Writer, src *source, id layout.ID) {
+// order: a directory's files, then each of its subdirectories. It stops with an error where a
+// block of the index it needs failed its checks.
+func printLocations(w *bufio.Writer, src *source, id layout.ID) error {
 	x := src.x
 	e := x.Entry(id)
+	if e.Mode == 0 {
+		return x.Err() // its block of the index failed its checks: no line for it
+	}
 	if !e.IsDir() {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%08x\n", displayName(x.Path(id)), shardLocation(src, e.Shard), e.Offset, e.Size, e.CRC)
-		return
+		return nil
 	}
-	children := e.FirstChild + layout.ID(e.NumChildren)
 	for _, dirs := range []bool{false, true} {
-		for c := e.FirstChild; c < children; c++ {
-			if x.Entry(c).IsDir() == dirs {
-				printLocations(w, src, c)
+		for k := range e.NumChildren {
+			c, ce, err := x.Child(id, e, k)
+			if err != nil {
+				return err
+			}
+			if ce.IsDir() == dirs {
+				if err := printLocations(w, src, c); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	return nil
 }
 
 // shardLocation returns where shard n of src lies: a path, or an s3:// URL.
