@@ -4,7 +4,8 @@
 // queries touch is read and checked on first use) and then in --passes warm passes. Run it with
 // GOMAXPROCS=1 under taskset to hold it to one core. It prints one JSON line: load_ms,
 // cold_lookups_per_s, warm_lookups_per_s (the median pass), queries, and the process's RSS after
-// the cold pass and at the end.
+// the cold pass and at the end; with -latency also random_read_ns, this machine's latency of one
+// dependent random read over memory of the index's size, which bounds a lookup (docs/scale.md).
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/aifs/aifs/layout"
@@ -26,6 +28,7 @@ func main() {
 	passes := flag.Int("passes", 5, "warm passes after the cold one")
 	seed := flag.Uint64("seed", 1, "random seed of the queries")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the warm passes to this file")
+	latency := flag.Bool("latency", false, "also measure the machine's bound: ns of one dependent random read over memory of the index's size (huge pages, as the index gets)")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: indexbench [-queries N] [-passes N] [-seed N] DIR")
@@ -82,10 +85,42 @@ func main() {
 		warm = append(warm, pass())
 	}
 	slices.Sort(warm)
-	defer json.NewEncoder(os.Stdout).Encode(map[string]any{
+	out := map[string]any{
 		"load_ms": loadMS, "cold_lookups_per_s": cold, "warm_lookups_per_s": warm[len(warm)/2],
 		"queries": len(qs), "rss_after_cold_bytes": rssCold, "rss_end_bytes": rss(),
-	})
+	}
+	defer json.NewEncoder(os.Stdout).Encode(out)
+	if *latency {
+		total, _ := x.Size()
+		out["random_read_ns"] = randomReadNs(int(total))
+	}
+}
+
+// randomReadNs returns the ns of one read of a random cache line of n bytes of anonymous memory
+// in huge pages, each read's address depending on the one before (as a lookup's reads do): a
+// lookup that makes k such reads in a row is bounded by k times it.
+func randomReadNs(n int) float64 {
+	buf, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE|syscall.MAP_NORESERVE)
+	if err != nil {
+		return 0
+	}
+	defer syscall.Munmap(buf)
+	syscall.Madvise(buf, syscall.MADV_HUGEPAGE)
+	for i := 0; i < n; i += 4096 {
+		buf[i] = 1
+	}
+	const steps = 5_000_000
+	rng := rand.New(rand.NewPCG(5, 6))
+	lines := make([]uint64, steps)
+	for i := range lines {
+		lines[i] = rng.Uint64N(uint64(n / 64))
+	}
+	t := time.Now()
+	var x uint64
+	for _, l := range lines {
+		x += uint64(buf[(l^(x&1))*64]) // the next address depends on this read
+	}
+	return float64(time.Since(t).Nanoseconds()) / steps
 }
 
 // rss returns the process's resident set in bytes (VmRSS).
