@@ -118,17 +118,9 @@ func (t *packTree) encodeIndex(shards []Shard, target uint64) ([]byte, error) {
 }
 
 // indexSizeHint returns at least the size of the index IndexWriter writes for the tree and
-// shards (if not, the buffer grows, copying): the entries, lookup table and names, the shard
-// table, a checksum per block and a directory run per directory.
+// shards (indexSize).
 func (t *packTree) indexSizeHint(shards []Shard) int {
-	n := uint64(t.len())
-	names := t.names.end // the arena's, which is at least the names' total
-	for _, s := range shards {
-		names += uint64(len(s.Name) + len(s.Version))
-	}
-	table := 4 * tableSlots(n)
-	blocks := n/defaultPerBlock + names/defaultBlockBytes + table/defaultBlockBytes + 3
-	return int(headerSize3 + entrySize*n + table + names + shardSize*uint64(len(shards)) + 4*blocks + 8*uint64(len(t.dirs)))
+	return indexSize(t.len(), len(t.dirs), 0, t.names.end, shards) // the arena's end is at least the names' total
 }
 
 // walkTree walks the tree at src into a packTree, following symlinks and skipping what cannot

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -125,7 +126,7 @@ func IndexTars(ctx context.Context, srcs []TarSource, opt IndexOptions) ([]byte,
 	for _, s := range ix.srcs {
 		newest = max(newest, s.MTime)
 	}
-	b := newTreeBuilder(newest)
+	b := newTreeBuilder(newest, srcs)
 	shards := make([]Shard, len(srcs))
 	var view viewBuilder = &treeView{ix: ix, tops: map[string]int{}}
 	if opt.View == ViewImageFolder {
@@ -141,6 +142,9 @@ func IndexTars(ctx context.Context, srcs []TarSource, opt IndexOptions) ([]byte,
 	})
 	if err == nil {
 		err = view.finish(b)
+	}
+	if err == nil {
+		err = b.settle()
 	}
 	if err != nil {
 		return nil, IndexResult{}, err
@@ -229,8 +233,12 @@ func (ix *indexer) scanAll(ctx context.Context, use func(i int, sc *tarScan) err
 		go func() {
 			defer wg.Done()
 			tr, buf := NewTarReader(nil), make([]byte, 256<<10) // reused from tar to tar
+			members := 0                                        // in the last tar: room for as many in the next
 			for i := range next {
-				sc, err := ix.scan(ctx, i, tr, buf)
+				sc, err := ix.scan(ctx, i, tr, buf, members)
+				if err == nil {
+					members = len(sc.entries)
+				}
 				done[i] <- result{sc, err}
 			}
 		}()
@@ -266,8 +274,9 @@ func (c *crcCounter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// scan reads tar i with tr, keeping what the tree may hold; buf is scratch space.
-func (ix *indexer) scan(ctx context.Context, i int, tr *TarReader, buf []byte) (*tarScan, error) {
+// scan reads tar i with tr, keeping what the tree may hold; buf is scratch space, and room is
+// made for members entries.
+func (ix *indexer) scan(ctx context.Context, i int, tr *TarReader, buf []byte, members int) (*tarScan, error) {
 	src := ix.srcs[i]
 	rc, err := src.Open(ctx)
 	if err != nil {
@@ -281,7 +290,7 @@ func (ix *indexer) scan(ctx context.Context, i int, tr *TarReader, buf []byte) (
 		r = sum
 	}
 	tr.Reset(r)
-	sc := &tarScan{}
+	sc := &tarScan{entries: make([]treeMember, 0, members)}
 	var files map[string]int // path → the entry of the regular file there, made at the first hard link
 	var reported int64
 	for {
@@ -447,73 +456,111 @@ func cleanMemberPath(name string) (string, error) {
 }
 
 // treeBuilder builds the tree of nodes from scanned tars, with the rule for a path taken twice.
+// Files are appended to their directory as they come, without a lookup; settle then finds the
+// paths taken twice. (A map of every directory's children by name cost 16% of IndexTars's CPU
+// at 1.28 M members, with its garbage.)
 type treeBuilder struct {
 	root  *node
-	kids  map[*node]map[string]*node
-	mtime int64 // of directories implied
+	dirs  map[*node]map[string]*node // each directory's subdirectories by name
+	mtime int64                      // of directories implied
+	srcs  []TarSource                // to name a file's tar in an error
 	res   IndexResult
 }
 
-func newTreeBuilder(mtime int64) *treeBuilder {
-	return &treeBuilder{root: &node{mode: modeDir | 0o755, mtime: mtime}, kids: map[*node]map[string]*node{}, mtime: mtime}
+func newTreeBuilder(mtime int64, srcs []TarSource) *treeBuilder {
+	return &treeBuilder{root: &node{mode: modeDir | 0o755, mtime: mtime}, dirs: map[*node]map[string]*node{}, mtime: mtime, srcs: srcs}
 }
 
 // dir returns the directory at path p under d, creating it and its parents as needed.
-func (b *treeBuilder) dir(d *node, p string) (*node, error) {
+func (b *treeBuilder) dir(d *node, p string) *node {
 	for part := range strings.SplitSeq(p, "/") {
 		if part == "" {
 			continue
 		}
-		c := b.kids[d][part]
+		c := b.dirs[d][part]
 		if c == nil {
 			c = &node{name: part, mode: modeDir | 0o755, mtime: b.mtime}
-			b.add(d, c)
-		} else if !c.isDir() {
-			return nil, fmt.Errorf("%q is both a file and a directory", part)
+			if b.dirs[d] == nil {
+				b.dirs[d] = map[string]*node{}
+			}
+			b.dirs[d][part] = c
+			d.children = append(d.children, c)
 		}
 		d = c
 	}
-	return d, nil
-}
-
-func (b *treeBuilder) add(d, c *node) {
-	if b.kids[d] == nil {
-		b.kids[d] = map[string]*node{}
-	}
-	b.kids[d][c.name] = c
-	d.children = append(d.children, c)
+	return d
 }
 
 // put places e, a member of tar shard, at its path under d: a directory takes e's mode and
-// mtime; a file replaces one already there (the last wins).
-func (b *treeBuilder) put(d *node, e treeMember, shard uint32) error {
+// mtime; a file is added beside any other at its path (settle keeps the last).
+func (b *treeBuilder) put(d *node, e treeMember, shard uint32) {
 	parent, base := "", e.path
 	if i := strings.LastIndexByte(e.path, '/'); i >= 0 {
 		parent, base = e.path[:i], e.path[i+1:]
 	}
-	pd, err := b.dir(d, parent)
-	if err != nil {
-		return err
-	}
+	pd := b.dir(d, parent)
 	if e.dir {
-		n, err := b.dir(pd, base)
-		if err != nil {
-			return err
-		}
+		n := b.dir(pd, base)
 		n.mode, n.mtime = modeDir|e.mode, e.mtime
+		return
+	}
+	pd.children = append(pd.children, &node{name: base, mode: modeRegular | e.mode, mtime: e.mtime,
+		shard: shard, size: e.size, offset: e.off, crc: e.crc, link: e.link})
+}
+
+// settle sorts every directory's children by name and applies the rule for a path taken twice:
+// of files at one path the last put wins (the others are counted in res.Replaced); a file and
+// a directory at one path fail the index.
+func (b *treeBuilder) settle() error {
+	var walk func(d *node, path string) error
+	walk = func(d *node, path string) error {
+		byName := func(x, y *node) int { return strings.Compare(x.name, y.name) }
+		if !slices.IsSortedFunc(d.children, byName) {
+			slices.SortStableFunc(d.children, byName) // stable: the order put them in
+		}
+		kept := d.children[:0]
+		for run := d.children; len(run) > 0; {
+			k := 1
+			for k < len(run) && run[k].name == run[0].name {
+				k++
+			}
+			if err := b.conflict(run[:k], path); err != nil {
+				return err
+			}
+			kept = append(kept, run[k-1])
+			b.res.Replaced += k - 1
+			run = run[k:]
+		}
+		clear(d.children[len(kept):])
+		d.children = kept
+		for _, c := range kept {
+			if c.isDir() {
+				if err := walk(c, path+c.name+"/"); err != nil {
+					return err
+				}
+			}
+		}
 		return nil
 	}
-	n := b.kids[pd][base]
-	switch {
-	case n == nil:
-		n = &node{name: base}
-		b.add(pd, n)
-	case n.isDir():
-		return fmt.Errorf("%q is both a directory and a file", e.path)
-	default:
-		b.res.Replaced++
+	return walk(b.root, "")
+}
+
+// conflict returns the error for run, nodes of one name in the directory at path in the order
+// they were put, if it holds a directory (at most one: dir finds it) and a file.
+func (b *treeBuilder) conflict(run []*node, path string) error {
+	if len(run) == 1 {
+		return nil
 	}
-	n.mode, n.mtime, n.shard, n.size, n.offset, n.crc, n.link = modeRegular|e.mode, e.mtime, shard, e.size, e.off, e.crc, e.link
+	for _, n := range run {
+		if n.isDir() {
+			f := run[0]
+			if f == n {
+				f = run[1]
+				return fmt.Errorf("%s: %q is both a directory and a file", b.srcs[f.shard].Label, path+n.name)
+			}
+			return fmt.Errorf("%s: %q is both a file and a directory", b.srcs[f.shard].Label, path+n.name)
+		}
+	}
 	return nil
 }
 
@@ -538,15 +585,10 @@ func (v *treeView) add(b *treeBuilder, i int, sc *tarScan) error {
 			return fmt.Errorf("%s and %s would both be the directory %q; rename one, or use --merge", v.ix.srcs[j].Label, src.Label, name)
 		}
 		v.tops[name] = i
-		var err error
-		if top, err = b.dir(b.root, name); err != nil {
-			return err
-		}
+		top = b.dir(b.root, name)
 	}
 	for _, e := range sc.entries {
-		if err := b.put(top, e, uint32(i)); err != nil {
-			return fmt.Errorf("%s: %w", src.Label, err)
-		}
+		b.put(top, e, uint32(i))
 	}
 	sc.entries = nil
 	return nil

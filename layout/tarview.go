@@ -157,9 +157,7 @@ func (v *imageFolder) finish(b *treeBuilder) error {
 		}
 		e := s.image
 		e.path = class + "/" + s.key + "." + s.ext
-		if err := b.put(b.root, e, s.shard); err != nil {
-			return fmt.Errorf("%s: %w", ix.srcs[s.shard].Label, err)
-		}
+		b.put(b.root, e, s.shard)
 		classes[class] = true
 		b.res.Samples++
 	}
