@@ -167,6 +167,26 @@ func (t *TarReader) Read(p []byte) (int, error) {
 	return n, t.err
 }
 
+// ReadBuffered returns the next bytes of the current member's data without copying them: those
+// the reader's buffer holds (filled first if empty), up to the member's end. They stay valid
+// until the next call on t. At the member's end it returns io.EOF. (IndexTars checksums members
+// so: copying them out, as Read does, cost a tenth of its CPU.)
+func (t *TarReader) ReadBuffered() ([]byte, error) {
+	if t.err != nil || t.remain == 0 {
+		return nil, cmp.Or(t.err, io.EOF)
+	}
+	if t.br.Buffered() == 0 {
+		if _, err := t.br.Peek(1); err != nil {
+			t.err = t.readErr(err, fmt.Sprintf("member %q", t.name), t.off+t.remain+t.pad)
+			return nil, t.err
+		}
+	}
+	p, _ := t.br.Peek(int(min(int64(t.br.Buffered()), t.remain)))
+	t.br.Discard(len(p))
+	t.off, t.remain = t.off+int64(len(p)), t.remain-int64(len(p))
+	return p, nil
+}
+
 // next skips the rest of the current member and reads the next one's headers, leaving t at its
 // data.
 func (t *TarReader) next() (TarMember, error) {

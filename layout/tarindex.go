@@ -318,7 +318,7 @@ func (ix *indexer) scan(ctx context.Context, i int, tr *TarReader, buf []byte, m
 			if p == "" {
 				return nil, fmt.Errorf("%s: member %q (at byte %d): a file with no name", src.Label, m.Name, m.Header)
 			}
-			if e.crc, e.data, err = ix.readMember(tr, m, p, buf); err != nil {
+			if e.crc, e.data, err = ix.readMember(tr, m, p); err != nil {
 				return nil, fmt.Errorf("%s: member %q: %w", src.Label, m.Name, err)
 			}
 			if files != nil {
@@ -371,8 +371,8 @@ func (ix *indexer) scan(ctx context.Context, i int, tr *TarReader, buf []byte, m
 }
 
 // readMember reads the data of file member m (path p) if it is wanted: all of it for its
-// checksum, and the bytes of a label member for the image-folder view. buf is scratch space.
-func (ix *indexer) readMember(tr *TarReader, m TarMember, p string, buf []byte) (uint32, []byte, error) {
+// checksum, and the bytes of a label member for the image-folder view.
+func (ix *indexer) readMember(tr *TarReader, m TarMember, p string) (uint32, []byte, error) {
 	var data []byte
 	keep := ix.opt.View == ViewImageFolder && ix.opt.Labels.isLabel(p) && m.Size <= maxLabelBytes
 	if keep {
@@ -382,16 +382,16 @@ func (ix *indexer) readMember(tr *TarReader, m TarMember, p string, buf []byte) 
 	}
 	var crc uint32
 	for {
-		n, err := tr.Read(buf)
-		crc = crc32.Update(crc, castagnoli, buf[:n])
-		if keep {
-			data = append(data, buf[:n]...)
-		}
+		b, err := tr.ReadBuffered()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return 0, nil, err
+		}
+		crc = crc32.Update(crc, castagnoli, b)
+		if keep {
+			data = append(data, b...)
 		}
 	}
 	if ix.opt.NoChecksums {
