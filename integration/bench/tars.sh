@@ -17,16 +17,19 @@
 #      ext4 image, writes them as WebDataset tars of PER_TAR samples, shuffled
 #      (integration/torchcheck/wds.py: KEY.JPEG and KEY.cls members, and classes.txt), indexes
 #      those with --view imagefolder --class-names classes.txt and packs the tree with aifs pack
-#      (each timed once, cold); then reads the tree on ext4, the packed set's mount and the tars'
-#      mount interleaved pass by pass: cold shuffled epochs at each reader count in JOBS (`aifs
-#      bench --drop-caches --relist`, one epoch a pass, RUNS passes; the imagefolder view has the
-#      tree's paths, so aifs bench checks that all three served the same bytes), and ImageFolder +
-#      DataLoader (dataloader.py: PT_SAMPLES samples, WORKERS workers, RUNS passes);
+#      (each timed, cold), twice each, in the order packed a, tars a, tars b, packed b (where a set
+#      lies on this disk moves its speed by 10-20%: two placements each); then reads the tree
+#      on ext4 and the mounts of the two packed sets and the two tars interleaved pass by pass:
+#      cold shuffled epochs at each reader count in JOBS (`aifs bench --drop-caches --relist`, one
+#      epoch a pass, RUNS passes; the imagefolder view has the tree's paths, so aifs bench checks
+#      that all five served the same bytes), and ImageFolder + DataLoader (dataloader.py:
+#      PT_SAMPLES samples, WORKERS workers, RUNS passes); each copy gives a figure a pass, and a
+#      ratio pairs each copy of the tars with the same copy of the packed set;
 #   4. writes OUT/tars.md (the machine, the figures, the ratios against the issue's targets) and
 #      OUT/tars.tsv (every figure and its passes).
 # A figure is the median of its passes; a ratio, the median of the passes' ratios (the systems of
 # a pass ran within seconds of each other, so the disk's drift over minutes cancels). Commits
-# nothing. Needs root (loop devices, mounts, drop_caches). About 8 minutes with the defaults on
+# nothing. Needs root (loop devices, mounts, drop_caches). About 9 minutes with the defaults on
 # 2 cores (more where other work shares them: half of it is CPU-bound).
 #
 # Environment (defaults in brackets):
@@ -230,21 +233,38 @@ echo "== mounts done after $((SECONDS - started)) s" >&2
 
 # --- 3. FILES JPEGs as WebDataset tars, through the imagefolder view, against aifs pack and ext4 --
 jpeg=$RUN/jpeg
-fs_image ext4 $((FILES * 112640 / 1048576 * 4 + 1024)) "$jpeg" # tree, tars, shard set
+fs_image ext4 $((FILES * 112640 / 1048576 * 6 + 1024)) "$jpeg" # tree, 2 × (tars, shard set)
 go run ./integration/gendata --jpeg --files "$FILES" --classes $((FILES / 100 > 0 ? FILES / 100 : 1)) "$jpeg/tree" >&2
-$PY integration/torchcheck/wds.py "$jpeg/tree" "$jpeg/tars" --per-tar "$PER_TAR" --shuffle 1
 jpeg_bytes=$(du -sb --apparent-size "$jpeg/tree" | cut -f1)
-dropcaches
-timed jpeg-index.aifs "$AIFS" index --quiet --view imagefolder --class-names "$jpeg/tars/classes.txt" "$jpeg/tars" "$jpeg/tars"
-dropcaches
-timed jpeg-pack.aifs "$AIFS" pack --quiet "$jpeg/tree" "$jpeg/set"
-SYSTEMS=(ext4 packed tars)
-DIRS=("$jpeg/tree" "$RUN/mnt-packed" "$RUN/mnt-tars")
+# Two copies of each, written in the order packed a, tars a, tars b, packed b: where a set lies
+# on this disk moves its speed by 10-20% (with one copy of each, one run gave tars/pack 0.87 and
+# 0.95 at 1 and 8 readers, another with the packed set written first 1.02 and 1.04; in a run with
+# two copies, copy a read 10-20% faster than copy b for both systems). Each pass reads both
+# copies; the ratios pair each copy of the tars with the same copy of the packed set, so that a
+# ratio's passes sample two placements, each system written first in one.
+tars_copy() {
+	$PY integration/torchcheck/wds.py "$jpeg/tree" "$jpeg/tars-$1" --per-tar "$PER_TAR" --shuffle 1
+	dropcaches
+	timed jpeg-index.aifs "$AIFS" index --quiet --view imagefolder --class-names "$jpeg/tars-$1/classes.txt" "$jpeg/tars-$1" "$jpeg/tars-$1"
+}
+pack_copy() {
+	dropcaches
+	timed jpeg-pack.aifs "$AIFS" pack --quiet "$jpeg/tree" "$jpeg/set-$1"
+}
+pack_copy a
+tars_copy a
+tars_copy b
+pack_copy b
+SYSTEMS=(ext4 packed tars packed tars)
+DIRS=("$jpeg/tree" "$RUN/mnt-packed-a" "$RUN/mnt-tars-a" "$RUN/mnt-packed-b" "$RUN/mnt-tars-b")
+SETS=("" "$jpeg/set-a" "$jpeg/tars-a" "$jpeg/set-b" "$jpeg/tars-b")
 mkdir "${DIRS[@]:1}"
-"$AIFS" mount "$jpeg/set" "$RUN/mnt-packed"
-"$AIFS" mount "$jpeg/tars" "$RUN/mnt-tars"
-PIDS=("" "$(daemon_pid "$jpeg/set")" "$(daemon_pid "$jpeg/tars")")
-[[ -n ${PIDS[1]} && -n ${PIDS[2]} ]] || die "no daemon found for the mount of $jpeg/set or $jpeg/tars"
+PIDS=("")
+for i in 1 2 3 4; do
+	"$AIFS" mount "${SETS[i]}" "${DIRS[i]}"
+	PIDS+=("$(daemon_pid "${SETS[i]}")")
+	[[ -n ${PIDS[i]} ]] || die "no daemon found for the mount of ${SETS[i]}"
+done
 meta jpeg_bytes "$jpeg_bytes"
 echo "== $FILES JPEGs ready after $((SECONDS - started)) s" >&2
 
@@ -263,31 +283,48 @@ counted() {
 	awk -v b="$((b1 - b0))" -v n="$jpeg_bytes" 'BEGIN {printf "%.4f\n", b / n}' >>"$RES/disk-$case.$system"
 }
 
-# A pass reads the three in turn, starting with the next one each pass (ext4 first in pass 1, the
-# packed set in pass 2, ...), so that none always reads right after another. Each aifs daemon's
+# per_copy CASE V... appends a pass's figures V, one for each of DIRS in order, to RES/CASE.SYSTEM:
+# for copy a, then copy b, ext4's and then each system's, so that the lines of the three files
+# pair up (ext4's figure twice).
+per_copy() {
+	local case=$1
+	shift
+	local v=("$@") c
+	for c in 1 3; do
+		echo "${v[0]}" >>"$RES/$case.ext4"
+		echo "${v[c]}" >>"$RES/$case.packed"
+		echo "${v[c + 1]}" >>"$RES/$case.tars"
+	done
+}
+
+# A pass reads the five in turn, starting with the next one each pass (ext4 first in pass 1, the
+# packed set a in pass 2, ...), so that none always reads right after another. Each aifs daemon's
 # CPU time and shard reads over the pass are its epoch's (it serves nothing else).
 for j in $JOBS; do
 	for p in $(seq "$RUNS"); do
 		out=$RUN/cold-$j-$p.json
 		k=$(((p - 1) % ${#DIRS[@]}))
-		before=("" "$(counters "${DIRS[1]}" "${PIDS[1]}")" "$(counters "${DIRS[2]}" "${PIDS[2]}")")
+		before=("")
+		for i in 1 2 3 4; do before+=("$(counters "${DIRS[i]}" "${PIDS[i]}")"); done
 		"$AIFS" bench --json --drop-caches --relist --seed "$p" -j "$j" "${DIRS[@]:k}" "${DIRS[@]:0:k}" >"$out" ||
 			{ cat "$out" >&2; die "cold-$j pass $p: aifs bench failed (a read error, or the systems served different bytes)"; }
-		# each DIR's files/s, to cold-J.SYSTEM
-		$PY -c 'import json,sys; print(*(round(p["files_per_s"], 1) for p in json.load(open(sys.argv[1]))["passes"]))' "$out" |
-			while read -r -a v; do
-				for i in "${!v[@]}"; do echo "${v[i]}" >>"$RES/cold-$j.${SYSTEMS[(i + k) % ${#SYSTEMS[@]}]}"; done
-			done
-		for i in 1 2; do counted "cold-$j" "${SYSTEMS[i]}" "${before[i]}" "${DIRS[i]}" "${PIDS[i]}"; done
+		# each DIR's files/s, in the order of DIRS
+		read -r -a v < <($PY -c 'import json,sys; print(*(round(p["files_per_s"], 1) for p in json.load(open(sys.argv[1]))["passes"]))' "$out")
+		per_copy "cold-$j" "${v[@]:${#v[@]}-k}" "${v[@]:0:${#v[@]}-k}"
+		for i in 1 2 3 4; do counted "cold-$j" "${SYSTEMS[i]}" "${before[i]}" "${DIRS[i]}" "${PIDS[i]}"; done
 	done
 	echo "== cold shuffled epochs with $j readers done after $((SECONDS - started)) s" >&2
 done
 $PY integration/bench/dataloader.py "$PT_SAMPLES" "$WORKERS" "$RUNS" "${DIRS[@]}" >"$RUN/pytorch.out"
-i=0
-while read -r -a v; do # the median, then each pass
-	printf '%s\n' "${v[@]:1}" >"$RES/pytorch.${SYSTEMS[i]}"
-	i=$((i + 1))
-done <"$RUN/pytorch.out"
+mapfile -t pt <"$RUN/pytorch.out" # a line a DIR: the median, then each pass
+for p in $(seq "$RUNS"); do
+	v=()
+	for i in "${!DIRS[@]}"; do
+		read -r -a line <<<"${pt[i]}"
+		v+=("${line[p]}")
+	done
+	per_copy pytorch "${v[@]}"
+done
 echo "== measured in $((SECONDS - started)) s" >&2
 meta seconds $((SECONDS - started))
 meta load_end "$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -351,9 +388,10 @@ md = [
     + (f" {meta['NOTE']}" if meta["NOTE"] else ""),
     "",
     f"Each figure is the median of {runs} passes (their range beside it), the systems interleaved "
-    "pass by pass; a ratio is the median of the passes' ratios. Everything is on ext4 images on "
-    "the same disk, loop-mounted with direct I/O so that the host does not cache them, and the "
-    "caches are dropped before every timed command (cold).",
+    "pass by pass (in the JPEG section, each pass gives a figure for each of two copies); a ratio "
+    "is the median of the passes' ratios. Everything is on ext4 images on the same disk, "
+    "loop-mounted with direct I/O so that the guest does not cache them, and the caches are "
+    "dropped before every timed command (cold).",
     "",
     f"## Index: {tars:,} tars of {members:,} members ({n:,} members, {tar_bytes / 1e9:.2f} GB of tar)",
     "",
@@ -420,10 +458,15 @@ md += [
     f"in {files // 100 or 1} classes, written by `integration/torchcheck/wds.py` as tars of "
     f"{meta['PER_TAR']} samples in shuffled order (KEY.JPEG and KEY.cls members), indexed with "
     "`aifs index --view imagefolder --class-names classes.txt` "
-    f"({med('jpeg-index', 'aifs'):.2f} s, cold, once) and mounted; the same tree packed by `aifs pack` "
-    f"({med('jpeg-pack', 'aifs'):.2f} s, cold, once) and mounted; and the tree itself on ext4. All "
-    "three on one ext4 image; both mounts with aifs's defaults. Every pass of the three served the "
-    "same bytes (`aifs bench` digests).",
+    f"({med('jpeg-index', 'aifs'):.2f} s, cold) and mounted; the same tree packed by `aifs pack` "
+    f"({med('jpeg-pack', 'aifs'):.2f} s, cold) and mounted; and the tree itself on ext4. All on one "
+    "ext4 image; the mounts with aifs's defaults. The tars and the packed set are there twice, "
+    "written in the order packed a, tars a, tars b, packed b, because where a set lies on this "
+    "disk moves its speed by 10-20% (with one copy of each, one run gave tars/pack 0.87 and 0.95 "
+    "at 1 and 8 readers, another with the packed set written first 1.02 and 1.04): each pass reads "
+    "both copies, each copy gives a figure (ext4's counted with each), and a ratio pairs each copy "
+    "of the tars with the same copy of the packed set. Seconds to index and pack are the medians "
+    "of the two copies. Every pass of the five served the same bytes (`aifs bench` digests).",
     "",
     "| | unit | ext4 | aifs pack | aifs index (tars) | tars/pack | tars/ext4 | pack/ext4 | target tars/pack ≥ 0.95 |",
     "|---|---|---|---|---|---|---|---|---|",
@@ -442,11 +485,11 @@ for case, label, unit in cases:
                       f"| {ratio(k, 'tars', 'packed'):.2f} | | | |")
 md += [
     "",
-    "- **cold**: `aifs bench --drop-caches --relist --seed PASS -j READERS` over the three at once "
+    "- **cold**: `aifs bench --drop-caches --relist --seed PASS -j READERS` over the five at once "
     "(caches dropped and the tree listed, untimed, before each system's epoch; each reader opens, "
     "reads to the end and closes one file at a time), one epoch a pass, as compare.sh runs it; "
-    "each pass starts with the next system (ext4 first in pass 1, aifs pack in pass 2, the tars in "
-    "pass 3, ...). Below each cold row, for each aifs daemon over its epoch: its CPU time (user + "
+    "each pass starts with the next system (ext4 first in pass 1, aifs pack a in pass 2, the tars a "
+    "in pass 3, ...). Below each cold row, for each aifs daemon over its epoch: its CPU time (user + "
     "system, /proc) over the files read, and the bytes it read from the shards over the dataset's.",
     f"- **PyTorch**: `integration/bench/dataloader.py`: torchvision ImageFolder with the ImageNet "
     f"training transform, DataLoader(batch_size=32, shuffle=True, num_workers={meta['WORKERS']}), "
