@@ -60,6 +60,10 @@ func number(root *node) []*node {
 // them) and shards, with the extent order when id order is not it (tar sets), and flagged as
 // having no checksums if noCRC.
 func encodeIndex(nodes []*node, shards []Shard, noCRC bool) []byte {
+	// The extent order is found on another core while the entries are encoded (at 1.28 M tar
+	// members it took a fifth of the time after the last tar was read).
+	orderc := make(chan []ID, 1)
+	go func() { orderc <- extentOrder(nodes) }()
 	var names uint64
 	dirs := 0
 	for _, n := range nodes {
@@ -68,8 +72,7 @@ func encodeIndex(nodes []*node, shards []Shard, noCRC bool) []byte {
 			dirs++
 		}
 	}
-	order := extentOrder(nodes)
-	out := memFile{b: make([]byte, 0, indexSize(len(nodes), dirs, len(order), names, shards))}
+	out := memFile{b: make([]byte, 0, indexSize(len(nodes), dirs, len(nodes)-dirs, names, shards))}
 	w := NewIndexWriter(&out, len(nodes), noCRC)
 	for _, n := range nodes {
 		e := Entry{Mode: n.mode, MTime: n.mtime}
@@ -85,7 +88,7 @@ func encodeIndex(nodes []*node, shards []Shard, noCRC bool) []byte {
 		}
 		w.Add(unsafe.Slice(unsafe.StringData(n.name), len(n.name)), e) // Add only reads it
 	}
-	if _, err := w.Finish(shards, order); err != nil {
+	if _, err := w.Finish(shards, <-orderc); err != nil {
 		panic(fmt.Sprintf("layout: encoding an index in memory: %v", err)) // the nodes are numbered by number
 	}
 	return out.b
