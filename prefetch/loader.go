@@ -147,6 +147,8 @@ type Loader struct {
 	scopeAt      int
 	readers      [8]atomic.Uint32
 	chunkFlights atomic.Int32 // chunk reads queued or running (chunks.go)
+	chunksOpen   atomic.Bool  // chunk reads may start: the READs miss fast (chunkGate)
+	gate         chunkGate    // owned by the page cache's ticks (tick)
 
 	verified []atomic.Uint64 // with Verify: the samples over MaxWhole whose checksum matched, one bit each
 

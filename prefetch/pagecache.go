@@ -86,8 +86,10 @@ func (l *Loader) residencyLoop(every time.Duration) {
 	}
 }
 
-// tick ticks the Residency and drops what it lets go; drop is reused.
+// tick ticks the Residency and drops what it lets go, and opens or closes chunk reads
+// (chunkGate); drop is reused.
 func (l *Loader) tick(drop []layout.ID) []layout.ID {
+	l.chunksOpen.Store(l.gate.tick(l.stats.misses.Load()))
 	l.lockPlanner()
 	drop = l.res.Tick(l.planner.Passed, l.flights.Busy, drop)
 	l.unlockPlanner()

@@ -21,6 +21,9 @@ type kernelCache struct {
 	pushes  map[layout.ID]int
 	reading map[layout.ID]bool // READs in flight: their pages are locked, a drop leaves them
 	drops   int
+	// tickEach, if not 0, makes epoch tick the Loader after every tickEach READs, standing
+	// for the clock: a tick is 10 ms, so 20 READs a tick are 2,000 a second.
+	tickEach int
 }
 
 func newKernelCache(t testing.TB, content map[layout.ID][]byte) *kernelCache {
@@ -95,6 +98,9 @@ func (k *kernelCache) epoch(t testing.TB, l *Loader, ids []layout.ID, rng *rand.
 		k.mu.Lock()
 		delete(k.reading, id)
 		k.mu.Unlock()
+		if k.tickEach > 0 && len(reached)%k.tickEach == 0 {
+			l.tick(nil)
+		}
 	}
 	l.tick(nil) // a whole tick after the last read: its drops are due
 	l.tick(nil)
@@ -145,11 +151,12 @@ func TestLoaderChunkReads(t *testing.T) {
 	x, shards, content := dataset(t, 400, 16<<10)
 	ids := sortedIDs(content)
 	k := newKernelCache(t, content)
+	k.tickEach = 20 // misses at 2,000 a second: the gate opens at the first tick
 	l := newInlineLoader(t, x, shards, Options{Push: k.push, Drop: k.drop, ChunkReads: true})
 	reached := k.epoch(t, l, ids, rand.New(rand.NewPCG(9, 10)))
 	st := l.Stats()
 	t.Logf("%d of %d samples reached the Loader; %+v", len(reached), len(ids), *st.PageCache)
-	if len(reached) > len(ids)/10 {
+	if len(reached) > len(ids)/10+gateOpenMisses { // those before the gate opened, and a few a chunk
 		t.Errorf("%d of %d samples reached the Loader in a cold epoch with chunk reads", len(reached), len(ids))
 	}
 	for id, n := range k.pushes {
@@ -157,10 +164,59 @@ func TestLoaderChunkReads(t *testing.T) {
 			t.Errorf("sample %d pushed %d times, and read: %v", id, n, reached[id])
 		}
 	}
-	if pc := st.PageCache; !pc.Fits || pc.ChunkReads == 0 || pc.ChunkSamples != uint64(len(k.pushes)) || pc.Drops != 0 || k.drops != 0 {
+	// Read-ahead pushes some too, before the gate opens (a sequential run: this set is 2 chunks).
+	if pc := st.PageCache; !pc.Fits || pc.ChunkReads == 0 || pc.ChunkSamples == 0 || pc.ChunkSamples > uint64(len(k.pushes)) ||
+		pc.Drops != 0 || k.drops != 0 {
 		t.Errorf("page cache stats %+v, %d samples pushed, %d drops", *pc, len(k.pushes), k.drops)
 	}
 	if st.Prefetch.HeldBytes != 0 {
 		t.Errorf("%d bytes still held after the epoch", st.Prefetch.HeldBytes)
+	}
+}
+
+// TestLoaderChunkReadsSlowReader: a reader that misses at 300 a second (a DataLoader decoding
+// on the CPU) gets no chunk reads.
+func TestLoaderChunkReadsSlowReader(t *testing.T) {
+	x, shards, content := dataset(t, 400, 16<<10)
+	ids := sortedIDs(content)
+	k := newKernelCache(t, content)
+	k.tickEach = 3
+	l := newInlineLoader(t, x, shards, Options{Push: k.push, Drop: k.drop, ChunkReads: true})
+	k.epoch(t, l, ids, rand.New(rand.NewPCG(9, 10)))
+	if pc := l.Stats().PageCache; pc.ChunkReads != 0 || pc.ChunkSamples != 0 {
+		t.Errorf("%d chunk reads pushed %d samples; want none", pc.ChunkReads, pc.ChunkSamples)
+	}
+}
+
+// TestChunkGate replays miss rates tick by tick (a tick is 10 ms).
+func TestChunkGate(t *testing.T) {
+	type phase struct {
+		ticks, perTick int
+		open           bool // the gate after the phase
+	}
+	for _, tc := range []struct {
+		name   string
+		phases []phase
+	}{
+		{"closed at start", []phase{{1, 0, false}}},
+		{"slow reader never opens", []phase{{1000, 4, false}}}, // 400 a second
+		{"a burst under 1,000 a second does not open", []phase{{1, 19, false}, {100, 0, false}}},
+		{"fast reader opens within 20 ms", []phase{{2, 10, true}}},
+		{"stays open while misses fall to 300 a second", []phase{{10, 30, true}, {500, 3, true}}},
+		{"closes a second after misses stop", []phase{{10, 30, true}, {90, 0, true}, {2, 0, false}}},
+		{"reopens", []phase{{10, 30, true}, {200, 0, false}, {10, 10, true}}},
+	} {
+		var g chunkGate
+		var misses uint64
+		open := false
+		for i, p := range tc.phases {
+			for range p.ticks {
+				misses += uint64(p.perTick)
+				open = g.tick(misses)
+			}
+			if open != p.open {
+				t.Errorf("%s: after phase %d: open %v, want %v", tc.name, i, open, p.open)
+			}
+		}
 	}
 }
