@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	aifsfs "github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/prefetch"
@@ -41,6 +43,14 @@ reads the files in an order shuffled from --seed and the epoch number, or in pac
 and of sorted() in an ImageFolder). --jobs readers take the next file from a shared queue: open,
 read to EOF into a buffer reused per reader, close.
 
+With --keep-fraction F, a reader that has read a file outside a stable subset of F of the files
+drops the file's pages from the page cache (posix_fadvise DONTNEED) before closing it, so that
+only the subset stays cached: the same files in every epoch and every run, chosen by a hash of
+their relative paths. In a memory cgroup smaller than the dataset, that is the policy aifs
+follows for its page cache, done by the reader on a native file system without FUSE. Cgroups share
+the page cache: a reader of the same files in another cgroup hits the subset's pages and loses
+its own pages of the others, so give each such reader a copy of its own.
+
 One line per epoch and DIR gives files/s, MB/s (10^6 bytes), the p50/p99/p99.9 time from open
 to close of one file, and a digest of every (path, content) pair read that does not depend on the
 order, so that two runs are compared only if they served the same bytes. With several DIRs a
@@ -56,6 +66,7 @@ epochs), 130 if interrupted.`)
 	limit := flags.Int("limit", 0, "read only the first N files of each epoch's order (0: all)")
 	relist := flags.Bool("relist", false, "with --drop-caches, list DIR again (untimed) after dropping the caches before each epoch, as a training job lists its dataset before its first epoch: the data is cold, the names are not")
 	plan := flags.Bool("plan", false, "before each epoch, send its order to DIR if it is the root of an aifs mount, as python/aifs_plan.py does for a DataLoader")
+	keep := flags.Float64("keep-fraction", 0, "drop the pages of every file outside a stable subset of this fraction (0 to 1) of the files after reading it, with posix_fadvise(DONTNEED) (default 0: off, nothing dropped)")
 	drop := flags.Bool("drop-caches", false, "sync and drop the kernel's page, dentry and inode caches before each listing and each epoch of each DIR (needs root; aifs's own cache is not dropped)")
 	asJSON := flags.Bool("json", false, "print one JSON object at the end instead of text lines")
 	dirs, code, ok := parseArgs(flags, args, 1, math.MaxInt)
@@ -69,8 +80,11 @@ epochs), 130 if interrupted.`)
 		return usageError(flags, "--jobs must be at least 1")
 	case *limit < 0:
 		return usageError(flags, "--limit must not be negative")
+	case !(*keep >= 0 && *keep <= 1): // NaN too
+		return usageError(flags, fmt.Sprintf("--keep-fraction must be between 0 and 1, not %v", *keep))
 	}
-	opt := benchOptions{Dirs: dirs, Epochs: *epochs, Jobs: jobs, Limit: *limit, Seed: *seed, Seq: *seq, Plan: *plan, Relist: *relist}
+	opt := benchOptions{Dirs: dirs, Epochs: *epochs, Jobs: jobs, Limit: *limit, Seed: *seed, Seq: *seq, Plan: *plan, Relist: *relist,
+		KeepFraction: *keep}
 	if *drop {
 		opt.DropCaches = dropKernelCaches
 	}
@@ -109,6 +123,9 @@ type benchOptions struct {
 	Seq    bool     // read in pack order instead of shuffled (default false)
 	Plan   bool     // send each pass's order to each DIR that is an aifs mount (default false)
 	Relist bool     // list DIR again, untimed, after DropCaches before each pass (default false)
+	// KeepFraction, in [0, 1], if above 0, has the readers drop the pages of each file outside
+	// the stable subset keptFiles chooses from the listing after reading it (default 0: off).
+	KeepFraction float64
 	// DropCaches, if not nil, is called before each listing and before each epoch of each tree;
 	// its error stops the run. The first call comes before anything is read.
 	DropCaches func() error
@@ -117,14 +134,18 @@ type benchOptions struct {
 // benchReport is what a run measured, and the --json output. A run that stopped early holds
 // the passes that completed.
 type benchReport struct {
-	Seed       uint64      `json:"seed"`
-	Epochs     int         `json:"epochs"`
-	Jobs       int         `json:"jobs"`
-	Limit      int         `json:"limit"`
-	Seq        bool        `json:"seq"`
-	DropCaches bool        `json:"drop_caches"`
-	Dirs       []dirReport `json:"dirs"`
-	Passes     []passStats `json:"passes"`
+	Seed       uint64 `json:"seed"`
+	Epochs     int    `json:"epochs"`
+	Jobs       int    `json:"jobs"`
+	Limit      int    `json:"limit"`
+	Seq        bool   `json:"seq"`
+	DropCaches bool   `json:"drop_caches"`
+	// KeepFraction is --keep-fraction; KeptFiles how many of the listed files its subset holds
+	// (all of them when it is 0).
+	KeepFraction float64     `json:"keep_fraction"`
+	KeptFiles    int         `json:"kept_files"`
+	Dirs         []dirReport `json:"dirs"`
+	Passes       []passStats `json:"passes"`
 	// Mismatches describes each pair of passes that should have read the same bytes but whose
 	// digests differ; empty when all agree.
 	Mismatches []string `json:"digest_mismatches"`
@@ -165,7 +186,7 @@ type passStats struct {
 // or the context's.
 func benchRun(ctx context.Context, opt benchOptions, out io.Writer) (*benchReport, error) {
 	rep := &benchReport{Seed: opt.Seed, Epochs: opt.Epochs, Jobs: opt.Jobs, Limit: opt.Limit, Seq: opt.Seq,
-		DropCaches: opt.DropCaches != nil, Dirs: []dirReport{}, Passes: []passStats{}, Mismatches: []string{}}
+		DropCaches: opt.DropCaches != nil, KeepFraction: opt.KeepFraction, Dirs: []dirReport{}, Passes: []passStats{}, Mismatches: []string{}}
 	err := rep.run(ctx, opt, out)
 	sameFiles := opt.Seq || opt.Limit == 0 || len(rep.Dirs) > 0 && opt.Limit >= rep.Dirs[0].Files
 	compareDigests(rep, sameFiles)
@@ -202,6 +223,20 @@ func (rep *benchReport) run(ctx context.Context, opt benchOptions, out io.Writer
 	if opt.Limit > 0 {
 		n = min(n, opt.Limit)
 	}
+	var dropAfter []bool // by index into paths; nil: drop nothing
+	rep.KeptFiles = len(paths)
+	if opt.KeepFraction > 0 {
+		dropAfter = make([]bool, len(paths))
+		rep.KeptFiles = 0
+		for i, kept := range keptFiles(paths, opt.KeepFraction) {
+			dropAfter[i] = !kept
+			if kept {
+				rep.KeptFiles++
+			}
+		}
+		fmt.Fprintf(out, "keep-fraction %g: %d of %d files stay cached, the others' pages are dropped after reading\n",
+			opt.KeepFraction, rep.KeptFiles, len(paths))
+	}
 	order := make([]uint32, len(paths))
 	lat := make([]time.Duration, n)
 	readers := make([]fileReader, opt.Jobs)
@@ -221,7 +256,7 @@ func (rep *benchReport) run(ctx context.Context, opt benchOptions, out io.Writer
 					return err
 				}
 			}
-			ps, err := readPass(ctx, dir, paths, order[:n], lat, readers)
+			ps, err := readPass(ctx, dir, paths, dropAfter, order[:n], lat, readers)
 			if err != nil {
 				return err
 			}
@@ -346,8 +381,9 @@ type fileReader struct {
 }
 
 // readPass reads root's files paths[order[0]], paths[order[1]], ... with len(readers) readers,
-// storing file order[i]'s open-to-close time in lat[i].
-func readPass(ctx context.Context, root string, paths []string, order []uint32, lat []time.Duration, readers []fileReader) (passStats, error) {
+// storing file order[i]'s open-to-close time in lat[i]. A file j with dropAfter[j] has its pages
+// dropped from the page cache once read; dropAfter is nil or as long as paths.
+func readPass(ctx context.Context, root string, paths []string, dropAfter []bool, order []uint32, lat []time.Duration, readers []fileReader) (passStats, error) {
 	rctx, cancel := context.WithCancel(ctx) // cancelled by the first read error
 	defer cancel()
 	prefix := root
@@ -372,7 +408,7 @@ func readPass(ctx context.Context, root string, paths []string, order []uint32, 
 				r.name = append(append(append(r.name[:0], prefix...), paths[order[i]]...), 0)
 				path := string(r.name[:len(r.name)-1])
 				t0 := time.Now()
-				n, err := r.readFile(path)
+				n, err := r.readFile(path, dropAfter != nil && dropAfter[order[i]])
 				lat[i] = time.Since(t0)
 				if err != nil {
 					r.err = fileError(path, err)
@@ -410,7 +446,8 @@ func readPass(ctx context.Context, root string, paths []string, order []uint32, 
 }
 
 // readFile reads the file at path whole into r.buf, growing it as needed, and returns its size.
-func (r *fileReader) readFile(path string) (int, error) {
+// If drop, it then asks the kernel to drop the file's pages from the page cache, before closing.
+func (r *fileReader) readFile(path string, drop bool) (int, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
@@ -431,7 +468,40 @@ func (r *fileReader) readFile(path string) (int, error) {
 			return n, err
 		}
 	}
+	if drop {
+		// Fd makes no system call here: os leaves a regular file in blocking mode.
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			f.Close()
+			return n, &fs.PathError{Op: "fadvise", Path: path, Err: err}
+		}
+	}
 	return n, f.Close()
+}
+
+// keptFiles reports, for each of the relative paths, whether it is in the stable subset of
+// about fraction of them that --keep-fraction keeps cached: those whose pathRank is below
+// fraction × 2^64. It depends on nothing but the paths, so that every epoch and every run (and
+// every DIR, whose files have the same relative paths) keeps the same files. A fraction of 1
+// keeps all, 0 none.
+func keptFiles(paths []string, fraction float64) []bool {
+	kept := make([]bool, len(paths))
+	for i, p := range paths {
+		// fraction × 2^64 does not fit a uint64 at 1; below 1 it rounds to at most 2^64 - 2^11.
+		kept[i] = fraction >= 1 || pathRank(p) < uint64(fraction*0x1p64)
+	}
+	return kept
+}
+
+// pathRank returns a hash of a relative path, uniform over the uint64s: FNV-1a 64 (as
+// hash/fnv's New64a, here without allocating), whose high bits mix poorly for short keys that
+// differ in their last bytes, put through mix64.
+func pathRank(path string) uint64 {
+	h := uint64(14695981039346656037) // FNV-1a 64's offset basis
+	for i := 0; i < len(path); i++ {
+		h ^= uint64(path[i])
+		h *= 1099511628211 // FNV-1a 64's prime
+	}
+	return mix64(h)
 }
 
 // fileError returns "PATH: op: errno" for an error from reading path.
@@ -454,8 +524,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func sampleHash(pathNUL, content []byte) uint64 {
 	c := crc32.Update(crc32.Update(0, castagnoli, pathNUL), castagnoli, content)
 	i := crc32.Update(crc32.Update(0, crc32.IEEETable, pathNUL), crc32.IEEETable, content)
-	x := uint64(c)<<32 | uint64(i)
-	// The finalizer of MurmurHash3, a bijection that mixes every bit into every other.
+	return mix64(uint64(c)<<32 | uint64(i))
+}
+
+// mix64 is the finalizer of MurmurHash3, a bijection of the uint64s that mixes every bit into
+// every other.
+func mix64(x uint64) uint64 {
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33

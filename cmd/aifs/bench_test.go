@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"maps"
 	"os"
@@ -16,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	aifsfs "github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/layout"
@@ -380,7 +384,7 @@ func TestBenchReadError(t *testing.T) {
 	paths = append(paths, "class-9/vanished")
 	order := make([]uint32, len(paths))
 	epochOrder(order, true, 1, 1)
-	_, err = readPass(t.Context(), root, paths, order, make([]time.Duration, len(order)), make([]fileReader, 2))
+	_, err = readPass(t.Context(), root, paths, nil, order, make([]time.Duration, len(order)), make([]fileReader, 2))
 	want := filepath.Join(root, "class-9/vanished") + ": open: no such file or directory"
 	if err == nil || err.Error() != want || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("error %v, want %q wrapping ErrNotExist", err, want)
@@ -404,7 +408,7 @@ func TestBenchInterrupted(t *testing.T) {
 	}
 	order := make([]uint32, len(paths))
 	epochOrder(order, false, 1, 1)
-	if _, err := readPass(ctx, root, paths, order, make([]time.Duration, len(order)), make([]fileReader, 2)); !errors.Is(err, context.Canceled) {
+	if _, err := readPass(ctx, root, paths, nil, order, make([]time.Duration, len(order)), make([]fileReader, 2)); !errors.Is(err, context.Canceled) {
 		t.Errorf("readPass with a cancelled context returned %v", err)
 	}
 }
@@ -449,4 +453,151 @@ func TestBenchPlan(t *testing.T) {
 	if _, err := benchRun(t.Context(), benchOptions{Dirs: []string{a}, Epochs: 1, Jobs: 1, Plan: true}, io.Discard); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("a plan the mount refused: %v, want EINVAL", err)
 	}
+}
+
+func TestKeptFiles(t *testing.T) {
+	paths := make([]string, 5000)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("n%08d/img-%06d.JPEG", i%50, i)
+	}
+	// The rank is FNV-1a 64 of the path, mixed.
+	h := fnv.New64a()
+	h.Write([]byte(paths[7]))
+	if got, want := pathRank(paths[7]), mix64(h.Sum64()); got != want {
+		t.Errorf("pathRank(%q) = %#x, want mix64(FNV-1a 64) = %#x", paths[7], got, want)
+	}
+	var smaller []bool
+	for _, f := range []float64{0, 0.01, 0.1, 0.44, 0.5, 0.9, 1} {
+		kept := keptFiles(paths, f)
+		n := 0
+		for i, k := range kept {
+			if k {
+				n++
+			}
+			if smaller != nil && smaller[i] && !k {
+				t.Errorf("%s is kept at a smaller fraction but not at %v", paths[i], f)
+			}
+		}
+		// A binomial count: its standard deviation is at most 35 files here.
+		if d := float64(n) - f*float64(len(paths)); d < -150 || d > 150 {
+			t.Errorf("--keep-fraction %v keeps %d of %d files", f, n, len(paths))
+		}
+		if (f == 0 && n != 0) || (f == 1 && n != len(paths)) {
+			t.Errorf("--keep-fraction %v keeps %d of %d files, want exactly %v of them", f, n, len(paths), f)
+		}
+		if !slices.Equal(kept, keptFiles(paths, f)) {
+			t.Errorf("--keep-fraction %v keeps other files on a second call", f)
+		}
+		// Keeping a file depends on its path only, not on where it is in the listing.
+		rev := slices.Clone(paths)
+		slices.Reverse(rev)
+		back := keptFiles(rev, f)
+		slices.Reverse(back)
+		if !slices.Equal(kept, back) {
+			t.Errorf("--keep-fraction %v keeps other files from a listing in another order", f)
+		}
+		smaller = kept
+	}
+	root := writeTree(t, sampleTree(4))
+	for _, bad := range []string{"-0.1", "1.5", "NaN"} {
+		if code := benchMain(t.Context(), []string{"--keep-fraction", bad, root}, io.Discard); code != exitUsage {
+			t.Errorf("--keep-fraction %s: exit status %d, want %d", bad, code, exitUsage)
+		}
+	}
+}
+
+// TestBenchKeepFraction checks that a pass with --keep-fraction reads the same bytes, leaves the
+// kept files in the page cache and drops the others' pages (mincore of a mapping of each file).
+func TestBenchKeepFraction(t *testing.T) {
+	files := sampleTree(40)
+	root := writeTree(t, files)
+	var st unix.Statfs_t
+	if err := unix.Statfs(root, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type == unix.TMPFS_MAGIC {
+		t.Skip("tmpfs keeps its pages whatever fadvise says")
+	}
+	paths, err := listTree(t.Context(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Written back, so that DONTNEED can drop the pages (it skips dirty ones).
+	for _, p := range paths {
+		f, err := os.Open(filepath.Join(root, p))
+		if err == nil {
+			err = f.Sync()
+			f.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	rep, err := benchRun(t.Context(), benchOptions{Dirs: []string{root}, Epochs: 1, Jobs: 3, KeepFraction: 0.5}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := keptFiles(paths, 0.5)
+	want := 0
+	for _, k := range kept {
+		if k {
+			want++
+		}
+	}
+	if rep.KeptFiles != want || want == 0 || want == len(paths) {
+		t.Errorf("report says %d files kept, keptFiles %d of %d", rep.KeptFiles, want, len(paths))
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("keep-fraction 0.5: %d of %d files stay cached", want, len(paths))) {
+		t.Errorf("output does not say how many files are kept:\n%s", out.String())
+	}
+	if len(rep.Passes) != 1 || rep.Passes[0].Digest != wantDigest(files) {
+		t.Fatalf("passes %+v, want one with digest %s", rep.Passes, wantDigest(files))
+	}
+	for i, p := range paths {
+		resident, pages := residentPages(t, filepath.Join(root, p))
+		if pages == 0 {
+			continue // empty
+		}
+		if kept[i] && resident != pages {
+			t.Errorf("%s is kept, but %d of its %d pages are in the page cache", p, resident, pages)
+		}
+		if !kept[i] && resident != 0 {
+			t.Errorf("%s is not kept, but %d of its %d pages are in the page cache", p, resident, pages)
+		}
+	}
+}
+
+// residentPages returns how many of the pages of the file at path are in the page cache, and
+// how many pages it has.
+func residentPages(t *testing.T, path string) (int, int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() == 0 {
+		return 0, 0
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	ps := os.Getpagesize()
+	vec := make([]byte, (len(m)+ps-1)/ps)
+	// x/sys/unix has no Mincore.
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(fmt.Errorf("mincore %s: %w", path, errno))
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n, len(vec)
 }

@@ -4,10 +4,11 @@
 #   1. generates an ImageNet-like dataset of FILES real JPEGs (log-normal sizes, mean ~110 KB) on
 #      an ext4 image and copies it to an XFS image: both are loop-mounted image files on the same
 #      disk, their loop devices reading the image with O_DIRECT so the host does not cache them a
-#      second time. It packs the tree into an aifs shard set on each, and makes a squashfs image
-#      of it (on the ext4 image) for squashfuse. With OLD_AIFS set, a second aifs build ("aifs
-#      before", system aifs-old) mounts the ext4 image's shard set too, for a before/after in the
-#      same run (only the mounts use it: 'aifs bench', the reader, is always the current build);
+#      second time, and copies it once more on the ext4 image for ext4-subset (2c). It packs the
+#      tree into an aifs shard set on each, and makes a squashfs image of it (on the ext4 image)
+#      for squashfuse. With OLD_AIFS set, a second aifs build ("aifs before", system aifs-old)
+#      mounts the ext4 image's shard set too, for a before/after in the same run (only the mounts
+#      use it: 'aifs bench', the reader, is always the current build);
 #   2. measures, each figure the median of RUNS passes (RUNS+2 for the cold epochs at 8 readers
 #      and the sorted scan), the systems interleaved pass by pass:
 #      a. cold shuffled epochs at each reader count in JOBS: caches dropped, then the tree listed
@@ -26,7 +27,14 @@
 #         timed epoch, the bytes read from the loop device of the image the system reads
 #         (/sys/block/loopN/stat) give the share of the epoch served without the disk; and for
 #         each cgroup its peak memory use, its OOM kills (recorded and reported, not fatal: an
-#         epoch that fails is counted) and the FUSE daemon's peak RSS (VmHWM);
+#         epoch that fails is counted) and the FUSE daemon's peak RSS (VmHWM). Right after ext4,
+#         system ext4-subset is 'aifs bench --keep-fraction F' on the ext4 image's copy of the
+#         tree, F = (limit - limit/16 - 32 MiB) / the dataset's bytes, in [0.01, 1]: each file
+#         outside a fixed subset of F of them dropped from the page cache once read, the
+#         stable-subset policy done by the reader on ext4 with fadvise(DONTNEED): the bound of a
+#         page-cache policy at that limit without FUSE's costs. It reads a copy of its own because
+#         cgroups share the page cache: on ext4's tree it would hit pages charged to ext4's
+#         cgroup, and drop them;
 #      d. a sorted (validation-order) scan with 1 reader, caches dropped and the tree listed,
 #         against fio's sequential O_DIRECT reads of the first shard once, 8 reads of 4 MiB in
 #         flight (three such reads after each pass, their median the pass's figure);
@@ -43,7 +51,8 @@
 # Every aifs row reads the same bytes as ext4: aifs bench exits with an error if the digests of
 # what two systems served differ. Commits nothing. Needs root (loop devices, mounts,
 # drop_caches, cgroups). About 19-20 minutes with the defaults on 2 cores (17-18 before the
-# memory rows at 1/4 and 3/4 and the sequential fio runs), a minute or two more with OLD_AIFS.
+# memory rows at 1/4 and 3/4 and the sequential fio runs) before ext4-subset, which adds a copy of
+# the tree and 3×(RUNS+1) memory-limited epochs; a minute or two more with OLD_AIFS.
 #
 # Environment (defaults in brackets):
 #   FILES [10000]  JOBS ["1 8 32"]  RUNS [5]  PT_SAMPLES [1500]  WORKERS [nproc]
@@ -160,8 +169,9 @@ cold_passes() {
 }
 rss_mib() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 
-# image_of SYSTEM prints the image (ext4 or xfs) whose loop device SYSTEM's reads reach, and
-# sectors_read IMAGE the 512-byte sectors read from it so far (/sys/block/loopN/stat, field 3).
+# image_of SYSTEM prints the image (ext4 or xfs) whose loop device SYSTEM's reads reach (ext4 for
+# ext4-subset, which reads tree-subset there), and sectors_read IMAGE the 512-byte sectors read
+# from it so far (/sys/block/loopN/stat, field 3).
 image_of() { case $1 in xfs | aifs-xfs) echo xfs ;; *) echo ext4 ;; esac; }
 sectors_read() { awk '{print $3}' "/sys/block/$(basename "$(findmnt -no SOURCE "$RUN/$1")")/stat"; }
 # cg_peak CGROUP prints the cgroup's peak memory use in bytes (v2 memory.peak, v1
@@ -179,6 +189,9 @@ daemon_hwm() {
 # the readers and the FUSE daemon in a memory cgroup of QUARTERS/4 of the dataset's bytes (64 MiB
 # at least: a small run still leaves room for the processes), and records them as CASE with the
 # limit as meta memory_limit (at 1/2, the name earlier runs used) or memory_limit_qQUARTERS.
+# SYSTEM ext4-subset reads the ext4 image's tree-subset with 'aifs bench --keep-fraction F', F
+# the share of the dataset that fits the limit less limit/16 and 32 MiB (the readers, the kernel's
+# own charges), 0.01 at least and 1 at most, recorded as meta keep_fraction_qQUARTERS.
 # Each system has its own cgroup and a mount of its own started in it, and the systems take turns
 # epoch by epoch, as elsewhere, so that the disk's drift over minutes falls on all alike. Epoch 1
 # fills the cache; epochs 2 to RUNS+1 are timed. For each timed epoch it records the bytes read
@@ -187,17 +200,22 @@ daemon_hwm() {
 # peak memory (peak-CASE), OOM kills (oom-CASE), the daemon's peak RSS (hwm-CASE) and the epochs
 # that failed, if any (failed-CASE): an OOM kill is reported, not fatal.
 memory_row() {
-	local case=$1 q=$2 limit i e s out before key
+	local case=$1 q=$2 limit keep i e s out before key
 	shift 2
-	local systems=("$@") dirs=() cgs=() failed=()
+	local systems=("$@") dirs=() cgs=() failed=() flags
 	limit=$((bytes * q / 4 > 64 << 20 ? bytes * q / 4 : 64 << 20))
 	key=memory_limit_q$q
 	[[ $q -ne 2 ]] || key=memory_limit
 	record meta "$key" "$limit"
+	keep=$(awk -v l="$limit" -v n="$bytes" 'BEGIN {f = (l - int(l / 16) - 32 * 2^20) / n; printf "%.4f\n", (f < 0.01 ? 0.01 : (f > 1 ? 1 : f))}')
 	for s in "${systems[@]}"; do
 		new_cgroup "$limit"
 		case $s in
 		ext4 | xfs) dirs+=("$RUN/$s/tree") ;;
+		ext4-subset)
+			dirs+=("$RUN/ext4/tree-subset")
+			record meta "keep_fraction_q$q" "$keep"
+			;;
 		*)
 			mount_system "$s" "$RUN/mnt-$case-$s" in_cg "$CG"
 			dirs+=("$RUN/mnt-$case-$s")
@@ -208,9 +226,10 @@ memory_row() {
 	dropcaches
 	for e in $(seq $((RUNS + 1))); do
 		for i in "${!systems[@]}"; do # epoch e of each system: one shuffle per epoch, the same for all
-			s=${systems[i]} out=$RUN/$case-$i-$e.json
+			s=${systems[i]} out=$RUN/$case-$i-$e.json flags=()
+			[[ $s != ext4-subset ]] || flags=(--keep-fraction "$keep")
 			before=$(sectors_read "$(image_of "$s")")
-			if ! in_cg "${cgs[i]}" "$AIFS" bench --json --seed "$e" -j 8 "${dirs[i]}" >"$out"; then
+			if ! in_cg "${cgs[i]}" "$AIFS" bench --json --seed "$e" -j 8 "${flags[@]}" "${dirs[i]}" >"$out"; then
 				echo "$NAME: $case: epoch $e of $s failed ($(cg_oom_kills "${cgs[i]}") OOM kills in its cgroup so far)" >&2
 				failed[i]=$((failed[i] + 1))
 				rm "$out"
@@ -233,10 +252,13 @@ memory_row() {
 		[[ -z $(cg_peak "${cgs[i]}") ]] || record "peak-$case" "$s" "$(cg_peak "${cgs[i]}")"
 		record "oom-$case" "$s" "$(cg_oom_kills "${cgs[i]}")"
 		[[ ${failed[i]} -eq 0 ]] || record "failed-$case" "$s" "${failed[i]}"
-		[[ ${dirs[i]} == "$RUN/$s/tree" ]] || {
+		case $s in
+		ext4 | xfs | ext4-subset) ;; # no daemon, nothing mounted
+		*)
 			[[ -z $(daemon_hwm "${cgs[i]}") ]] || record "hwm-$case" "$s" "$(daemon_hwm "${cgs[i]}")"
 			fusermount3 -u "${dirs[i]}" 2>/dev/null || umount -l "${dirs[i]}"
-		}
+			;;
+		esac
 	done
 	echo "== memory-limited epochs at $q/4 of the dataset ($limit bytes) done after $((SECONDS - started)) s" >&2
 }
@@ -251,10 +273,11 @@ for v in FILES JOBS RUNS PT_SAMPLES WORKERS NAMES; do record meta "$v" "${!v}"; 
 # --- 1. the dataset on ext4 and XFS, packed, and as a squashfs image ----------------------------
 echo "== generating $FILES JPEGs" >&2
 mib=$((FILES * 112640 / 1048576))
-fs_image ext4 $((mib * 4 + 1024)) "$RUN/ext4" # tree, shard set, squashfs image
+fs_image ext4 $((mib * 5 + 1024)) "$RUN/ext4" # tree, its copy for ext4-subset, shard set, squashfs image
 fs_image xfs $((mib * 3 + 1024)) "$RUN/xfs"   # tree, shard set
 go run ./integration/gendata --jpeg --files "$FILES" --classes $((FILES / 100 > 0 ? FILES / 100 : 1)) "$RUN/ext4/tree" >&2
 cp -a "$RUN/ext4/tree" "$RUN/xfs/tree"
+cp -a "$RUN/ext4/tree" "$RUN/ext4/tree-subset"
 "$AIFS" pack --quiet "$RUN/ext4/tree" "$RUN/ext4/set"
 "$AIFS" pack --quiet "$RUN/xfs/tree" "$RUN/xfs/set"
 bytes=$(du -sb --apparent-size "$RUN/ext4/tree" | cut -f1)
@@ -298,11 +321,13 @@ done
 record_bench "$RUN/warm.json" warm-8 files_per_s 3 "${SYSTEMS[@]}"
 
 # --- 2c. memory-limited epochs at 1/4, 1/2 and 3/4 of the dataset --------------------------------
-# squashfuse, 10 s an epoch, reads only at 1/2 (memory-8, the case earlier runs recorded).
-MSYSTEMS=("${SYSTEMS[@]}")
+# ext4-subset, the stable subset kept by the reader, right after ext4 (SYSTEMS[0]). squashfuse,
+# 10 s an epoch, reads only at 1/2 (memory-8, the case earlier runs recorded).
+HSYSTEMS=(ext4 ext4-subset "${SYSTEMS[@]:1}")
+MSYSTEMS=("${HSYSTEMS[@]}")
 [[ ${MSYSTEMS[-1]} != squashfuse ]] || unset 'MSYSTEMS[-1]'
 memory_row memory-8-q1 1 "${MSYSTEMS[@]}"
-memory_row memory-8 2 "${SYSTEMS[@]}"
+memory_row memory-8 2 "${HSYSTEMS[@]}"
 memory_row memory-8-q3 3 "${MSYSTEMS[@]}"
 echo "== warm and memory-limited epochs done after $((SECONDS - started)) s" >&2
 

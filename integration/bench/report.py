@@ -15,7 +15,11 @@ quarter and three quarters, each limit in meta) come with, per system: hit-CASE,
 share of an epoch's bytes that did not reach the disk, and disk-CASE, the bytes an epoch read
 from the disk over the dataset's (hit = max(0, 1 - disk)), both with their passes; peak-CASE,
 the cgroup's peak memory in bytes; oom-CASE, its OOM kills; hwm-CASE, the FUSE daemon's peak
-RSS in bytes; failed-CASE, the epochs that failed, if any. The report tabulates them, and compare-memory.png
+RSS in bytes; failed-CASE, the epochs that failed, if any. System ext4-subset, in those rows only,
+is 'aifs bench --keep-fraction F' on a copy of the tree on the ext4 image (F in meta
+keep_fraction_qN): the stable-subset policy done by the reader with fadvise(DONTNEED), the bound of
+that page-cache policy at the limit without FUSE's costs; ratio aifs/ext4-subset compares aifs on
+ext4 with it. The report tabulates them, and compare-memory.png
 plots files/s and hit fraction against the limit beside two models of ext4: every byte that fits
 cached (hit fraction h = c, c the limit over the dataset's bytes) and an LRU page cache under
 shuffled epochs (h = c²/2), each turned into files/s with ext4's cold and warm epochs at 8
@@ -39,6 +43,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 SYSTEMS = [  # column, label
     ("ext4", "ext4"),
+    ("ext4-subset", "ext4, stable subset (fadvise)"),
     ("xfs", "XFS"),
     ("aifs-ext4", "aifs on ext4"),
     ("aifs-xfs", "aifs on XFS"),
@@ -49,16 +54,17 @@ SYSTEMS = [  # column, label
 ]
 RATIOS = [  # label, numerator, denominator
     ("aifs/ext4", "aifs-ext4", "ext4"),
+    ("aifs/ext4-subset (bound without FUSE)", "aifs-ext4", "ext4-subset"),
     ("aifs/XFS", "aifs-xfs", "xfs"),
     ("aifs/fio", "aifs-ext4", "fio"),
     ("aifs/fio-seq", "aifs-ext4", "fio-seq"),
     ("aifs/aifs before", "aifs-ext4", "aifs-old"),
     ("squashfuse/ext4", "squashfuse", "ext4"),
 ]
-MEMORY = [  # case, meta key of its limit, the limit's share of the dataset as compare.sh sets it
-    ("memory-8-q1", "memory_limit_q1", "1/4"),
-    ("memory-8", "memory_limit", "1/2"),
-    ("memory-8-q3", "memory_limit_q3", "3/4"),
+MEMORY = [  # case, meta keys of its limit and of ext4-subset's F, the limit's share of the dataset (compare.sh's)
+    ("memory-8-q1", "memory_limit_q1", "keep_fraction_q1", "1/4"),
+    ("memory-8", "memory_limit", "keep_fraction_q2", "1/2"),
+    ("memory-8-q3", "memory_limit_q3", "keep_fraction_q3", "3/4"),
 ]
 
 
@@ -72,13 +78,18 @@ def memory_rows(meta):
     limit over the dataset's bytes), and the share as a label ("1/4", or c where the 64 MiB floor
     raised the limit above it)."""
     out = []
-    for case, key, share in MEMORY:
+    for case, key, _, share in MEMORY:
         if key in meta:
             limit, total = int(meta[key]), int(meta["bytes"])
             num, den = (int(x) for x in share.split("/"))
             c = limit / total
             out.append((case, limit, c, share if limit == total * num // den else f"{c:.2f}"))
     return out
+
+
+def keep_fractions(meta):
+    """ext4-subset's --keep-fraction in each memory-limited row that recorded one, by case."""
+    return {case: float(meta[key]) for case, _, key, _ in MEMORY if key in meta}
 
 
 def cases(meta):
@@ -163,7 +174,9 @@ def markdown(meta, figs, previous):
         "log-normal sizes). ext4 and XFS are image files on the same disk, loop-mounted with direct I/O so the "
         "host does not cache them; each holds the tree and its aifs shard set"
         + (", and the ext4 image also holds the squashfs image that squashfuse mounts"
-           if any(k[1] == "squashfuse" for k in figs) else "") + ". aifs runs with its defaults. Each figure is the median of "
+           if any(k[1] == "squashfuse" for k in figs) else "")
+        + (", and a second copy of the tree for ext4, stable subset" if any(k[1] == "ext4-subset" for k in figs) else "")
+        + ". aifs runs with its defaults. Each figure is the median of "
         f"{pass_counts(meta, figs)}, the systems interleaved pass by pass; a ratio is the median of the passes' "
         "ratios, pass by pass (drift of the disk over minutes cancels). Every aifs pass served the same bytes "
         "as ext4 (`aifs bench` digests)."
@@ -205,6 +218,16 @@ def markdown(meta, figs, previous):
         + and_list([mb(limit) for _, limit, _, _ in memory_rows(meta)]) + " MB ("
         + and_list([share for *_, share in memory_rows(meta)]) + " of the dataset), epochs 2 onward (epoch 1 fills the cache, untimed); the systems take turns epoch by "
         "epoch" + ("; squashfuse only at 1/2" if any(k[1] == "squashfuse" for k in figs) else "") + ".",
+    ]
+    if any(k[1] == "ext4-subset" for k in figs):
+        lines.append(
+            "- **ext4, stable subset (fadvise)**, memory limited only: `aifs bench --keep-fraction F` reading a copy of "
+            "the tree on the ext4 image, which after reading each file outside a fixed subset of F of the files (by a "
+            "hash of its path: the same files every epoch) drops its pages with posix_fadvise(DONTNEED). It is the "
+            "stable-subset policy aifs follows, done by the reader on ext4: the bound of that page-cache policy at "
+            "the limit without FUSE's costs; **aifs/ext4-subset (bound without FUSE)** is aifs on ext4 against it. "
+            "F = (limit − limit/16 − 32 MiB) / the dataset's bytes" + keep_list(meta) + ".")
+    lines += [
         "- **sorted scan**: caches dropped and the tree listed, then every file in ImageFolder's sorted order; "
         "fio reads the first shard (1 GiB at most) once from start to end in 4 MiB blocks with O_DIRECT, 8 in flight (32 MiB, "
         "the window aifs's read-ahead grows to), three times after each pass; a pass's figure is the median "
@@ -270,6 +293,13 @@ def seq_mbps(meta, figs):
                      for case, _, _ in cases(meta) if (case, "fio-seq") in figs)
 
 
+def keep_list(meta):
+    """': F at 1/4, ...' for the memory-limited rows that recorded ext4-subset's F, or ''."""
+    kf = keep_fractions(meta)
+    fs = [f"{kf[case]:.2f} at {share}" for case, _, _, share in memory_rows(meta) if case in kf]
+    return ": " + and_list(fs) if fs else ""
+
+
 def and_list(words):
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
@@ -308,7 +338,9 @@ def memory_section(meta, figs):
         "fraction is a floor; where a system read more than the dataset's bytes in an epoch, the cell says how "
         "much more (\"read 1.10×\"). Beside them, for c = the limit over the dataset's bytes, the hit fraction of a "
         "cache that keeps c of the dataset (ideal, h = c) and of an LRU page cache under shuffled epochs "
-        "(h = c²/2).",
+        "(h = c²/2)."
+        + (" ext4, stable subset (fadvise) keeps a fixed F of the files cached, so its ideal is h = F, not c"
+           + keep_list(meta) + "." if any(s == "ext4-subset" for s, _ in systems) else ""),
         "",
         "| limit | ideal, c | LRU, c²/2 | " + " | ".join(label for _, label in systems) + " |",
         "|---|---|---|" + "---|" * len(systems),

@@ -11,6 +11,7 @@ META = {
     "JOBS": "1 8", "RUNS": "3", "PT_SAMPLES": "64", "WORKERS": "2", "NAMES": "5000",
     "bytes": "11000000", "fio_block": "114688", "memory_limit_q1": "2750000", "memory_limit": "5500000",
     "memory_limit_q3": "8250000", "index_bytes": "300000", "seconds": "120",
+    "keep_fraction_q1": "0.2041", "keep_fraction_q2": "0.4385", "keep_fraction_q3": "0.7028",
 }
 MEMORY = ("memory-8-q1", "memory-8", "memory-8-q3")
 
@@ -24,13 +25,15 @@ def figures(scale):
         figs[(case, "xfs")] = base * 1.25
         figs[(case, "aifs-ext4")] = base * 2 * scale
         figs[(case, "aifs-xfs")] = base * 1.25 * scale
+        if case.startswith("memory-8"):
+            figs[(case, "ext4-subset")] = base * 1.6  # aifs is 1.25x the reader's stable subset
         if case in ("cold-1", "cold-8", "sorted-1"):
             figs[(case, "fio")] = base * 4
         if case in ("cold-1", "cold-8"):
             figs[(case, "fio-seq")] = base * 5
     # Per memory-limited row and system: hit fraction, cgroup peak and OOM kills, daemon peak RSS.
     for q, case in enumerate(MEMORY, start=1):
-        for system, hit in (("ext4", 0.05), ("xfs", 0.06), ("aifs-ext4", 0.2), ("aifs-xfs", 0.21)):
+        for system, hit in (("ext4", 0.05), ("ext4-subset", 0.14), ("xfs", 0.06), ("aifs-ext4", 0.2), ("aifs-xfs", 0.21)):
             figs[(f"hit-{case}", system)] = hit * q
             figs[(f"disk-{case}", system)] = 1 - hit * q
             figs[(f"peak-{case}", system)] = 2750000 * q
@@ -76,15 +79,16 @@ class ReportTest(unittest.TestCase):
     def test_first_run(self):
         md = self.run_report(META, figures(1))
         # cold-8: aifs on ext4 is 2x ext4, aifs on XFS 1x XFS, aifs/fio 8000/16000, aifs/fio-seq
-        # 8000/20000.
-        self.assertIn("| ext4 | XFS | aifs on ext4 | aifs on XFS | fio O_DIRECT (device) | fio sequential (device) | "
-                      "aifs/ext4 | aifs/XFS | aifs/fio | aifs/fio-seq |", md)
-        self.assertIn("| cold shuffled epoch, 8 readers | files/s | 4,000 | 5,000 | 8,000 | 5,000 | 16,000 | 20,000 | "
-                      "**2.00** | **1.00** | **0.50** | **0.40** |", md)
-        self.assertIn("| warm shuffled epoch, 8 readers | files/s | 40,000 | 50,000 | 80,000 | 50,000 | — | — | "
-                      "**2.00** | **1.00** | — | — |", md)
-        self.assertIn("| sorted scan (validation order), 1 reader | MB/s | 400 | 500 | 800 | 500 | 1,600 | — | "
-                      "**2.00** | **1.00** | **0.50** | — |", md)
+        # 8000/20000. ext4's stable subset is measured in the memory-limited rows only.
+        self.assertIn("| ext4 | ext4, stable subset (fadvise) | XFS | aifs on ext4 | aifs on XFS | fio O_DIRECT (device) | "
+                      "fio sequential (device) | aifs/ext4 | aifs/ext4-subset (bound without FUSE) | aifs/XFS | aifs/fio | "
+                      "aifs/fio-seq |", md)
+        self.assertIn("| cold shuffled epoch, 8 readers | files/s | 4,000 | — | 5,000 | 8,000 | 5,000 | 16,000 | 20,000 | "
+                      "**2.00** | — | **1.00** | **0.50** | **0.40** |", md)
+        self.assertIn("| warm shuffled epoch, 8 readers | files/s | 40,000 | — | 50,000 | 80,000 | 50,000 | — | — | "
+                      "**2.00** | — | **1.00** | — | — |", md)
+        self.assertIn("| sorted scan (validation order), 1 reader | MB/s | 400 | — | 500 | 800 | 500 | 1,600 | — | "
+                      "**2.00** | — | **1.00** | **0.50** | — |", md)
         # fio sequential's MB/s: 5,000 and 20,000 files/s of 110,000 bytes.
         self.assertIn("its MB/s (550 MB/s at 1 job, 2,200 MB/s at 8 jobs)", md)
         self.assertNotIn("aifs before", md)  # no OLD_AIFS, no column
@@ -104,19 +108,24 @@ class ReportTest(unittest.TestCase):
 
     def test_memory_rows(self):
         md = self.run_report(META, figures(1))
-        # A row per limit in the main table, memory-8 being the half (the case earlier runs had).
-        self.assertIn("| shuffled epochs, memory limited to 1/4 of the dataset, 8 readers | files/s | 4,400 | 5,500 | "
-                      "8,800 | 5,500 | — | — | **2.00** | **1.00** | — | — |", md)
+        # A row per limit in the main table, memory-8 being the half (the case earlier runs had),
+        # with ext4's stable subset after ext4 and aifs against it (8,800/7,040).
+        self.assertIn("| shuffled epochs, memory limited to 1/4 of the dataset, 8 readers | files/s | 4,400 | 7,040 | "
+                      "5,500 | 8,800 | 5,500 | — | — | **2.00** | **1.25** | **1.00** | — | — |", md)
         self.assertIn("| shuffled epochs, memory limited to 1/2 of the dataset, 8 readers | files/s | 5,000 |", md)
         self.assertIn("| shuffled epochs, memory limited to 3/4 of the dataset, 8 readers | files/s | 6,000 |", md)
         self.assertIn("limited to 3, 6 and 8 MB (1/4, 1/2 and 3/4 of the dataset)", md)
-        # Hit fractions beside the ideal c and the LRU c²/2.
-        self.assertIn("| limit | ideal, c | LRU, c²/2 | ext4 | XFS | aifs on ext4 | aifs on XFS |", md)
-        self.assertIn("| 3 MB (1/4) | 0.25 | 0.03 | 0.05 | 0.06 | 0.20 | 0.21 |", md)
-        self.assertIn("| 6 MB (1/2) | 0.50 | 0.12 | 0.10 | 0.12 | 0.40 | 0.42 |", md)
-        self.assertIn("| 8 MB (3/4) | 0.75 | 0.28 | 0.15 | 0.18 | 0.60 | 0.63 |", md)
+        self.assertIn("F = (limit − limit/16 − 32 MiB) / the dataset's bytes: 0.20 at 1/4, 0.44 at 1/2 and 0.70 at 3/4.", md)
+        # Hit fractions beside the ideal c and the LRU c²/2 (the stable subset's ideal being F).
+        self.assertIn("its ideal is h = F, not c: 0.20 at 1/4, 0.44 at 1/2 and 0.70 at 3/4.", md)
+        self.assertIn("| limit | ideal, c | LRU, c²/2 | ext4 | ext4, stable subset (fadvise) | XFS | aifs on ext4 | "
+                      "aifs on XFS |", md)
+        self.assertIn("| 3 MB (1/4) | 0.25 | 0.03 | 0.05 | 0.14 | 0.06 | 0.20 | 0.21 |", md)
+        self.assertIn("| 6 MB (1/2) | 0.50 | 0.12 | 0.10 | 0.28 | 0.12 | 0.40 | 0.42 |", md)
+        self.assertIn("| 8 MB (3/4) | 0.75 | 0.28 | 0.15 | 0.42 | 0.18 | 0.60 | 0.63 |", md)
         # Memory use against the limit; no daemon on a native file system.
         self.assertIn("| 6 MB (1/2) | ext4 | 6 | 1.00 | — | 0 |", md)
+        self.assertIn("| 6 MB (1/2) | ext4, stable subset (fadvise) | 6 | 1.00 | — | 0 |", md)
         self.assertIn("| 8 MB (3/4) | aifs on XFS | 8 | 1.00 | 3 | 0 |", md)
         self.assertIn("![files/s and hit fraction against the memory limit](compare-memory.png)", md)
         with open(os.path.join(self.out, "compare-memory.png"), "rb") as f:
@@ -144,16 +153,16 @@ class ReportTest(unittest.TestCase):
         self.assertIn("**OOM kills in the memory-limited epochs:** aifs on ext4 at 1/4 of the dataset, 1 OOM kill, "
                       "4 of 4 epochs failed.", md)
         self.assertIn("| 3 MB (1/4) | aifs on ext4 | 3 | 1.00 | — | **1** (**4 of 4 epochs failed**) |", md)
-        self.assertIn("| shuffled epochs, memory limited to 1/4 of the dataset, 8 readers | files/s | 4,400 | 5,500 | "
-                      "— | 5,500 | — | — | — | **1.00** | — | — |", md)
-        self.assertIn("| 3 MB (1/4) | 0.25 | 0.03 | 0.05 | 0.06 | — | 0.21 |", md)
+        self.assertIn("| shuffled epochs, memory limited to 1/4 of the dataset, 8 readers | files/s | 4,400 | 7,040 | "
+                      "5,500 | — | 5,500 | — | — | — | — | **1.00** | — | — |", md)
+        self.assertIn("| 3 MB (1/4) | 0.25 | 0.03 | 0.05 | 0.14 | 0.06 | — | 0.21 |", md)
 
     def test_reading_more_than_the_dataset_is_shown(self):
         figs = figures(1)
         figs[("hit-memory-8", "aifs-xfs")] = 0
         figs[("disk-memory-8", "aifs-xfs")] = 1.3
         md = self.run_report(META, figs)
-        self.assertIn("| 6 MB (1/2) | 0.50 | 0.12 | 0.10 | 0.12 | 0.40 | 0.00 (read 1.30×) |", md)
+        self.assertIn("| 6 MB (1/2) | 0.50 | 0.12 | 0.10 | 0.28 | 0.12 | 0.40 | 0.00 (read 1.30×) |", md)
 
     def test_limit_raised_by_the_floor(self):
         # A small run: 64 MiB is more than a quarter of the dataset, so the row says what c it had.
@@ -172,16 +181,18 @@ class ReportTest(unittest.TestCase):
         figs[("oom-memory-8", "aifs-old")] = 0
         md = self.run_report(dict(META, old_aifs="/tmp/aifs-old (sha256 0123456789ab)"), figs)
         self.assertIn("\"aifs before\" is `/tmp/aifs-old (sha256 0123456789ab)` mounting the ext4 image's shard set", md)
-        self.assertIn("| ext4 | XFS | aifs on ext4 | aifs on XFS | aifs before | fio O_DIRECT (device) | "
-                      "fio sequential (device) | aifs/ext4 | aifs/XFS | aifs/fio | aifs/fio-seq | aifs/aifs before |", md)
-        self.assertIn("| cold shuffled epoch, 8 readers | files/s | 4,000 | 5,000 | 8,000 | 5,000 | 6,400 | 16,000 | "
-                      "20,000 | **2.00** | **1.00** | **0.50** | **0.40** | **1.25** |", md)
-        self.assertIn("| shuffled epochs, memory limited to 1/4 of the dataset, 8 readers | files/s | 4,400 | 5,500 | "
-                      "8,800 | 5,500 | 7,040 | — | — | **2.00** | **1.00** | — | — | **1.25** |", md)
-        self.assertIn("| PyTorch DataLoader, 2 workers, decode + transform | samples/s | 300 | 375 | 600 | 375 | — | — | — | "
-                      "**2.00** | **1.00** | — | — | — |", md)
-        self.assertIn("| limit | ideal, c | LRU, c²/2 | ext4 | XFS | aifs on ext4 | aifs on XFS | aifs before |", md)
-        self.assertIn("| 6 MB (1/2) | 0.50 | 0.12 | 0.10 | 0.12 | 0.40 | 0.42 | 0.30 |", md)
+        self.assertIn("| ext4 | ext4, stable subset (fadvise) | XFS | aifs on ext4 | aifs on XFS | aifs before | "
+                      "fio O_DIRECT (device) | fio sequential (device) | aifs/ext4 | aifs/ext4-subset (bound without FUSE) | "
+                      "aifs/XFS | aifs/fio | aifs/fio-seq | aifs/aifs before |", md)
+        self.assertIn("| cold shuffled epoch, 8 readers | files/s | 4,000 | — | 5,000 | 8,000 | 5,000 | 6,400 | 16,000 | "
+                      "20,000 | **2.00** | — | **1.00** | **0.50** | **0.40** | **1.25** |", md)
+        self.assertIn("| shuffled epochs, memory limited to 1/4 of the dataset, 8 readers | files/s | 4,400 | 7,040 | 5,500 | "
+                      "8,800 | 5,500 | 7,040 | — | — | **2.00** | **1.25** | **1.00** | — | — | **1.25** |", md)
+        self.assertIn("| PyTorch DataLoader, 2 workers, decode + transform | samples/s | 300 | — | 375 | 600 | 375 | — | — | — | "
+                      "**2.00** | — | **1.00** | — | — | — |", md)
+        self.assertIn("| limit | ideal, c | LRU, c²/2 | ext4 | ext4, stable subset (fadvise) | XFS | aifs on ext4 | "
+                      "aifs on XFS | aifs before |", md)
+        self.assertIn("| 6 MB (1/2) | 0.50 | 0.12 | 0.10 | 0.28 | 0.12 | 0.40 | 0.42 | 0.30 |", md)
         self.assertIn("| 6 MB (1/2) | aifs before | — | — | — | 0 |", md)
 
     def test_second_run_says_how_far_ratios_moved(self):
@@ -194,18 +205,24 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| cold-8 | fio alone (the device; not a ratio) | 16,000 | 16,000 | +0% |", md)
         self.assertIn("| cold-8 | fio sequential alone (the device; not a ratio) | 20,000 | 20,000 | +0% |", md)
         self.assertIn("| memory-8-q1 | aifs/ext4 | 2.00 | 2.20 | +10% |", md)
+        self.assertIn("| memory-8 | aifs/ext4-subset (bound without FUSE) | 1.25 | 1.38 | +10% |", md)
 
     def test_run_before_the_memory_rows_is_compared(self):
-        # compare.tsv of a run before the rows at 1/4 and 3/4, fio sequential and the hit
-        # fractions: the ratios both runs have are compared, memory-8 among them.
+        # compare.tsv of a run before the rows at 1/4 and 3/4, fio sequential, the hit fractions
+        # and ext4's stable subset: the ratios both runs have are compared, memory-8 among them.
         old = {k: v for k, v in figures(1).items()
-               if k[1] != "fio-seq" and not k[0].startswith(("memory-8-q", "hit-", "peak-", "oom-", "hwm-"))}
-        meta = {k: v for k, v in META.items() if k not in ("memory_limit_q1", "memory_limit_q3")}
-        self.run_report(dict(meta, memory_limit="268435456"), old)
+               if k[1] not in ("fio-seq", "ext4-subset")
+               and not k[0].startswith(("memory-8-q", "hit-", "peak-", "oom-", "hwm-"))}
+        meta = {k: v for k, v in META.items() if k not in ("memory_limit_q1", "memory_limit_q3")
+                and not k.startswith("keep_fraction")}
+        md = self.run_report(dict(meta, memory_limit="268435456"), old)
+        self.assertNotIn("stable subset", md)  # no column, and no mention, without its figures
+        self.assertNotIn("aifs/ext4-subset", md)
         md = self.run_report(dict(META, commit="def5678"), figures(1.1))
         self.assertIn("| memory-8 | aifs/ext4 | 2.00 | 2.20 | +10% |", md)
         self.assertNotIn("| memory-8-q1 |", md)
         self.assertNotIn("aifs/fio-seq |", md.split("## Repeatability")[1])
+        self.assertNotIn("aifs/ext4-subset", md.split("## Repeatability")[1])
 
     def test_ratios_pair_the_passes(self):
         figs = {k: v for k, v in figures(1).items() if not k[0].startswith("cold-8/")}
@@ -220,12 +237,37 @@ class ReportTest(unittest.TestCase):
             figs[(f"cold-8/{n}", "aifs-xfs")] = ax
         figs[("cold-8", "aifs-xfs")] = 4000
         md = self.run_report(META, figs)
-        self.assertIn("| cold shuffled epoch, 8 readers | files/s | 4,000 | 5,000 | 8,000 | 4,000 | 16,000 | 20,000 | "
-                      "**2.00** | **1.00** | **0.50** | **0.40** |", md)
+        self.assertIn("| cold shuffled epoch, 8 readers | files/s | 4,000 | — | 5,000 | 8,000 | 4,000 | 16,000 | 20,000 | "
+                      "**2.00** | — | **1.00** | **0.50** | **0.40** |", md)
         self.assertNotIn("cold-8/", md)  # passes are not rows of their own
         md = self.run_report(dict(META, commit="def5678"), figs)
         self.assertIn("| cold-8 | aifs/XFS | 1.00 | 1.00 | +0% |", md)
         self.assertNotIn("| cold-8/1 |", md)
+
+    def test_stable_subset(self):
+        figs = {k: v for k, v in figures(1).items() if not k[0].startswith("memory-8/")}
+        # Three memory-8 passes. aifs on ext4 against ext4's stable subset: 10000/5000, 12000/12000,
+        # 9000/6000, pass by pass 2, 1 and 1.5, so the ratio is 1.50; the medians' would be
+        # 10000/6000. aifs against ext4 (5,000 each pass): 2.00.
+        for n, (a, sub) in enumerate(((10000, 5000), (12000, 12000), (9000, 6000)), start=1):
+            figs[(f"memory-8/{n}", "ext4")] = 5000
+            figs[(f"memory-8/{n}", "aifs-ext4")] = a
+            figs[(f"memory-8/{n}", "ext4-subset")] = sub
+        figs[("memory-8", "ext4-subset")] = 6000
+        figs[("oom-memory-8-q3", "ext4-subset")] = 2
+        md = self.run_report(META, figs)
+        self.assertIn("| shuffled epochs, memory limited to 1/2 of the dataset, 8 readers | files/s | 5,000 | 6,000 | "
+                      "6,250 | 10,000 | 6,250 | — | — | **2.00** | **1.50** | **1.00** | — | — |", md)
+        self.assertIn("a second copy of the tree for ext4, stable subset.", md)
+        self.assertIn("**aifs/ext4-subset (bound without FUSE)** is aifs on ext4 against it.", md)
+        self.assertIn("**OOM kills in the memory-limited epochs:** ext4, stable subset (fadvise) at 3/4 of the dataset, "
+                      "2 OOM kills.", md)
+        self.assertIn("| 8 MB (3/4) | ext4, stable subset (fadvise) | 8 | 1.00 | — | **2** |", md)
+        # Without F in the meta (results compare.sh did not write), the notes give no values.
+        meta = {k: v for k, v in META.items() if not k.startswith("keep_fraction")}
+        md = self.run_report(meta, figs)
+        self.assertIn("F = (limit − limit/16 − 32 MiB) / the dataset's bytes.", md)
+        self.assertIn("its ideal is h = F, not c.", md)
 
     def test_other_settings_are_not_compared(self):
         self.run_report(META, figures(1))
