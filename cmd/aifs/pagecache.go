@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,8 +22,7 @@ import (
 //     cache pages are charged to the process that reads them, and a Kubernetes trainer pod is
 //     another cgroup than an aifs DaemonSet), its limit less what it uses besides the page
 //     cache (the readers' own memory, the daemon's heap) less 1/16 of the limit (at least
-//     32 MiB), so that the cgroup never reaches its limit and reclaims. A daemon in a memory
-//     cgroup first gives back the memory its heap holds unused (debug.FreeOSMemory).
+//     32 MiB), so that the cgroup never reaches its limit and reclaims.
 // A reader's cgroup counts for a minute after its last READ.
 
 // pageCacheBudget computes the budget.
@@ -70,9 +68,8 @@ func (p *pageCacheBudget) budget(readers []uint32) (int64, string) {
 		}
 	}
 	dirs := []memCgroup{}
-	self, inCgroup := memCgroupOf("self")
-	if inCgroup {
-		dirs = append(dirs, self)
+	if cg, ok := memCgroupOf("self"); ok {
+		dirs = append(dirs, cg)
 	}
 	for cg, seen := range p.readers {
 		if now.Sub(seen) > readerMemory {
@@ -82,15 +79,6 @@ func (p *pageCacheBudget) budget(readers []uint32) (int64, string) {
 		dirs = append(dirs, cg)
 	}
 	p.mu.Unlock()
-	if inCgroup && self.limit() > 0 {
-		// The daemon's memory comes out of the budget, so it gives back what its heap no
-		// longer uses before the cgroup's use is read: a daemon that allocates little collects
-		// rarely, and its pools of read buffers kept what a burst needed (the 4 MiB buffers of
-		// a cold epoch's chunk reads) for minutes. In a cgroup of half a 1.1 GB set, 8
-		// readers: the daemon's RSS from 54-61 to 31-43 MB, the subset from 0.386 to 0.41 of
-		// the set, for a collection of a heap of tens of MB a second.
-		debug.FreeOSMemory()
-	}
 	for _, cg := range dirs {
 		limit := cg.limit()
 		if limit <= 0 {
