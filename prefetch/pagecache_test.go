@@ -148,6 +148,8 @@ func TestLoaderPageCacheSubset(t *testing.T) {
 // chunk in the background and pushes them, each once and with the right bytes, so that a cold
 // shuffled epoch sends a few READs per chunk, not one per sample; nothing is dropped.
 func TestLoaderChunkReads(t *testing.T) {
+	defer func(d time.Duration) { tickEvery = d }(tickEvery)
+	tickEvery = time.Hour // the test ticks (kernelCache.tickEach): the gate sees its rates, not the clock's
 	x, shards, content := dataset(t, 400, 16<<10)
 	ids := sortedIDs(content)
 	k := newKernelCache(t, content)
@@ -177,6 +179,8 @@ func TestLoaderChunkReads(t *testing.T) {
 // TestLoaderChunkReadsSlowReader: a reader that misses at 300 a second (a DataLoader decoding
 // on the CPU) gets no chunk reads.
 func TestLoaderChunkReadsSlowReader(t *testing.T) {
+	defer func(d time.Duration) { tickEvery = d }(tickEvery)
+	tickEvery = time.Hour // the test ticks (kernelCache.tickEach): the gate sees its rates, not the clock's
 	x, shards, content := dataset(t, 400, 16<<10)
 	ids := sortedIDs(content)
 	k := newKernelCache(t, content)
