@@ -72,15 +72,16 @@ func (l *Loader) chunkFetch(id layout.ID, e layout.Entry) (Fetch, bool) {
 // chunkGate opens chunk reads while READs miss fast and closes them when they slow down, from
 // the misses counted at each of the page cache's ticks (10 ms). It opens at gateOpenMisses in
 // the last gateOpenTicks (1,000 a second over 20 ms) and closes below gateCloseMisses in the
-// last gateSpan (250 a second over 1 s); it starts closed. The gap keeps it from flapping: once chunk reads
-// have put most of an epoch in the page cache, misses fall, but a reader that comes at 300 a
-// second does not reopen it.
+// last gateSpan (250 a second over 1 s); it starts closed. The gap keeps it from flapping: once
+// chunk reads have put most of an epoch in the page cache, misses fall, but a reader that
+// comes at 300 a second does not reopen it.
 //
-// The rates were measured on the 2-core VM (loop-mounted ext4 image, 10,000 JPEGs of ~110 KB):
-// the benchmark's readers miss at 3,000-10,000 a second in a cold epoch (1 to 32 readers);
-// PyTorch's ImageFolder + DataLoader with 2 workers decoding reads 250-420 samples a second,
-// and with chunk reads open it ran at 0.84-0.89x ext4 against 0.90-0.96x with them off,
-// reading 1,500 samples of an epoch whose whole set the chunk reads pushed in its first second.
+// Measured on the 2-core VMs (loop-mounted ext4 image, 10,000 JPEGs of ~110 KB): the
+// benchmark's readers ask for 5,000-11,000 samples a second in a cold epoch (1 to 32 readers,
+// docs/bench/compare.md), each one a miss until chunk reads put it in the page cache; PyTorch's
+// ImageFolder + DataLoader with 2 workers decoding reads 200-420 samples a second, and with
+// chunk reads open its pass of 1,500 samples ran at 0.84-0.89x ext4 against 0.90-0.96x with
+// them off, the whole set pushed in its first second.
 type chunkGate struct {
 	misses [gateSpan]uint64 // misses in each of the last gateSpan ticks, a ring
 	at     int              // the ring's next slot

@@ -50,9 +50,8 @@
 #      compare.tsv, the report says how far each ratio moved from that run (repeatability).
 # Every aifs row reads the same bytes as ext4: aifs bench exits with an error if the digests of
 # what two systems served differ. Commits nothing. Needs root (loop devices, mounts,
-# drop_caches, cgroups). About 19-20 minutes with the defaults on 2 cores (17-18 before the
-# memory rows at 1/4 and 3/4 and the sequential fio runs) before ext4-subset, which adds a copy of
-# the tree and 3×(RUNS+1) memory-limited epochs; a minute or two more with OLD_AIFS.
+# drop_caches, cgroups). About 24 minutes with the defaults and OLD_AIFS on 2 cores (19-20
+# before ext4-subset, which adds a copy of the tree and 3×(RUNS+1) memory-limited epochs).
 #
 # Environment (defaults in brackets):
 #   FILES [10000]  JOBS ["1 8 32"]  RUNS [5]  PT_SAMPLES [1500]  WORKERS [nproc]
