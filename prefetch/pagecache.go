@@ -89,7 +89,12 @@ func (l *Loader) residencyLoop(every time.Duration) {
 // tick ticks the Residency and drops what it lets go, and opens or closes chunk reads
 // (chunkGate); drop is reused.
 func (l *Loader) tick(drop []layout.ID) []layout.ID {
-	l.chunksOpen.Store(l.gate.tick(l.stats.misses.Load()))
+	open := l.gate.tick(l.stats.misses.Load())
+	if open && !l.chunksOpen.Load() {
+		l.gateGen.Add(1)
+	}
+	l.chunksOpen.Store(open)
+	l.sweep()
 	l.lockPlanner()
 	drop = l.res.Tick(l.planner.Passed, l.flights.Busy, drop)
 	l.unlockPlanner()

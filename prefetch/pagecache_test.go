@@ -176,6 +176,31 @@ func TestLoaderChunkReads(t *testing.T) {
 	}
 }
 
+// TestLoaderChunkSweep: once the gate opens, the sweep pushes every sample the epoch has not
+// read, those across a 4 MiB boundary too (aligned chunks leave them out), each once: no
+// READ reaches the Loader after the tick that opened it.
+func TestLoaderChunkSweep(t *testing.T) {
+	defer func(d time.Duration) { tickEvery = d }(tickEvery)
+	tickEvery = time.Hour // the test ticks (kernelCache.tickEach): the gate sees its rates, not the clock's
+	x, shards, content := dataset(t, 600, 48<<10) // 3 shards of 2-3 chunks each
+	ids := sortedIDs(content)
+	k := newKernelCache(t, content)
+	k.tickEach = 20 // 2,000 misses a second: the gate opens at the first tick
+	l := newInlineLoader(t, x, shards, Options{Push: k.push, Drop: k.drop, ChunkReads: true})
+	reached := k.epoch(t, l, ids, rand.New(rand.NewPCG(11, 12)))
+	if len(reached) > k.tickEach {
+		t.Errorf("%d of %d samples reached the Loader; want the %d before the gate opened", len(reached), len(ids), k.tickEach)
+	}
+	for _, id := range ids {
+		if n := k.pushes[id]; n > 1 || n == 1 && reached[id] || n == 0 && !reached[id] {
+			t.Errorf("sample %d pushed %d times, read %v", id, n, reached[id])
+		}
+	}
+	if pc := l.Stats().PageCache; pc.ChunkReads == 0 || pc.ChunkSamples != uint64(len(ids)-len(reached)) || pc.Drops != 0 {
+		t.Errorf("page cache stats %+v", *pc)
+	}
+}
+
 // TestLoaderChunkReadsSlowReader: a reader that misses at 300 a second (a DataLoader decoding
 // on the CPU) gets no chunk reads.
 func TestLoaderChunkReadsSlowReader(t *testing.T) {
@@ -209,6 +234,8 @@ func TestChunkGate(t *testing.T) {
 		{"stays open while misses fall to 300 a second", []phase{{10, 30, true}, {500, 3, true}}},
 		{"closes a second after misses stop", []phase{{10, 30, true}, {90, 0, true}, {2, 0, false}}},
 		{"reopens", []phase{{10, 30, true}, {200, 0, false}, {10, 10, true}}},
+		// Chunk reads make misses fewer and slower: the gate holds for a second once open.
+		{"stays open a second after it opens", []phase{{2, 10, true}, {99, 0, true}, {1, 0, false}}},
 	} {
 		var g chunkGate
 		var misses uint64
