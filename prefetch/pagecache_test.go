@@ -181,7 +181,7 @@ func TestLoaderChunkReads(t *testing.T) {
 // READ reaches the Loader after the tick that opened it.
 func TestLoaderChunkSweep(t *testing.T) {
 	defer func(d time.Duration) { tickEvery = d }(tickEvery)
-	tickEvery = time.Hour // the test ticks (kernelCache.tickEach): the gate sees its rates, not the clock's
+	tickEvery = time.Hour                         // the test ticks (kernelCache.tickEach): the gate sees its rates, not the clock's
 	x, shards, content := dataset(t, 600, 48<<10) // 3 shards of 2-3 chunks each
 	ids := sortedIDs(content)
 	k := newKernelCache(t, content)
