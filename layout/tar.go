@@ -474,11 +474,20 @@ func tarNanos(sec, ns int64) int64 {
 }
 
 // tarNumber parses a numeric field: octal padded with spaces and NULs, or GNU base-256 (the first
-// byte's top bit set, its next bit the sign of a big-endian two's complement number).
+// byte's top bit set, its next bit the sign of a big-endian two's complement number). The
+// padding is trimmed by hand: bytes.Trim builds its set of bytes on each call, and was 4% of
+// aifs index's CPU time over 1.28 M members (four fields a header).
 func tarNumber(b []byte) (int64, bool) {
 	if len(b) == 0 || b[0]&0x80 == 0 {
+		i, j := 0, len(b)
+		for i < j && (b[i] == ' ' || b[i] == 0) {
+			i++
+		}
+		for j > i && (b[j-1] == ' ' || b[j-1] == 0) {
+			j--
+		}
 		var x int64
-		for _, c := range bytes.Trim(b, " \x00") {
+		for _, c := range b[i:j] {
 			if c < '0' || c > '7' || x>>60 != 0 {
 				return 0, false
 			}
