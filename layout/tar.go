@@ -54,8 +54,23 @@ func (t TarType) String() string {
 	return "TarType(" + strconv.Itoa(int(t)) + ")"
 }
 
-// tarTypes maps the typeflags understood to types.
-var tarTypes = map[byte]TarType{0: TarFile, '0': TarFile, '7': TarFile, '1': TarHardLink, '2': TarSymlink, '5': TarDir, 'S': TarSparse}
+// tarTypeOf returns the type of a member of typeflag flag, before its name and PAX records have
+// their say. (A map of the flags understood cost 3% of aifs index's CPU, hashing a byte a member.)
+func tarTypeOf(flag byte) TarType {
+	switch flag {
+	case 0, '0', '7':
+		return TarFile
+	case '1':
+		return TarHardLink
+	case '2':
+		return TarSymlink
+	case '5':
+		return TarDir
+	case 'S':
+		return TarSparse
+	}
+	return TarOther
+}
 
 var tarTypeNames = []string{"file", "hard link", "directory", "symlink", "other", "sparse file"}
 
@@ -242,10 +257,7 @@ func (t *TarReader) next() (TarMember, error) {
 			m.Linkname = string(tarString(t.blk[157:257]))
 		}
 		v7 := string(t.blk[257:263]) != "ustar\x00" && string(t.blk[257:265]) != "ustar  \x00"
-		m.Type = TarOther
-		if typ, ok := tarTypes[flag]; ok {
-			m.Type = typ
-		}
+		m.Type = tarTypeOf(flag)
 		switch {
 		case (flag == 0 || flag == '0' && v7) && strings.HasSuffix(m.Name, "/"):
 			m.Type = TarDir
