@@ -109,11 +109,17 @@ func indexSize(n, dirs, order int, names uint64, shards []Shard) int {
 	return int(headerSize3 + entrySize*uint64(n) + table + names + shardSize*uint64(len(shards)) + 4*uint64(order) + 4*blocks + 8*uint64(dirs))
 }
 
-// memFile is an io.WriterAt over a growing buffer.
+// memFile is an io.WriterAt over a growing buffer. Bytes not written read as zeros.
 type memFile struct{ b []byte }
 
 func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
-	if end := int(off) + len(p); end > len(m.b) {
+	switch end := int(off) + len(p); {
+	case end <= len(m.b):
+	case end <= cap(m.b):
+		// Within the capacity, make's zeros are there already: appending zeros first wrote
+		// the 73 MiB of a 1.28 M-member index twice, 2% of IndexTars's CPU.
+		m.b = m.b[:end]
+	default:
 		m.b = append(m.b, make([]byte, end-len(m.b))...)
 	}
 	return copy(m.b[off:], p), nil
