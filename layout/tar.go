@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -306,8 +305,8 @@ func (t *TarReader) readHeader() error {
 		return io.EOF
 	}
 	stored, ok := tarNumber(t.blk[148:156])
-	unsigned, signed := tarChecksum(&t.blk)
-	if err == nil && ok && (stored == unsigned || stored == signed) {
+	unsigned := tarChecksum(&t.blk)
+	if err == nil && ok && (stored == unsigned || stored == tarSignedChecksum(&t.blk)) {
 		return nil
 	}
 	for _, c := range tarCompressions { // a short or bad first block may be a compressed tar
@@ -535,27 +534,41 @@ func tarNumber(b []byte) (int64, bool) {
 	return int64(x), true
 }
 
-// tarChecksum returns the unsigned and signed-char sums of h with its checksum field (bytes 148
-// to 155) as spaces. It sums eight bytes at a time, in 16-bit lanes that cannot overflow over one
-// block (at most 64 × 510), and derives the signed sum from the count of bytes over 127: a
-// byte-wise loop was 14% of aifs index's CPU time over 1.28 M members.
-func tarChecksum(h *[tarBlock]byte) (unsigned, signed int64) {
-	const lanes, highs = 0x00ff00ff00ff00ff, 0x8080808080808080
-	var sum uint64
-	high := 0
-	for i := 0; i < tarBlock; i += 8 {
-		w := binary.LittleEndian.Uint64(h[i:])
-		switch i {
-		case 144: // bytes 148-151 are the upper half
-			w = w&0xffffffff | 0x20202020<<32
-		case 152: // bytes 152-155 the lower
-			w = w&^0xffffffff | 0x20202020
-		}
-		sum += w&lanes + w>>8&lanes
-		high += bits.OnesCount64(w & highs)
+// tarChecksum returns the sum of the bytes of h, its checksum field (bytes 148 to 155) counting
+// as spaces. It sums sixteen bytes a step, in the 16-bit lanes of two words (the even bytes
+// and the odd), which cannot overflow over one block (at most 64 × 2 × 255), and corrects
+// for the field after. Summing byte by byte was 14% of aifs index's CPU time over 1.28 M
+// members; eight bytes a step, also counting the bytes over 127 for the signed sum and
+// replacing the field inside the loop, about 2,000 instructions a header (callgrind) and 10%;
+// this takes 620, a quarter of the time.
+func tarChecksum(h *[tarBlock]byte) int64 {
+	const lanes = 0x00ff00ff00ff00ff
+	var even, odd uint64
+	for i := 0; i < tarBlock; i += 16 {
+		w, v := binary.LittleEndian.Uint64(h[i:]), binary.LittleEndian.Uint64(h[i+8:])
+		even += w&lanes + v&lanes
+		odd += w>>8&lanes + v>>8&lanes
 	}
-	unsigned = int64(sum&0xffff + sum>>16&0xffff + sum>>32&0xffff + sum>>48)
-	return unsigned, unsigned - 256*int64(high)
+	sum := even + odd
+	unsigned := int64(sum&0xffff + sum>>16&0xffff + sum>>32&0xffff + sum>>48)
+	for _, c := range h[148:156] {
+		unsigned += ' ' - int64(c)
+	}
+	return unsigned
+}
+
+// tarSignedChecksum returns the sum of the bytes of h as signed chars, as some old tars (Sun's)
+// wrote it, the checksum field counting as spaces. It is only asked when tarChecksum's sum
+// does not match.
+func tarSignedChecksum(h *[tarBlock]byte) int64 {
+	var signed int64
+	for i, c := range h {
+		if i >= 148 && i < 156 {
+			c = ' '
+		}
+		signed += int64(int8(c))
+	}
+	return signed
 }
 
 // appendTarName appends the name in header h to dst, joined to the ustar prefix (star's shorter

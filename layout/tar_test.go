@@ -622,7 +622,7 @@ func BenchmarkTarReader(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/member")
 }
 
-// TestTarChecksumSums checks the word-at-a-time sums against byte-by-byte ones over blocks of
+// TestTarChecksumSums checks the word-at-a-time sum and the signed one against byte-by-byte sums over blocks of
 // random bytes, of bytes all over 127, and of zeros.
 func TestTarChecksumSums(t *testing.T) {
 	blocks := [][tarBlock]byte{{}, {}, {}}
@@ -640,8 +640,8 @@ func TestTarChecksumSums(t *testing.T) {
 			}
 			u, s = u+int64(c), s+int64(int8(c))
 		}
-		if gu, gs := tarChecksum(&h); gu != u || gs != s {
-			t.Errorf("block %d: tarChecksum = %d, %d; want %d, %d", k, gu, gs, u, s)
+		if gu, gs := tarChecksum(&h), tarSignedChecksum(&h); gu != u || gs != s {
+			t.Errorf("block %d: tarChecksum = %d, tarSignedChecksum = %d; want %d, %d", k, gu, gs, u, s)
 		}
 	}
 }
