@@ -14,16 +14,18 @@ import (
 // tars (Pack holds its tree flat, in a packTree); number numbers it and encodeIndex encodes it.
 // Directories hold their children sorted by name.
 //
-// The fields are ordered so that a node takes 96 bytes, not 128: IndexTars makes one per member.
+// IndexTars makes a node per member: its fields are ordered so that it takes 88 bytes, not 128,
+// and it points to nothing but its name and children (the parent is an id), which the
+// collector scans.
 type node struct {
 	name     string
 	children []*node
-	parent   *node // set by number
 	mtime    int64
 	size     uint64
 	offset   uint64
 	mode     uint32 // Unix st_mode
 	id       ID     // set by number
+	parent   ID     // set by number; the root's is 0
 	shard    uint32
 	crc      uint32
 	link     bool // a hard link of a tar (IndexTars): its extent is another file's
@@ -55,7 +57,7 @@ func number(root *node) []*node {
 			slices.SortFunc(d.children, byName)
 		}
 		for _, c := range d.children {
-			c.id, c.parent = ID(len(order)), d
+			c.id, c.parent = ID(len(order)), d.id
 			order = append(order, c)
 		}
 		for _, c := range d.children {
@@ -87,10 +89,7 @@ func encodeIndex(nodes []*node, shards []Shard, noCRC bool) []byte {
 	out := memFile{b: make([]byte, 0, indexSize(len(nodes), dirs, len(nodes)-dirs, names, shards))}
 	w := NewIndexWriter(&out, len(nodes), noCRC)
 	for _, n := range nodes {
-		e := Entry{Mode: n.mode, MTime: n.mtime}
-		if n.parent != nil {
-			e.Parent = n.parent.id
-		}
+		e := Entry{Parent: n.parent, Mode: n.mode, MTime: n.mtime}
 		if n.isDir() {
 			if len(n.children) > 0 {
 				e.FirstChild, e.NumChildren = n.children[0].id, uint32(len(n.children))
