@@ -19,9 +19,7 @@ func encodeOld(nodes []*node, shards []Shard, noCRC bool) []byte {
 		b := entries[i*oldEntrySize:]
 		le.PutUint64(b, uint64(names.Len()))
 		names.WriteString(n.name)
-		if n.parent != nil {
-			le.PutUint32(b[oldEParent:], uint32(n.parent.id))
-		}
+		le.PutUint32(b[oldEParent:], uint32(n.parent))
 		le.PutUint16(b[oldEMode:], uint16(n.mode))
 		b[oldENameLen] = uint8(len(n.name))
 		le.PutUint64(b[oldEMTime:], uint64(n.mtime))

@@ -622,7 +622,7 @@ func BenchmarkTarReader(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/member")
 }
 
-// TestTarChecksumSums checks the word-at-a-time sums against byte-by-byte ones over blocks of
+// TestTarChecksumSums checks the word-at-a-time sum and the signed one against byte-by-byte sums over blocks of
 // random bytes, of bytes all over 127, and of zeros.
 func TestTarChecksumSums(t *testing.T) {
 	blocks := [][tarBlock]byte{{}, {}, {}}
@@ -640,8 +640,27 @@ func TestTarChecksumSums(t *testing.T) {
 			}
 			u, s = u+int64(c), s+int64(int8(c))
 		}
-		if gu, gs := tarChecksum(&h); gu != u || gs != s {
-			t.Errorf("block %d: tarChecksum = %d, %d; want %d, %d", k, gu, gs, u, s)
+		if gu, gs := tarChecksum(&h), tarSignedChecksum(&h); gu != u || gs != s {
+			t.Errorf("block %d: tarChecksum = %d, tarSignedChecksum = %d; want %d, %d", k, gu, gs, u, s)
+		}
+	}
+}
+
+// TestTarNumber checks numeric fields: octal with its padding of spaces and NULs on either side,
+// base-256, and what is neither.
+func TestTarNumber(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		want  int64
+		ok    bool
+	}{
+		{"0000644\x00", 0o644, true}, {"  644 \x00", 0o644, true}, {"\x00\x00644  ", 0o644, true},
+		{"", 0, true}, {"   \x00\x00", 0, true}, {"17777777777", 0o17777777777, true},
+		{"6 44", 0, false}, {"0008", 0, false}, {"-1", 0, false}, {"7777777777777777777777", 0, false},
+		{"\x80\x00\x00\x00\x00\x00\x01\x00", 256, true}, {"\xff\xff\xff\xff\xff\xff\xff\xfe", -2, true},
+	} {
+		if got, ok := tarNumber([]byte(c.field)); got != c.want || ok != c.ok {
+			t.Errorf("tarNumber(%q) = %d, %v; want %d, %v", c.field, got, ok, c.want, c.ok)
 		}
 	}
 }

@@ -132,7 +132,6 @@ func (v *imageFolder) add(_ *treeBuilder, i int, sc *tarScan) error {
 		group = append(group, e)
 	}
 	flush()
-	sc.entries = nil
 	return nil
 }
 
