@@ -60,6 +60,9 @@ func (l *Loader) worker() {
 // samples that another fetch took meanwhile are skipped, the rest become cached read-ahead
 // (and, with Options.Push, are pushed into the page cache).
 func (l *Loader) prefetch(f Fetch) {
+	if f.Chunk {
+		defer l.chunkDone()
+	}
 	type claim struct {
 		id layout.ID
 		f  *flight.Flight[*Sample]
@@ -85,15 +88,9 @@ func (l *Loader) prefetch(f Fetch) {
 	}
 	l.aheadBytes.Add(-unclaimed)
 	if len(claims) == 0 {
-		if f.Chunk {
-			l.chunkRead()
-		}
 		return
 	}
 	view, data, err := l.readShard(f.Shard, f.Off, nil, f.Len)
-	if f.Chunk {
-		l.chunkRead()
-	}
 	if err != nil {
 		for _, c := range claims {
 			l.aheadBytes.Add(-int64(l.x.Entry(c.id).Size))

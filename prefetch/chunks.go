@@ -128,10 +128,12 @@ func (l *Loader) sweep() {
 	l.queueFetches(fetches)
 }
 
-// chunkRead is told that a chunk read has left the device (its samples are yet to be pushed):
-// the next may start. Pushing 4 MiB takes 2-9 ms of CPU, as long as reading it: a flight that
-// lasted until its push was done left the device idle half the time.
-func (l *Loader) chunkRead() {
+// chunkDone is told that a chunk read is done, its samples pushed: the next may start. A read
+// holds its flight until then, so that 8 flights bound the 4 MiB buffers held too: freeing the
+// flight when the bytes were in (pushing 4 MiB takes 2-9 ms of CPU) held up to 16 buffers, left
+// the daemon 20-25 MB larger in a memory cgroup (a smaller page-cache budget), and ran a cold
+// epoch at 1 reader slower (4 passes by hand: 5,274-5,856 files/s against 6,064-6,883).
+func (l *Loader) chunkDone() {
 	l.chunkFlights.Add(-1)
 	l.sweep()
 }
