@@ -101,7 +101,7 @@ func worthReading(f Fetch, want int64) bool { return len(f.IDs) >= 2 && 2*want >
 // next (the 2-core VM, 10,000 JPEGs: 266 chunk reads in a 2.6 s epoch, READs waiting 1.5 s of
 // it, 3,800 files/s, ext4 3,100-3,900).
 func (l *Loader) sweep() {
-	if !l.chunksOpen.Load() || l.chunkFlights.Load() >= maxChunkFlights {
+	if !l.opt.ChunkReads || l.res == nil || !l.chunksOpen.Load() || l.chunkFlights.Load() >= maxChunkFlights {
 		return
 	}
 	// It waits for mu (only READs may not): with 8 readers mu was busy often enough that a

@@ -201,6 +201,22 @@ func TestLoaderChunkSweep(t *testing.T) {
 	}
 }
 
+// TestLoaderChunkSweepOff: without ChunkReads (chunk_reads=off, or a disk cache, whose
+// push_chunks pushes its own chunks) nothing is swept, however fast the misses come.
+func TestLoaderChunkSweepOff(t *testing.T) {
+	defer func(d time.Duration) { tickEvery = d }(tickEvery)
+	tickEvery = time.Hour
+	x, shards, content := dataset(t, 600, 48<<10)
+	ids := sortedIDs(content)
+	k := newKernelCache(t, content)
+	k.tickEach = 20
+	l := newInlineLoader(t, x, shards, Options{Push: k.push, Drop: k.drop})
+	k.epoch(t, l, ids, rand.New(rand.NewPCG(11, 12)))
+	if pc := l.Stats().PageCache; pc.ChunkReads != 0 || pc.ChunkSamples != 0 {
+		t.Errorf("%d chunk reads pushed %d samples with ChunkReads off; want none", pc.ChunkReads, pc.ChunkSamples)
+	}
+}
+
 // TestLoaderChunkReadsSlowReader: a reader that misses at 300 a second (a DataLoader decoding
 // on the CPU) gets no chunk reads.
 func TestLoaderChunkReadsSlowReader(t *testing.T) {
