@@ -13,13 +13,18 @@ import "github.com/aifs/aifs/layout"
 // set that does not fit, once resident: reading around it would cost more than it brings).
 //
 // maxChunkFlights was measured on the 2-core VM (loop-mounted ext4 image with direct I/O,
-// 4,000 files, cold epochs, aifs/ext4 of the same pass): 1 or 2 chunk reads in flight left 8
-// readers at 0.6-0.9× ext4 (the device idles between them); 8 gave 1.0-1.3× at 8 readers and
-// 2.5-2.9× at 1; 16 was slower at 8 and 32 readers (foreground misses queue behind 64 MiB).
+// 10,000 JPEGs, cold epochs, by hand, files/s against ext4 in the same pass). Before the sweep,
+// with chunk reads started by misses alone, 1 or 2 in flight left 8 readers at 0.6-0.9× ext4
+// (the device idled between misses) and 8 did best. With the sweep keeping every flight busy,
+// 2 did better than 8 at 1 reader (1.25-1.71×, median 1.48 over 7 passes, against 1.15-1.44×
+// over 4) and at 8 readers (0.90-1.08× against 0.85-0.88×, 3 passes), and alike at 32
+// (0.65-0.86× against 0.68-0.94×): this disk reads ~900 MB/s at any depth, and a miss waits
+// behind fewer 4 MiB reads. 1 was slower (1.11-1.15× at 1 reader): the device idles while a
+// read is pushed.
 
 const (
 	chunkSize       = 4 << 20 // the local backend's largest pooled buffer
-	maxChunkFlights = 8       // 32 MiB in flight, a sequential run's largest window
+	maxChunkFlights = 2       // chunk reads queued, reading or pushing
 )
 
 // readChunk queues the chunk read around sample id (entry e), whose READ missed, if it is
@@ -105,7 +110,7 @@ func (l *Loader) sweep() {
 		return
 	}
 	// It waits for mu (only READs may not): with 8 readers mu was busy often enough that a
-	// sweep that tried it once kept 2 of the 8 flights going.
+	// sweep that tried it once kept 2 of 8 flights going.
 	l.lockPlanner()
 	var fetches []Fetch
 	if l.planner.PlannedBytes() == 0 {
