@@ -146,7 +146,7 @@ type Loader struct {
 	scopes       [scopeSpan]int64 // the plans' bytes at the last refreshes (planScope), under mu
 	scopeAt      int
 	readers      [8]atomic.Uint32
-	chunkFlights atomic.Int32  // chunk reads queued or running (chunks.go)
+	chunkFlights atomic.Int32  // chunk reads queued, reading or pushing (chunks.go)
 	chunksOpen   atomic.Bool   // chunk reads may start: the READs miss fast (chunkGate)
 	gate         chunkGate     // owned by the page cache's ticks (tick)
 	gateGen      atomic.Uint32 // how many times the gate has opened

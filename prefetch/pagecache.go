@@ -86,8 +86,8 @@ func (l *Loader) residencyLoop(every time.Duration) {
 	}
 }
 
-// tick ticks the Residency and drops what it lets go, and opens or closes chunk reads
-// (chunkGate); drop is reused.
+// tick ticks the Residency and drops what it lets go, opens or closes chunk reads
+// (chunkGate) and tops up the sweep's reads (sweep); drop is reused.
 func (l *Loader) tick(drop []layout.ID) []layout.ID {
 	open := l.gate.tick(l.stats.misses.Load())
 	if open && !l.chunksOpen.Load() {
