@@ -162,8 +162,9 @@ func (t *TarReader) Next() (TarMember, error) {
 }
 
 // nextName is Next leaving TarMember.Name empty: the name is returned as bytes that stay valid
-// until the next call of Next, nextName or Reset. (IndexTars copies the names of a tar end to end, and makes one
-// string of them: a string a member was 3% of its CPU, with the collector's share.)
+// until the next call of Next, nextName or Reset. (IndexTars copies the names of a tar end to
+// end, and makes one string of them: a string a member was 3% of its CPU, with the collector's
+// share.)
 func (t *TarReader) nextName() (TarMember, []byte, error) {
 	if t.err != nil {
 		return TarMember{}, nil, t.err

@@ -622,8 +622,8 @@ func BenchmarkTarReader(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/member")
 }
 
-// TestTarChecksumSums checks the word-at-a-time sum and the signed one against byte-by-byte sums over blocks of
-// random bytes, of bytes all over 127, and of zeros.
+// TestTarChecksumSums checks the word-at-a-time sum and the signed one against byte-by-byte
+// sums over blocks of random bytes, of bytes all over 127, and of zeros.
 func TestTarChecksumSums(t *testing.T) {
 	blocks := [][tarBlock]byte{{}, {}, {}}
 	for i := range blocks[1] {

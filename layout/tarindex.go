@@ -301,8 +301,9 @@ type scratch struct {
 }
 
 // scan reads tar i with s.tr, keeping what the tree may hold in entries (empty, maybe nil: its
-// capacity is used). The entries' paths are substrings of one string: a string a member, and a member's
-// node from another allocation, cost a tenth of IndexTars's CPU with the collector's share.
+// capacity is used). The entries' paths are substrings of one string: a string a member, and a
+// member's node from another allocation, cost a tenth of IndexTars's CPU with the collector's
+// share.
 func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMember) (*tarScan, error) {
 	src := ix.srcs[i]
 	rc, err := src.Open(ctx)
