@@ -2,15 +2,16 @@ package prefetch
 
 import "github.com/aifs/aifs/layout"
 
-// Chunk reads (Options.ChunkReads): a cold miss also asks, in the background, for the other
-// samples of the 4 MiB-aligned chunk of its shard around it that this epoch has not read and
-// that the page cache will keep (all of them when the set fits the budget, the subset's
-// otherwise), and pushes them into the page cache as read-ahead is (pushAhead). A shuffled
-// epoch then reads each byte of the shards about once, in large reads, instead of one random
-// read per sample. Bounds, so that foreground misses come first: at most maxChunkFlights chunk
-// reads queued or running, none started while the planner's lock is busy, and none for a
-// chunk whose samples to keep fill less than half of the bytes it would read (the subset of a
-// set that does not fit, once resident: reading around it would cost more than it brings).
+// Chunk reads (Options.ChunkReads): while READs miss fast (chunkGate), the Loader reads in the
+// background the samples that this epoch has not read and that the page cache will keep (all
+// of them when the set fits the budget, the subset's otherwise), and pushes them into the page
+// cache as read-ahead is (pushAhead): a cold miss's 4 MiB-aligned chunk first (readChunk),
+// then the shards in order (sweep). A shuffled epoch then reads each byte of the shards about
+// once, in large reads, instead of one random read per sample. Bounds, so that foreground
+// misses come first: at most maxChunkFlights chunk reads queued, reading or pushing; no miss's
+// chunk while the planner's lock is busy; and no read whose samples to keep fill less than
+// half of its bytes (the subset of a set that does not fit, once resident: reading around it
+// would cost more than it brings).
 //
 // maxChunkFlights was measured on the 2-core VM (loop-mounted ext4 image with direct I/O,
 // 10,000 JPEGs, cold epochs, by hand, files/s against ext4 in the same pass). Before the sweep,
@@ -94,7 +95,7 @@ func worthReading(f Fetch, want int64) bool { return len(f.IDs) >= 2 && 2*want >
 
 // sweep keeps maxChunkFlights chunk reads going while the gate is open and no plan is held
 // (plans read ahead in their own order): from a cursor that starts again at each epoch and
-// each time the gate opens, it reads the samples worth reading in the order of the shards,
+// each time the gate opens (tick), it reads the samples worth reading in the order of the shards,
 // up to chunkSize at a time, so that no sample is left out as one across a 4 MiB boundary
 // is by aligned chunks. A miss's own chunk (readChunk) goes first; the sweep fills the flights
 // it leaves, so that the device never idles between misses. It runs at each tick and each
@@ -114,8 +115,8 @@ func (l *Loader) sweep() {
 	l.lockPlanner()
 	var fetches []Fetch
 	if l.planner.PlannedBytes() == 0 {
-		if epoch, _, _ := l.planner.Epoch(); epoch != l.sweepEpoch || l.sweepGen != l.gateGen.Load() {
-			l.sweepEpoch, l.sweepGen, l.sweepPos = epoch, l.gateGen.Load(), 0
+		if epoch, _, _ := l.planner.Epoch(); epoch != l.sweepEpoch {
+			l.sweepEpoch, l.sweepPos = epoch, 0
 		}
 		room := int(maxChunkFlights - l.chunkFlights.Load())
 		for n := 0; n < sweepLook && len(fetches) < room && l.sweepPos < l.x.Files(); n++ {
@@ -134,10 +135,11 @@ func (l *Loader) sweep() {
 }
 
 // chunkDone is told that a chunk read is done, its samples pushed: the next may start. A read
-// holds its flight until then, so that 8 flights bound the 4 MiB buffers held too: freeing the
-// flight when the bytes were in (pushing 4 MiB takes 2-9 ms of CPU) held up to 16 buffers, left
-// the daemon 20-25 MB larger in a memory cgroup (a smaller page-cache budget), and ran a cold
-// epoch at 1 reader slower (4 passes by hand: 5,274-5,856 files/s against 6,064-6,883).
+// holds its flight until then, so that the flights bound the 4 MiB buffers held too: with 8
+// flights, freeing one when its bytes were in (pushing 4 MiB takes 2-9 ms of CPU) held up to 16
+// buffers, left the daemon 20-25 MB larger in a memory cgroup (a smaller page-cache budget),
+// and ran a cold epoch at 1 reader slower (4 passes by hand: 5,274-5,856 files/s against
+// 6,064-6,883).
 func (l *Loader) chunkDone() {
 	l.chunkFlights.Add(-1)
 	l.sweep()

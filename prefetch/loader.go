@@ -146,13 +146,11 @@ type Loader struct {
 	scopes       [scopeSpan]int64 // the plans' bytes at the last refreshes (planScope), under mu
 	scopeAt      int
 	readers      [8]atomic.Uint32
-	chunkFlights atomic.Int32  // chunk reads queued, reading or pushing (chunks.go)
-	chunksOpen   atomic.Bool   // chunk reads may start: the READs miss fast (chunkGate)
-	gate         chunkGate     // owned by the page cache's ticks (tick)
-	gateGen      atomic.Uint32 // how many times the gate has opened
-	sweepEpoch   int           // the epoch the sweep's cursor is in (chunks.go), under mu
-	sweepGen     uint32        // the gate's opening the cursor started at, under mu
-	sweepPos     int           // the sweep's cursor, an extent position, under mu
+	chunkFlights atomic.Int32 // chunk reads queued, reading or pushing (chunks.go)
+	chunksOpen   atomic.Bool  // chunk reads may start: the READs miss fast (chunkGate)
+	gate         chunkGate    // owned by the page cache's ticks (tick)
+	sweepEpoch   int          // the epoch the sweep's cursor is in (chunks.go), under mu
+	sweepPos     int          // the sweep's cursor, an extent position, under mu
 
 	verified []atomic.Uint64 // with Verify: the samples over MaxWhole whose checksum matched, one bit each
 

@@ -90,15 +90,15 @@ func (l *Loader) residencyLoop(every time.Duration) {
 // (chunkGate) and tops up the sweep's reads (sweep); drop is reused.
 func (l *Loader) tick(drop []layout.ID) []layout.ID {
 	open := l.gate.tick(l.stats.misses.Load())
+	l.lockPlanner()
 	if open && !l.chunksOpen.Load() {
-		l.gateGen.Add(1)
+		l.sweepPos = 0 // the gate opens: the sweep starts again
 	}
 	l.chunksOpen.Store(open)
-	l.sweep()
-	l.lockPlanner()
 	drop = l.res.Tick(l.planner.Passed, l.flights.Busy, drop)
 	l.unlockPlanner()
 	l.drop(drop)
+	l.sweep()
 	return drop
 }
 
