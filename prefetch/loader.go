@@ -51,8 +51,9 @@ type Options struct {
 	// calls it, from one goroutine and never on a READ's path, for the samples the policy lets
 	// go. Nil: aifs never drops pages, and the kernel's LRU decides what stays.
 	Drop func(id layout.ID)
-	// ChunkReads, with the Residency policy on, makes a cold miss read the other samples of its
-	// 4 MiB chunk that the page cache will keep (chunks.go), in the background, and push them.
+	// ChunkReads, with the Residency policy on, makes a cold miss read the samples after it that
+	// the page cache will keep, up to 4 MiB, and then the shards in order (chunks.go), in the
+	// background, and push them.
 	ChunkReads bool
 	// Verify checks every sample fetched against the CRC32C the index records for it, before
 	// any reader sees it (-o verify=on): one whose bytes differ fails with ErrCorrupt and is

@@ -178,7 +178,8 @@ func TestLoaderChunkReads(t *testing.T) {
 
 // TestLoaderChunkSweep: once the gate opens, the sweep pushes every sample the epoch has not
 // read, those across a 4 MiB boundary too (aligned chunks leave them out), each once: no
-// READ reaches the Loader after the tick that opened it.
+// READ reaches the Loader after the tick that opened it. No byte is read twice: the samples
+// read before the gate opened are not read again inside a chunk read.
 func TestLoaderChunkSweep(t *testing.T) {
 	defer func(d time.Duration) { tickEvery = d }(tickEvery)
 	tickEvery = time.Hour                         // the test ticks (kernelCache.tickEach): the gate sees its rates, not the clock's
@@ -196,8 +197,12 @@ func TestLoaderChunkSweep(t *testing.T) {
 			t.Errorf("sample %d pushed %d times, read %v", id, n, reached[id])
 		}
 	}
-	if pc := l.Stats().PageCache; pc.ChunkReads == 0 || pc.ChunkSamples != uint64(len(ids)-len(reached)) || pc.Drops != 0 {
+	st := l.Stats()
+	if pc := st.PageCache; pc.ChunkReads == 0 || pc.ChunkSamples != uint64(len(ids)-len(reached)) || pc.Drops != 0 {
 		t.Errorf("page cache stats %+v", *pc)
+	}
+	if read, held := st.Backend.Bytes, x.ShardBytes(); read > held {
+		t.Errorf("the epoch read %d bytes from shards of %d: some twice", read, held)
 	}
 }
 

@@ -315,7 +315,7 @@ type ResidencyStats struct {
 	Drops         uint64 `json:"drops"`
 	PushesRefused uint64 `json:"pushes_refused"`
 	KernelDropped uint64 `json:"kernel_dropped"`
-	// ChunkReads counts the reads of a cold miss's chunk (Options.ChunkReads), and
+	// ChunkReads counts the background reads of chunks.go (Options.ChunkReads), and
 	// ChunkSamples the samples they pushed into the page cache.
 	ChunkReads   uint64 `json:"chunk_reads"`
 	ChunkSamples uint64 `json:"chunk_samples"`

@@ -31,9 +31,10 @@ Mount options (-o, comma-separated, repeatable):
   chunk_reads=on|off        on (default): with kernel_cache=on and no cache_dir, while READs
                             miss at 1,000 a second or more, reads in the background the
                             samples this epoch has not read that the page cache will keep
-                            (a cold miss's 4 MiB chunk first, then the shards in order) and
-                            puts them there, so a cold epoch reads the shards in large reads
-                            (readers that decode slower wait on no read)
+                            (those after a cold miss first, then the shards in order, up to
+                            4 MiB a read, never a byte twice) and puts them there, so a cold
+                            epoch reads the shards in large reads (readers that decode slower
+                            wait on no read)
   mem_cache=SIZE            memory for samples read ahead and, with kernel_cache=off, a stable
                             subset of the samples read (K, M, G, T suffixes; default 1G, or in
                             a memory cgroup 1/8 of its limit, 1/2 with kernel_cache=off, if less)
