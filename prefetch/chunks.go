@@ -14,19 +14,23 @@ import "github.com/aifs/aifs/layout"
 // bytes (the subset of a set that does not fit, once resident: reading around it would cost
 // more than it brings).
 //
-// maxChunkFlights was measured on the 2-core VM (loop-mounted ext4 image with direct I/O,
-// 10,000 JPEGs, cold epochs, by hand, files/s against ext4 in the same pass). Before the sweep,
-// with chunk reads started by misses alone, 1 or 2 in flight left 8 readers at 0.6-0.9× ext4
-// (the device idled between misses) and 8 did best. With the sweep keeping every flight busy,
-// 2 did better than 8 at 1 reader (1.25-1.71×, median 1.48 over 7 passes, against 1.15-1.44×
-// over 4) and at 8 readers (0.90-1.08× against 0.85-0.88×, 3 passes), and alike at 32
-// (0.65-0.86× against 0.68-0.94×): this disk reads ~900 MB/s at any depth, and a miss waits
-// behind fewer 4 MiB reads. 1 was slower (1.11-1.15× at 1 reader): the device idles while a
-// read is pushed.
+// chunkSize and maxChunkFlights were measured on the 2-core VM (loop-mounted ext4 image with
+// direct I/O, 10,000 JPEGs, cold epochs, by hand, files/s against ext4 in the same pass).
+// Before the sweep, with chunk reads started by misses alone, 1 or 2 reads of 4 MiB in flight
+// left 8 readers at 0.6-0.9× ext4 (the device idled between misses) and 8 did best; with the
+// sweep keeping every flight busy, 2 did better than 8 (1 reader: 1.25-1.71× against
+// 1.15-1.44×; 8 readers: 0.90-1.08× against 0.85-0.88×), and 1 was slower (the device idles
+// while a read is pushed). Once reads ended at the samples already read, 3 reads of 1 MiB beat
+// 2 of 4 MiB at 1 reader (medians of 5 passes in three runs: 1.44-1.51× against 1.35-1.36×)
+// and were alike at 8 and 32 (0.94 and 0.88× against 0.92 and 0.87×): a miss waits behind 3
+// MiB at the device instead of 8, and fio read this disk as fast in 1 MiB reads 2 at a time
+// (1.18 GB/s) as in 4 MiB reads (0.88-0.93 GB/s). 2 reads of 1 MiB, 3 of 512 KiB or 2 MiB, and
+// 4 of 1 MiB did no better. A read is 8 KiB under 1 MiB so that, widened to 4 KiB at both ends
+// for O_DIRECT, it fits the local backend's 1 MiB buffers.
 
 const (
-	chunkSize       = 4 << 20 // the local backend's largest pooled buffer
-	maxChunkFlights = 2       // chunk reads queued, reading or pushing
+	chunkSize       = 1<<20 - 8<<10 // the most bytes a chunk read spans
+	maxChunkFlights = 3             // chunk reads queued, reading or pushing
 )
 
 // readChunk queues the read of the samples that follow sample id (entry e), whose READ missed,
@@ -45,7 +49,7 @@ func (l *Loader) readChunk(id layout.ID, e layout.Entry) {
 		var want int64
 		end := e.Offset + e.Size
 		f, want, _ = l.chunkFetchFrom(e.Shard, l.x.ExtentPos(e.Shard, end), end+chunkSize)
-		ok = worthReading(f, want)
+		ok = l.worthReading(f, want)
 	}
 	l.unlockPlannerNext(next)
 	if ok {
@@ -93,16 +97,21 @@ func (l *Loader) chunkFetchFrom(shard uint32, pos int, end uint64) (f Fetch, wan
 }
 
 // worthReading reports whether chunk read f, of want bytes of samples to push, is worth
-// making: two samples at least, filling half of the bytes it reads at least (the subset of a
-// set that does not fit, once resident: reading around it would cost more than it brings).
-func worthReading(f Fetch, want int64) bool { return len(f.IDs) >= 2 && 2*want >= f.Len }
+// making: its samples fill half of the bytes it reads at least (the subset of a set that does
+// not fit, once resident: reading around it would cost more than it brings), and it holds two
+// samples at least unless the set fits. A lone sample between two that the epoch has read is
+// worth a read when the set fits: left to its READ, it is a miss after the sweep has passed,
+// and at 1 reader those (about 500) read at the end of the epoch took a fifth of it.
+func (l *Loader) worthReading(f Fetch, want int64) bool {
+	return (len(f.IDs) >= 2 || len(f.IDs) == 1 && l.res.Fits()) && 2*want >= f.Len
+}
 
 // sweep keeps maxChunkFlights chunk reads going while the gate is open and no plan is held
 // (plans read ahead in their own order): from a cursor that starts again at each epoch and
 // each time the gate opens (tick), it reads the samples worth reading in the order of the shards,
-// up to chunkSize at a time, so that no sample is left out as one across a 4 MiB boundary
-// is by aligned chunks. A miss's own chunk (readChunk) goes first; the sweep fills the flights
-// it leaves, so that the device never idles between misses. It runs at each tick and each
+// up to chunkSize at a time, so that no sample is left out as one across a chunk boundary is
+// by aligned chunks. A miss's own read (readChunk) goes first; the sweep fills the flights it
+// leaves, so that the device never idles between misses. It runs at each tick and each
 // time a chunk read ends, never on a READ's path, and looks at no more than sweepLook reads a
 // call (mu held).
 //
@@ -126,7 +135,7 @@ func (l *Loader) sweep() {
 		for n := 0; n < sweepLook && len(fetches) < room && l.sweepPos < l.x.Files(); n++ {
 			first := l.x.Entry(l.x.ByExtent(l.sweepPos))
 			f, want, pos := l.chunkFetchFrom(first.Shard, l.sweepPos, first.Offset+chunkSize)
-			if worthReading(f, want) {
+			if l.worthReading(f, want) {
 				fetches = append(fetches, f)
 			}
 			l.sweepPos = max(pos, l.sweepPos+1)
@@ -139,8 +148,8 @@ func (l *Loader) sweep() {
 }
 
 // chunkDone is told that a chunk read is done, its samples pushed: the next may start. A read
-// holds its flight until then, so that the flights bound the 4 MiB buffers held too: with 8
-// flights, freeing one when its bytes were in (pushing 4 MiB takes 2-9 ms of CPU) held up to 16
+// holds its flight until then, so that the flights bound the buffers held too: with 8 flights
+// of 4 MiB, freeing one when its bytes were in (pushing 4 MiB takes 2-9 ms of CPU) held up to 16
 // buffers, left the daemon 20-25 MB larger in a memory cgroup (a smaller page-cache budget),
 // and ran a cold epoch at 1 reader slower (4 passes by hand: 5,274-5,856 files/s against
 // 6,064-6,883).

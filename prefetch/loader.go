@@ -52,7 +52,7 @@ type Options struct {
 	// go. Nil: aifs never drops pages, and the kernel's LRU decides what stays.
 	Drop func(id layout.ID)
 	// ChunkReads, with the Residency policy on, makes a cold miss read the samples after it that
-	// the page cache will keep, up to 4 MiB, and then the shards in order (chunks.go), in the
+	// the page cache will keep, up to 1 MiB, and then the shards in order (chunks.go), in the
 	// background, and push them.
 	ChunkReads bool
 	// Verify checks every sample fetched against the CRC32C the index records for it, before

@@ -144,8 +144,8 @@ func TestLoaderPageCacheSubset(t *testing.T) {
 	}
 }
 
-// TestLoaderChunkReads: when the set fits, a cold miss reads the other samples of its 4 MiB
-// chunk in the background and pushes them, each once and with the right bytes, so that a cold
+// TestLoaderChunkReads: when the set fits, a cold miss reads the samples after it, up to 1 MiB,
+// in the background and pushes them, each once and with the right bytes, so that a cold
 // shuffled epoch sends a few READs per chunk, not one per sample; nothing is dropped.
 func TestLoaderChunkReads(t *testing.T) {
 	defer func(d time.Duration) { tickEvery = d }(tickEvery)
@@ -176,18 +176,27 @@ func TestLoaderChunkReads(t *testing.T) {
 	}
 }
 
+// sweepLoader returns an inline Loader (with ChunkReads as chunkReads) over a set of 600
+// samples in 3 shards of 9-10 chunks each that fits the page cache, its samples and the
+// kernelCache it pushes to. The test ticks (kernelCache.tickEach): the gate sees its rates,
+// not the clock's.
+func sweepLoader(t *testing.T, chunkReads bool) (*layout.Index, []layout.ID, *kernelCache, *Loader) {
+	d := tickEvery
+	t.Cleanup(func() { tickEvery = d })
+	tickEvery = time.Hour
+	x, shards, content := dataset(t, 600, 48<<10)
+	k := newKernelCache(t, content)
+	l := newInlineLoader(t, x, shards, Options{Push: k.push, Drop: k.drop, ChunkReads: chunkReads})
+	return x, sortedIDs(content), k, l
+}
+
 // TestLoaderChunkSweep: once the gate opens, the sweep pushes every sample the epoch has not
-// read, those across a 4 MiB boundary too (aligned chunks leave them out), each once: no
+// read, those across a chunk boundary too (aligned chunks leave them out), each once: no
 // READ reaches the Loader after the tick that opened it. No byte is read twice: the samples
 // read before the gate opened are not read again inside a chunk read.
 func TestLoaderChunkSweep(t *testing.T) {
-	defer func(d time.Duration) { tickEvery = d }(tickEvery)
-	tickEvery = time.Hour                         // the test ticks (kernelCache.tickEach): the gate sees its rates, not the clock's
-	x, shards, content := dataset(t, 600, 48<<10) // 3 shards of 2-3 chunks each
-	ids := sortedIDs(content)
-	k := newKernelCache(t, content)
+	x, ids, k, l := sweepLoader(t, true)
 	k.tickEach = 20 // 2,000 misses a second: the gate opens at the first tick
-	l := newInlineLoader(t, x, shards, Options{Push: k.push, Drop: k.drop, ChunkReads: true})
 	reached := k.epoch(t, l, ids, rand.New(rand.NewPCG(11, 12)))
 	if len(reached) > k.tickEach {
 		t.Errorf("%d of %d samples reached the Loader; want the %d before the gate opened", len(reached), len(ids), k.tickEach)
@@ -206,16 +215,33 @@ func TestLoaderChunkSweep(t *testing.T) {
 	}
 }
 
+// TestLoaderChunkSweepLone: when the set fits, the sweep reads a sample that lies alone
+// between two the epoch has read, rather than leave it to a miss: half the samples, every
+// other one in the shards, read before the gate opens, and the other half pushed once it has.
+func TestLoaderChunkSweepLone(t *testing.T) {
+	x, ids, k, l := sweepLoader(t, true)
+	var every2 []layout.ID
+	for pos := 0; pos < x.Files(); pos += 2 {
+		every2 = append(every2, x.ByExtent(pos))
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	k.epoch(t, l, every2, rng) // no tick: the gate stays closed
+	k.tickEach = 20
+	reached := k.epoch(t, l, ids, rng)
+	if len(reached) > k.tickEach {
+		t.Errorf("%d of the %d samples left reached the Loader; want the %d before the gate opened",
+			len(reached), len(ids)-len(every2), k.tickEach)
+	}
+	if pc := l.Stats().PageCache; pc.ChunkSamples != uint64(len(ids)-len(every2)-len(reached)) {
+		t.Errorf("page cache stats %+v", *pc)
+	}
+}
+
 // TestLoaderChunkSweepOff: without ChunkReads (chunk_reads=off, or a disk cache, whose
 // push_chunks pushes its own chunks) nothing is swept, however fast the misses come.
 func TestLoaderChunkSweepOff(t *testing.T) {
-	defer func(d time.Duration) { tickEvery = d }(tickEvery)
-	tickEvery = time.Hour
-	x, shards, content := dataset(t, 600, 48<<10)
-	ids := sortedIDs(content)
-	k := newKernelCache(t, content)
+	_, ids, k, l := sweepLoader(t, false)
 	k.tickEach = 20
-	l := newInlineLoader(t, x, shards, Options{Push: k.push, Drop: k.drop})
 	k.epoch(t, l, ids, rand.New(rand.NewPCG(11, 12)))
 	if pc := l.Stats().PageCache; pc.ChunkReads != 0 || pc.ChunkSamples != 0 {
 		t.Errorf("%d chunk reads pushed %d samples with ChunkReads off; want none", pc.ChunkReads, pc.ChunkSamples)
