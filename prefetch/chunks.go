@@ -26,15 +26,17 @@ import "github.com/aifs/aifs/layout"
 // MiB at the device instead of 8, and fio read this disk as fast in 1 MiB reads 2 at a time
 // (1.18 GB/s) as in 4 MiB reads (0.88-0.93 GB/s). 2 reads of 1 MiB, 3 of 512 KiB or 2 MiB, and
 // 4 of 1 MiB did no better. A read is 8 KiB under 1 MiB so that, widened to 4 KiB at both ends
-// for O_DIRECT, it fits the local backend's 1 MiB buffers.
+// for O_DIRECT, it fits the local backend's 1 MiB buffers (Options.ChunkBytes: over S3, where
+// a GET costs a round trip, the mount asks for 4 MiB).
 
-const (
-	chunkSize       = 1<<20 - 8<<10 // the most bytes a chunk read spans
-	maxChunkFlights = 3             // chunk reads queued, reading or pushing
-)
+// maxChunkFlights bounds the chunk reads queued, reading or pushing.
+const maxChunkFlights = 3
+
+// DefaultChunkBytes is Options.ChunkBytes when not set.
+const DefaultChunkBytes = 1<<20 - 8<<10
 
 // readChunk queues the read of the samples that follow sample id (entry e), whose READ missed,
-// up to chunkSize, if it is worth one. When the set does not fit, a miss outside the subset
+// up to ChunkBytes, if it is worth one. When the set does not fit, a miss outside the subset
 // asks for none: it is the steady state (the subset around it is resident), and looking at
 // its neighbours for nothing was 3-4% of the daemon's CPU in a memory cgroup of half the
 // dataset; in a cold epoch the sweep reads the subset around it.
@@ -48,7 +50,7 @@ func (l *Loader) readChunk(id layout.ID, e layout.Entry) {
 	if l.res.Fits() || l.res.Keeps(id) {
 		var want int64
 		end := e.Offset + e.Size
-		f, want, _ = l.chunkFetchFrom(e.Shard, l.x.ExtentPos(e.Shard, end), end+chunkSize)
+		f, want, _ = l.chunkFetchFrom(e.Shard, l.x.ExtentPos(e.Shard, end), end+uint64(l.opt.ChunkBytes))
 		ok = l.worthReading(f, want)
 	}
 	l.unlockPlannerNext(next)
@@ -109,7 +111,7 @@ func (l *Loader) worthReading(f Fetch, want int64) bool {
 // sweep keeps maxChunkFlights chunk reads going while the gate is open and no plan is held
 // (plans read ahead in their own order): from a cursor that starts again at each epoch and
 // each time the gate opens (tick), it reads the samples worth reading in the order of the shards,
-// up to chunkSize at a time, so that no sample is left out as one across a chunk boundary is
+// up to ChunkBytes at a time, so that no sample is left out as one across a chunk boundary is
 // by aligned chunks. A miss's own read (readChunk) goes first; the sweep fills the flights it
 // leaves, so that the device never idles between misses. It runs at each tick and each
 // time a chunk read ends, never on a READ's path, and looks at no more than sweepLook reads a
@@ -134,7 +136,7 @@ func (l *Loader) sweep() {
 		room := int(maxChunkFlights - l.chunkFlights.Load())
 		for n := 0; n < sweepLook && len(fetches) < room && l.sweepPos < l.x.Files(); n++ {
 			first := l.x.Entry(l.x.ByExtent(l.sweepPos))
-			f, want, pos := l.chunkFetchFrom(first.Shard, l.sweepPos, first.Offset+chunkSize)
+			f, want, pos := l.chunkFetchFrom(first.Shard, l.sweepPos, first.Offset+uint64(l.opt.ChunkBytes))
 			if l.worthReading(f, want) {
 				fetches = append(fetches, f)
 			}

@@ -55,6 +55,10 @@ type Options struct {
 	// the page cache will keep, up to 1 MiB, and then the shards in order (chunks.go), in the
 	// background, and push them.
 	ChunkReads bool
+	// ChunkBytes bounds the bytes a chunk read spans (default DefaultChunkBytes, 1 MiB less 8
+	// KiB, for local shards read with O_DIRECT; over S3, where a GET costs a round trip, the
+	// mount sets 4 MiB).
+	ChunkBytes int64
 	// Verify checks every sample fetched against the CRC32C the index records for it, before
 	// any reader sees it (-o verify=on): one whose bytes differ fails with ErrCorrupt and is
 	// not cached. A sample over MaxWhole is read whole once more, in pieces, on its first
@@ -84,6 +88,9 @@ func (o *Options) defaults() {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 16 // as deep as the readers of a DataLoader with 8-16 workers
+	}
+	if o.ChunkBytes <= 0 {
+		o.ChunkBytes = DefaultChunkBytes
 	}
 	if o.MaxWhole <= 0 {
 		o.MaxWhole = 16 << 20

@@ -22,14 +22,20 @@ import (
 
 // shard is a backend.Shard over bytes in memory that counts its reads and can be held up.
 type shard struct {
-	b     []byte
-	reads atomic.Int64
-	gate  chan struct{} // if not nil, each read waits for a receive... close to release all
-	fail  error
+	b       []byte
+	reads   atomic.Int64
+	largest atomic.Int64  // the longest read's bytes
+	gate    chan struct{} // if not nil, each read waits for a receive... close to release all
+	fail    error
 }
 
 func (s *shard) ReadAt(ctx context.Context, p []byte, off int64) error {
 	s.reads.Add(1)
+	for n := s.largest.Load(); int64(len(p)) > n; n = s.largest.Load() {
+		if s.largest.CompareAndSwap(n, int64(len(p))) {
+			break
+		}
+	}
 	if s.gate != nil {
 		<-s.gate
 	}

@@ -2,6 +2,8 @@ package prefetch
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -176,26 +178,33 @@ func TestLoaderChunkReads(t *testing.T) {
 	}
 }
 
-// sweepLoader returns an inline Loader (with ChunkReads as chunkReads) over a set of 600
-// samples in 3 shards of 9-10 chunks each that fits the page cache, its samples and the
-// kernelCache it pushes to. The test ticks (kernelCache.tickEach): the gate sees its rates,
+// sweepLoader returns an inline Loader (with opt, Push and Drop) over a set of 600 samples in
+// 3 shards of 9-10 chunks each that fits the page cache, its samples, the kernelCache it
+// pushes to and its shards. The test ticks (kernelCache.tickEach): the gate sees its rates,
 // not the clock's.
-func sweepLoader(t *testing.T, chunkReads bool) (*layout.Index, []layout.ID, *kernelCache, *Loader) {
+func sweepLoader(t *testing.T, opt Options) (*layout.Index, []layout.ID, *kernelCache, *Loader, []*shard) {
 	d := tickEvery
 	t.Cleanup(func() { tickEvery = d })
 	tickEvery = time.Hour
 	x, shards, content := dataset(t, 600, 48<<10)
 	k := newKernelCache(t, content)
-	l := newInlineLoader(t, x, shards, Options{Push: k.push, Drop: k.drop, ChunkReads: chunkReads})
-	return x, sortedIDs(content), k, l
+	opt.Push, opt.Drop = k.push, k.drop
+	return x, sortedIDs(content), k, newInlineLoader(t, x, shards, opt), shards
 }
 
 // TestLoaderChunkSweep: once the gate opens, the sweep pushes every sample the epoch has not
 // read, those across a chunk boundary too (aligned chunks leave them out), each once: no
 // READ reaches the Loader after the tick that opened it. No byte is read twice: the samples
-// read before the gate opened are not read again inside a chunk read.
+// read before the gate opened are not read again inside a chunk read, and no read spans more
+// than ChunkBytes.
 func TestLoaderChunkSweep(t *testing.T) {
-	x, ids, k, l := sweepLoader(t, true)
+	for _, chunk := range []int64{0, 256 << 10} {
+		t.Run(fmt.Sprintf("ChunkBytes=%d", chunk), func(t *testing.T) { testChunkSweep(t, chunk) })
+	}
+}
+
+func testChunkSweep(t *testing.T, chunk int64) {
+	x, ids, k, l, shards := sweepLoader(t, Options{ChunkReads: true, ChunkBytes: chunk})
 	k.tickEach = 20 // 2,000 misses a second: the gate opens at the first tick
 	reached := k.epoch(t, l, ids, rand.New(rand.NewPCG(11, 12)))
 	if len(reached) > k.tickEach {
@@ -213,13 +222,19 @@ func TestLoaderChunkSweep(t *testing.T) {
 	if read, held := st.Backend.Bytes, x.ShardBytes(); read > held {
 		t.Errorf("the epoch read %d bytes from shards of %d: some twice", read, held)
 	}
+	want := cmp.Or(chunk, DefaultChunkBytes)
+	for i, sh := range shards {
+		if n := sh.largest.Load(); n > want || n < want/2 {
+			t.Errorf("shard %d: the longest read was %d bytes; want at most %d, and over half of that", i, n, want)
+		}
+	}
 }
 
 // TestLoaderChunkSweepLone: when the set fits, the sweep reads a sample that lies alone
 // between two the epoch has read, rather than leave it to a miss: half the samples, every
 // other one in the shards, read before the gate opens, and the other half pushed once it has.
 func TestLoaderChunkSweepLone(t *testing.T) {
-	x, ids, k, l := sweepLoader(t, true)
+	x, ids, k, l, _ := sweepLoader(t, Options{ChunkReads: true})
 	var every2 []layout.ID
 	for pos := 0; pos < x.Files(); pos += 2 {
 		every2 = append(every2, x.ByExtent(pos))
@@ -240,7 +255,7 @@ func TestLoaderChunkSweepLone(t *testing.T) {
 // TestLoaderChunkSweepOff: without ChunkReads (chunk_reads=off, or a disk cache, whose
 // push_chunks pushes its own chunks) nothing is swept, however fast the misses come.
 func TestLoaderChunkSweepOff(t *testing.T) {
-	_, ids, k, l := sweepLoader(t, false)
+	_, ids, k, l, _ := sweepLoader(t, Options{})
 	k.tickEach = 20
 	k.epoch(t, l, ids, rand.New(rand.NewPCG(11, 12)))
 	if pc := l.Stats().PageCache; pc.ChunkReads != 0 || pc.ChunkSamples != 0 {

@@ -161,6 +161,9 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	po := prefetch.Options{CacheBytes: memCache, Verify: c.verify,
 		PageCache:  newPageCacheBudget(c.pageCache, log.Named("page_cache")).budget,
 		ChunkReads: c.chunkReads && c.cacheDir == ""} // with a disk cache, push_chunks pushes its chunks
+	if src.s3 != nil {
+		po.ChunkBytes = diskcache.DefaultChunkSize // a GET costs a round trip: as large as the disk cache's chunks
+	}
 	f, err := fs.New(ctx, src.x, be, fs.Options{Logger: log.Named("fs"), KernelCache: c.kernelCache, Source: src.name, Mountpoint: mnt,
 		Prefetch: po, Storage: storage, NoPlans: c.noPlans})
 	if err != nil {
