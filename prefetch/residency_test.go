@@ -1,6 +1,7 @@
 package prefetch
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -14,7 +15,7 @@ type pageCache struct {
 	r         *Residency
 	cat       catalog
 	in        map[layout.ID]bool
-	inBytes   int64
+	inBytes   int64 // in whole pages, as the kernel holds them
 	peak      int64 // the most bytes in the page cache after a tick's drops
 	tickReads int
 	reads     int
@@ -34,7 +35,7 @@ func (pc *pageCache) apply(drop []layout.ID) {
 			panic("dropped a sample not in the page cache")
 		}
 		delete(pc.in, id)
-		pc.inBytes -= int64(pc.cat[id].Size)
+		pc.inBytes -= pageBytes(int64(pc.cat[id].Size))
 	}
 }
 
@@ -51,7 +52,7 @@ func (pc *pageCache) epoch(rng *rand.Rand) map[layout.ID]bool {
 			reached[id] = true
 			pc.r.Read(id)
 			pc.in[id] = true
-			pc.inBytes += int64(pc.cat[id].Size)
+			pc.inBytes += pageBytes(int64(pc.cat[id].Size))
 		}
 		if pc.reads++; pc.reads%pc.tickReads == 0 {
 			pc.tick(nil)
@@ -96,8 +97,10 @@ func TestResidencySubset(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	pc.epoch(rng)
 	st := pc.r.Stats()
-	if st.Fits || st.SubsetFraction < 0.46 || st.SubsetFraction > 0.47 {
-		t.Fatalf("subset fraction %.3f for a budget of half the set, want (1-1/16)/2", st.SubsetFraction)
+	// The policy weighs the budget against the set's pages: each file's last page half full.
+	want := (1 - 1.0/16) / 2 * float64(data) / float64(data+n*pageSize/2)
+	if st.Fits || math.Abs(st.SubsetFraction-want) > 0.005 {
+		t.Fatalf("subset fraction %.3f for a budget of half the set, want (1-1/16)/2 of its pages, %.3f", st.SubsetFraction, want)
 	}
 	var subset int
 	for _, id := range cat.files() {
@@ -125,6 +128,26 @@ func TestResidencySubset(t *testing.T) {
 	st = pc.r.Stats()
 	if st.KernelDropped != 0 || st.SubsetBytes != int64(subset)*size || st.ResidentBytes != pc.inBytes {
 		t.Errorf("stats %+v; %d subset samples, %d bytes in the page cache", st, subset, pc.inBytes)
+	}
+}
+
+// TestResidencySmallFiles: a set of files under a page each (CIFAR's PNGs are 2-3 KB) takes a
+// page a file in the page cache; a subset sized by their bytes would hold a third more pages
+// than a budget of half the set's pages.
+func TestResidencySmallFiles(t *testing.T) {
+	const n, size = 4000, 3000
+	cat := newCatalog(n, 40, size, 64<<20)
+	budget := int64(n) * pageSize / 2
+	pc := newPageCache(cat, budget)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for e := 1; e <= 3; e++ {
+		reached := pc.epoch(rng)
+		if hit := 1 - float64(len(reached))/n; e > 1 && hit < 0.4 {
+			t.Errorf("epoch %d: hit rate %.3f, want about (1-1/16)/2 of the files", e, hit)
+		}
+	}
+	if pc.peak > budget {
+		t.Errorf("the page cache held %d bytes after a tick, over the %d-byte budget", pc.peak, budget)
 	}
 }
 
