@@ -153,7 +153,9 @@ fio_json() {
 	local file=$1 rw=$2 bs=$3 j=$4
 	shift 4
 	dropcaches
-	fio --name=ceiling --filename="$file" --rw="$rw" --bs="$bs" --numjobs="$j" \
+	# --readonly: fio lays out (writes) a file shorter than the range it is given; the file is
+	# a shard of the set being measured, so fio must fail rather than write it.
+	fio --name=ceiling --filename="$file" --rw="$rw" --bs="$bs" --numjobs="$j" --readonly \
 		--direct=1 --ioengine=libaio --group_reporting --output-format=json "$@"
 }
 # fio_run FILE RW BS JOBS [FIO-FLAG...] prints the reads/s (RW randread) or MB/s (RW read) of
