@@ -52,8 +52,8 @@ type Options struct {
 	// go. Nil: aifs never drops pages, and the kernel's LRU decides what stays.
 	Drop func(id layout.ID)
 	// ChunkReads, with the Residency policy on, makes a cold miss read the samples after it that
-	// the page cache will keep, up to 1 MiB, and then the shards in order (chunks.go), in the
-	// background, and push them.
+	// the page cache will keep, up to ChunkBytes, and then the shards in order (chunks.go), in
+	// the background, and push them.
 	ChunkReads bool
 	// ChunkBytes bounds the bytes a chunk read spans (default DefaultChunkBytes, 1 MiB less 8
 	// KiB, for local shards read with O_DIRECT; over S3, where a GET costs a round trip, the
