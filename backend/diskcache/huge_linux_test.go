@@ -1,12 +1,12 @@
 package diskcache
 
 import (
-	"bufio"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/aifs/aifs/backend/backendtest"
 )
 
 // TestChunkBufferHuge: the whole huge pages inside a 4 MiB chunk buffer lie in a mapping
@@ -23,7 +23,7 @@ func TestChunkBufferHuge(t *testing.T) {
 		t.Fatalf("a 4 MiB buffer at %#x holds no whole huge page", p)
 	}
 	for _, a := range []uintptr{lo, hi - 1} {
-		if f := vmFlags(t, a); !strings.Contains(" "+f+" ", " hg ") {
+		if f := backendtest.VMFlags(t, a); !strings.Contains(" "+f+" ", " hg ") {
 			t.Errorf("address %#x of the buffer [%#x, %#x): VmFlags %q, want hg", a, p, p+uintptr(len(b)), f)
 		}
 	}
@@ -44,32 +44,4 @@ func TestWholeHugePages(t *testing.T) {
 			t.Errorf("wholeHugePages(%#x, %#x) = [%#x, %#x), want [%#x, %#x)", c.p, c.n, lo, hi, c.lo, c.hi)
 		}
 	}
-}
-
-// vmFlags returns the VmFlags of the mapping in /proc/self/smaps that contains a.
-func vmFlags(t *testing.T, a uintptr) string {
-	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		var start, end uintptr
-		if n, _ := fmt.Sscanf(line, "%x-%x ", &start, &end); n == 2 {
-			in = start <= a && a < end
-			continue
-		}
-		if in && strings.HasPrefix(line, "VmFlags:") {
-			return strings.TrimSpace(strings.TrimPrefix(line, "VmFlags:"))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Fatalf("no mapping in /proc/self/smaps holds %#x", a)
-	return ""
 }

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"runtime"
 	"sync"
 	"unsafe"
 )
@@ -18,15 +19,41 @@ const (
 // of 256 and 512 KiB as well were tried, for samples held in a memory cgroup: the daemon's
 // settled heap in the soak test grew by up to 1 MB more, and the page cache's policy now lets
 // go of read-ahead it cannot push rather than hold it.)
+//
+// Their memory comes from slabs of slabBytes (slab_linux.go): on Linux mapped outside the Go
+// heap, aligned to huge pages and advised for transparent huge pages (MADV_HUGEPAGE), each cut
+// into buffers of one class. Every byte a read lends is pinned twice by the kernel: by the
+// O_DIRECT read that fills it, and by the FUSE write (a READ's reply, a push into the page
+// cache) that copies it out, which pins the source one 4 KiB page per call. On 4 KiB pages that pinning was 15% of the daemon's CPU in a cold epoch at 8 readers
+// (docs/bench/README.md, "Where a cold epoch's time goes"); in huge pages the page walk stops a
+// level up and the copies miss the TLB less. By hand against the build before, cold epochs
+// in turn with ext4 (the 2-core VM, 10,000 JPEGs): 1.14× as fast at 8 readers (8 passes,
+// 0.99-1.20), 1.07× at 32 and at 1 reader (6 passes each); 8 readers in a memory cgroup of half
+// the set, 1.09× (5 epochs), the daemon's RSS 44-50 MB against 47-55.
+// A buffer the pool lets go (sync.Pool drops what a GC cycle found unused) is unmapped when the
+// GC collects it, so the daemon's memory still falls after a burst of reads, as the Go heap's
+// would.
 var (
 	classes = [...]int{128 << 10, 1 << 20, maxChunk}
 	pools   [len(classes)]sync.Pool // of *buffer
+	cut     [len(classes)]pieces    // of each class, cut from a slab and not handed out yet
 )
+
+// slabBytes is the memory mapped at a time for pooled buffers: two huge pages, one buffer of
+// the largest class.
+const slabBytes = maxChunk
 
 type buffer struct {
 	b      []byte // len = cap = classes[class]
 	class  int    // -1: not pooled
 	lo, hi int    // the window lent by View: b[lo:hi]
+}
+
+// pieces is the memory of buffers not yet made, cut from slabs.
+type pieces struct {
+	mu     sync.Mutex
+	free   [][]byte
+	mapped bool // the free pieces are mapped (mapSlab), so unmapped when their buffer is collected
 }
 
 // Bytes and Release make a buffer the backend.View of a shard (local.go).
@@ -49,9 +76,36 @@ func getBuffer(n int) *buffer {
 	if b, ok := pools[c].Get().(*buffer); ok {
 		return b
 	}
-	raw := make([]byte, classes[c]+bufAlign)
-	skip := int(-uintptr(unsafe.Pointer(&raw[0])) & (bufAlign - 1))
-	return &buffer{b: raw[skip : skip+classes[c] : skip+classes[c]], class: c}
+	return newBuffer(c)
 }
 
 func putBuffer(b *buffer) { pools[b.class].Put(b) }
+
+// newBuffer makes a buffer of class c (its pool had none) from a piece of a slab, mapping a
+// new slab when the last is used up.
+func newBuffer(c int) *buffer {
+	p := &cut[c]
+	p.mu.Lock()
+	if len(p.free) == 0 {
+		slab, mapped := mapSlab()
+		for off := 0; off < len(slab); off += classes[c] {
+			p.free = append(p.free, slab[off:off+classes[c]:off+classes[c]])
+		}
+		p.mapped = mapped
+	}
+	mem, mapped := p.free[len(p.free)-1], p.mapped
+	p.free = p.free[:len(p.free)-1]
+	p.mu.Unlock()
+	b := &buffer{b: mem, class: c}
+	if mapped {
+		runtime.AddCleanup(b, unmapPiece, mem)
+	}
+	return b
+}
+
+// alignedHeap returns n bytes of the Go heap starting at a bufAlign-aligned address.
+func alignedHeap(n int) []byte {
+	raw := make([]byte, n+bufAlign)
+	skip := int(-uintptr(unsafe.Pointer(&raw[0])) & (bufAlign - 1))
+	return raw[skip : skip+n : skip+n]
+}
