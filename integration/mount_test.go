@@ -49,6 +49,9 @@ func unmount(t testing.TB, mnt string, pid int) {
 	}
 }
 
+// fuseSuperMagic is statfs's f_type on a FUSE file system.
+const fuseSuperMagic = 0x65735546
+
 // isMounted reports whether mnt is a mount point, from /proc/self/mountinfo.
 func isMounted(mnt string) bool {
 	b, err := os.ReadFile("/proc/self/mountinfo")
@@ -468,10 +471,17 @@ func TestMountAfterDaemonKilled(t *testing.T) {
 			waitExit(pid, 10*time.Second)
 			logFile := filepath.Join(t.TempDir(), "log")
 			start(t, "mount", "-f", "--log-file", logFile, set, mnt)
-			var st syscall.Statfs_t
-			// STATFS reaches the daemon: the dead mount's fails; between the lazy unmount and
-			// the new mount nothing is mounted.
-			for end := time.Now().Add(10 * time.Second); !isMounted(mnt) || syscall.Statfs(mnt, &st) != nil; time.Sleep(10 * time.Millisecond) {
+			// The new mount is ready once its log says "mounted": that comes after go-fuse's
+			// WaitMount, whose probe opens a file in the mount (an unmount meanwhile fails as
+			// busy). Until then STATFS fails on the dead mount, and between the lazy unmount and
+			// the new mount it reaches the directory beneath (not FUSE): both were seen under load.
+			ready := func() bool {
+				var st syscall.Statfs_t
+				b, _ := os.ReadFile(logFile)
+				return isMounted(mnt) && syscall.Statfs(mnt, &st) == nil && st.Type == fuseSuperMagic &&
+					strings.Contains(string(b), "\tmounted\t")
+			}
+			for end := time.Now().Add(10 * time.Second); !ready(); time.Sleep(10 * time.Millisecond) {
 				if time.Now().After(end) {
 					t.Fatal("aifs mount -f did not recover the dead mount")
 				}
