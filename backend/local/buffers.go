@@ -24,12 +24,13 @@ const (
 // heap, aligned to huge pages and advised for transparent huge pages (MADV_HUGEPAGE), each cut
 // into buffers of one class. Every byte a read lends is pinned twice by the kernel: by the
 // O_DIRECT read that fills it, and by the FUSE write (a READ's reply, a push into the page
-// cache) that copies it out, which pins the source one 4 KiB page per call. On 4 KiB pages that pinning was 15% of the daemon's CPU in a cold epoch at 8 readers
-// (docs/bench/README.md, "Where a cold epoch's time goes"); in huge pages the page walk stops a
-// level up and the copies miss the TLB less. By hand against the build before, cold epochs
-// in turn with ext4 (the 2-core VM, 10,000 JPEGs): 1.14× as fast at 8 readers (8 passes,
-// 0.99-1.20), 1.07× at 32 and at 1 reader (6 passes each); 8 readers in a memory cgroup of half
-// the set, 1.09× (5 epochs), the daemon's RSS 44-50 MB against 47-55.
+// cache) that copies it out, which pins the source one 4 KiB page per call. On 4 KiB pages
+// that pinning was 15% of the daemon's CPU in a cold epoch at 8 readers (docs/bench/README.md,
+// "Where a cold epoch's time goes"); in huge pages the page walk stops a level up and the
+// copies miss the TLB less. By hand against the build before, cold epochs in turn with ext4
+// (the 2-core VM, 10,000 JPEGs): 1.14× as fast at 8 readers (8 passes, 0.99-1.20), 1.07× at 32
+// and at 1 reader (6 passes each); 8 readers in a memory cgroup of half the set, 1.09× (5
+// epochs), the daemon's RSS 44-50 MB against 47-55 (docs/bench/README.md, run 8).
 // A buffer the pool lets go (sync.Pool drops what a GC cycle found unused) is unmapped when the
 // GC collects it, so the daemon's memory still falls after a burst of reads, as the Go heap's
 // would.
