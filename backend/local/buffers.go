@@ -20,9 +20,9 @@ const (
 // settled heap in the soak test grew by up to 1 MB more, and the page cache's policy now lets
 // go of read-ahead it cannot push rather than hold it.)
 //
-// Their memory comes from slabs of slabBytes (slab_linux.go): on Linux mapped outside the Go
-// heap, aligned to huge pages and advised for transparent huge pages (MADV_HUGEPAGE), each cut
-// into buffers of one class. Every byte a read lends is pinned twice by the kernel: by the
+// The memory of the classes up to slabBytes comes from slabs of slabBytes (slab_linux.go): on
+// Linux mapped outside the Go heap, aligned to huge pages and advised for transparent huge
+// pages (MADV_HUGEPAGE), each cut into buffers of one class. Every byte a read lends is pinned twice by the kernel: by the
 // O_DIRECT read that fills it, and by the FUSE write (a READ's reply, a push into the page
 // cache) that copies it out, which pins the source one 4 KiB page per call. On 4 KiB pages
 // that pinning was 15% of the daemon's CPU in a cold epoch at 8 readers (docs/bench/README.md,
@@ -34,15 +34,22 @@ const (
 // A buffer the pool lets go (sync.Pool drops what a GC cycle found unused) is unmapped when the
 // GC collects it, so the daemon's memory still falls after a burst of reads, as the Go heap's
 // would.
+//
+// A slab is one huge page, resident whole once a buffer in it is touched, so each class costs
+// 2 MiB at least. Slabs of 4 MiB, with the 4 MiB class in them too, had cost the daemon 18 MB
+// more than the Go heap's buffers (anonymous memory 36 MB against 18, 24 MB of it huge pages,
+// after one cold epoch of 400 JPEGs in a memory cgroup of 128 MiB), enough for the OOM killer in
+// one of 64 MiB. The 4 MiB class, for samples over 1 MiB (chunk reads are 1 MiB), comes from the
+// Go heap.
 var (
 	classes = [...]int{128 << 10, 1 << 20, maxChunk}
 	pools   [len(classes)]sync.Pool // of *buffer
 	cut     [len(classes)]pieces    // of each class, cut from a slab and not handed out yet
 )
 
-// slabBytes is the memory mapped at a time for pooled buffers: two huge pages, one buffer of
-// the largest class.
-const slabBytes = maxChunk
+// slabBytes is the memory mapped at a time for pooled buffers of the classes up to it: one
+// huge page.
+const slabBytes = 2 << 20
 
 type buffer struct {
 	b      []byte // len = cap = classes[class]
@@ -82,9 +89,12 @@ func getBuffer(n int) *buffer {
 
 func putBuffer(b *buffer) { pools[b.class].Put(b) }
 
-// newBuffer makes a buffer of class c (its pool had none) from a piece of a slab, mapping a
-// new slab when the last is used up.
+// newBuffer makes a buffer of class c (its pool had none): from a piece of a slab, mapping a
+// new slab when the last is used up, or from the Go heap for a class larger than a slab.
 func newBuffer(c int) *buffer {
+	if classes[c] > slabBytes {
+		return &buffer{b: alignedHeap(classes[c]), class: c}
+	}
 	p := &cut[c]
 	p.mu.Lock()
 	if len(p.free) == 0 {

@@ -69,7 +69,7 @@ func (d *directFile) readAt(ctx context.Context, p []byte, off int64) error {
 		}
 		n := min((end+d.align-1)&^(d.align-1)-pos, maxChunk)
 		buf := getBuffer(int(n))
-		got, err := d.ReadAt(buf.b[:n], pos)
+		got, err := d.pread(buf.b[:n], pos)
 		if want := min(end-pos, n); int64(got) >= want { // an error past the window (EOF) is moot
 			copy(p[max(pos-off, 0):], buf.b[max(off-pos, 0):want])
 			err = nil
@@ -97,7 +97,7 @@ func (d *directFile) view(off int64, n int) (*buffer, error) {
 		return b, d.readAt(context.Background(), b.b, off)
 	}
 	b := getBuffer(int(span))
-	got, err := d.ReadAt(b.b[:span], pos)
+	got, err := d.pread(b.b[:span], pos)
 	if int64(got) >= end-pos { // an error past the window (EOF) is moot
 		b.lo, b.hi = int(off-pos), int(end-pos)
 		return b, nil
@@ -107,6 +107,14 @@ func (d *directFile) view(off int64, n int) (*buffer, error) {
 		err = io.ErrUnexpectedEOF // the file shrank after Open
 	}
 	return nil, err
+}
+
+// pread reads p at off from the device; in the no-I/O build (NoIO) it returns len(p) at once.
+func (d *directFile) pread(p []byte, off int64) (int, error) {
+	if NoIO {
+		return len(p), nil
+	}
+	return d.ReadAt(p, off)
 }
 
 // dioAlign returns the memory and file-offset alignment that O_DIRECT reads of f need, from

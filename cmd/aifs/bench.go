@@ -12,7 +12,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,7 +54,8 @@ the page cache: a reader of the same files in another cgroup hits the subset's p
 its own pages of the others, so give each such reader a copy of its own.
 
 One line per epoch and DIR gives files/s, MB/s (10^6 bytes), the p50/p99/p99.9 time from open
-to close of one file, and a digest of every (path, content) pair read that does not depend on the
+to close of one file, the CPU time the whole machine was busy during the epoch (every process and
+the kernel: /proc/stat) over the files read, and a digest of every (path, content) pair read that does not depend on the
 order, so that two runs are compared only if they served the same bytes. With several DIRs a
 summary gives each DIR's median files/s relative to the first DIR's. The exit status is 1 after a
 read error or if digests differ between DIRs (or, when every epoch reads the same files, between
@@ -139,6 +142,7 @@ type benchReport struct {
 	Jobs       int    `json:"jobs"`
 	Limit      int    `json:"limit"`
 	Seq        bool   `json:"seq"`
+	CPUs       int    `json:"cpus"` // the machine's CPUs (runtime.NumCPU): passes' cpu_us_per_file is over all of them
 	DropCaches bool   `json:"drop_caches"`
 	// KeepFraction is --keep-fraction; KeptFiles how many of the listed files its subset holds
 	// (all of them when it is 0).
@@ -176,6 +180,11 @@ type passStats struct {
 	P99us     float64 `json:"p99_us"`
 	P999us    float64 `json:"p999_us"`
 	Digest    string  `json:"digest"`
+	// CPUusPerFile is the machine's busy CPU time during the pass (all its CPUs, every process,
+	// the kernel's work included: /proc/stat's user, nice, system, irq and softirq; not idle,
+	// iowait or steal) over the files read, in µs; 0 where /proc/stat cannot be read. CPUs over it
+	// is the files/s at which this machine's CPUs would be busy all the time.
+	CPUusPerFile float64 `json:"cpu_us_per_file"`
 
 	dir int // index into benchOptions.Dirs
 }
@@ -185,7 +194,7 @@ type passStats struct {
 // recorded in the report, not returned as errors; the error is the first listing or read error,
 // or the context's.
 func benchRun(ctx context.Context, opt benchOptions, out io.Writer) (*benchReport, error) {
-	rep := &benchReport{Seed: opt.Seed, Epochs: opt.Epochs, Jobs: opt.Jobs, Limit: opt.Limit, Seq: opt.Seq,
+	rep := &benchReport{CPUs: runtime.NumCPU(), Seed: opt.Seed, Epochs: opt.Epochs, Jobs: opt.Jobs, Limit: opt.Limit, Seq: opt.Seq,
 		DropCaches: opt.DropCaches != nil, KeepFraction: opt.KeepFraction, Dirs: []dirReport{}, Passes: []passStats{}, Mismatches: []string{}}
 	err := rep.run(ctx, opt, out)
 	sameFiles := opt.Seq || opt.Limit == 0 || len(rep.Dirs) > 0 && opt.Limit >= rep.Dirs[0].Files
@@ -262,9 +271,9 @@ func (rep *benchReport) run(ctx context.Context, opt benchOptions, out io.Writer
 			}
 			ps.Dir, ps.Epoch, ps.dir = dir, epoch, i
 			rep.Passes = append(rep.Passes, ps)
-			fmt.Fprintf(out, "epoch %d %s: %d files, %s, %.3f s: %.0f files/s, %.1f MB/s, p50 %s p99 %s p99.9 %s, digest %s\n",
+			fmt.Fprintf(out, "epoch %d %s: %d files, %s, %.3f s: %.0f files/s, %.1f MB/s, p50 %s p99 %s p99.9 %s, CPU %s a file, digest %s\n",
 				epoch, displayName(dir), ps.Files, humanBytes(ps.Bytes), ps.Seconds, ps.FilesPerS, ps.MBPerS,
-				formatMicros(ps.P50us), formatMicros(ps.P99us), formatMicros(ps.P999us), ps.Digest)
+				formatMicros(ps.P50us), formatMicros(ps.P99us), formatMicros(ps.P999us), formatMicros(ps.CPUusPerFile), ps.Digest)
 		}
 	}
 	return nil
@@ -392,6 +401,7 @@ func readPass(ctx context.Context, root string, paths []string, dropAfter []bool
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	busy0, cpuOK := cpuBusy()
 	start := time.Now()
 	for k := range readers {
 		r := &readers[k]
@@ -423,6 +433,9 @@ func readPass(ctx context.Context, root string, paths []string, dropAfter []bool
 	wg.Wait()
 	secs := time.Since(start).Seconds()
 	ps := passStats{Files: len(order), Seconds: secs}
+	if busy1, ok := cpuBusy(); ok && cpuOK && len(order) > 0 {
+		ps.CPUusPerFile = micros(busy1-busy0) / float64(len(order))
+	}
 	if err := ctx.Err(); err != nil {
 		return ps, err // interrupted, rather than a reader's error
 	}
@@ -443,6 +456,36 @@ func readPass(ctx context.Context, root string, paths []string, dropAfter []bool
 	ps.P99us = micros(percentile(sorted, 0.99))
 	ps.P999us = micros(percentile(sorted, 0.999))
 	return ps, nil
+}
+
+// cpuBusy returns the time all CPUs have spent busy since boot, from /proc/stat, and false
+// where it cannot be read.
+func cpuBusy() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	return parseCPUBusy(string(b))
+}
+
+// parseCPUBusy returns the busy time in /proc/stat's first line ("cpu user nice system idle
+// iowait irq softirq steal ...", in USER_HZ ticks: 100 a second on Linux): user, nice, system,
+// irq and softirq.
+func parseCPUBusy(stat string) (time.Duration, bool) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, false
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * (time.Second / 100), true
 }
 
 // readFile reads the file at path whole into r.buf, growing it as needed, and returns its size.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -283,6 +284,7 @@ func TestBenchJSON(t *testing.T) {
 		t.Errorf("--json printed %d lines, want one object on one line", n)
 	}
 	var rep struct {
+		CPUs   int `json:"cpus"`
 		Jobs   int `json:"jobs"`
 		Limit  int `json:"limit"`
 		Passes []map[string]any
@@ -292,11 +294,14 @@ func TestBenchJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v in %s", err, out.String())
 	}
+	if rep.CPUs != runtime.NumCPU() {
+		t.Errorf("cpus %d, want %d", rep.CPUs, runtime.NumCPU())
+	}
 	if rep.Jobs != 2 || rep.Limit != 5 || len(rep.Passes) != 6 || len(rep.Dirs) != 2 || len(rep.Errors) != 0 {
 		t.Fatalf("unexpected report %s", out.String())
 	}
 	for _, p := range rep.Passes {
-		for _, k := range []string{"dir", "epoch", "files", "bytes", "seconds", "files_per_s", "mb_per_s", "p50_us", "p99_us", "p999_us", "digest"} {
+		for _, k := range []string{"dir", "epoch", "files", "bytes", "seconds", "files_per_s", "mb_per_s", "p50_us", "p99_us", "p999_us", "cpu_us_per_file", "digest"} {
 			if _, ok := p[k]; !ok {
 				t.Errorf("pass has no %q: %v", k, p)
 			}
@@ -316,6 +321,29 @@ func TestBenchJSON(t *testing.T) {
 	// With --limit each epoch reads another 5 files, so epochs differ but dirs agree.
 	if rep.Passes[0]["digest"] != rep.Passes[1]["digest"] || rep.Passes[0]["digest"] == rep.Passes[2]["digest"] {
 		t.Errorf("digests of epochs 1 and 2: %v %v | %v %v", rep.Passes[0]["digest"], rep.Passes[1]["digest"], rep.Passes[2]["digest"], rep.Passes[3]["digest"])
+	}
+}
+
+func TestParseCPUBusy(t *testing.T) {
+	// user 100, nice 2, system 30, idle 5000, iowait 400, irq 7, softirq 11, steal 900.
+	stat := "cpu  100 2 30 5000 400 7 11 900 0 0\ncpu0 50 1 15 2500 200 3 5 450 0 0\nintr 1\n"
+	if d, ok := parseCPUBusy(stat); !ok || d != 1500*time.Millisecond {
+		t.Errorf("parseCPUBusy = %v, %v; want 1.5s (150 ticks: not idle, iowait or steal), true", d, ok)
+	}
+	for _, bad := range []string{"", "intr 1\n", "cpu 1 2 3\n", "cpu 1 2 x 4 5 6 7 8\n"} {
+		if d, ok := parseCPUBusy(bad); ok {
+			t.Errorf("parseCPUBusy(%q) = %v, true; want false", bad, d)
+		}
+	}
+	if _, err := os.Stat("/proc/stat"); err != nil {
+		return // not Linux: cpuBusy reports nothing, and passes record 0
+	}
+	before, ok := cpuBusy()
+	for spin := time.Now(); time.Since(spin) < 100*time.Millisecond; {
+	}
+	after, ok2 := cpuBusy()
+	if !ok || !ok2 || after-before < 50*time.Millisecond {
+		t.Errorf("cpuBusy rose by %v over 100 ms of spinning (ok %v %v), want 50 ms at least", after-before, ok, ok2)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/aifs/aifs/backend/diskcache"
+	"github.com/aifs/aifs/backend/local"
 	"github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/prefetch"
 	"go.uber.org/zap"
@@ -34,6 +35,9 @@ func (c *mountConfig) serve(ctx context.Context, ready *readyPipe) int {
 	defer cleanup()
 	mounted, _ := mountAt(c.mountpoint) // its dev tells this mount from one made at the path later
 	log.Info("mounted", zap.String("source", c.src), zap.String("mountpoint", c.mountpoint))
+	if local.NoIO {
+		log.Warn("this is a no-I/O build (tag aifs_noio), for benchmarks only: local reads skip the device and serve stale bytes")
+	}
 	if ready != nil {
 		os.Chdir("/") // a daemon must not keep a file system busy through its working directory
 	}

@@ -18,7 +18,12 @@
 #         device's ceiling for a reader of samples; and O_DIRECT sequential reads of the first
 #         shard in 4 MiB blocks, each job its own part of it once, one in flight per job, turned
 #         into files/s (MB/s ÷ the mean sample's bytes): the bound of a system reading each byte
-#         of the shards once in large reads;
+#         of the shards once in large reads. Then the same epoch on system aifs-noio: this
+#         commit built with tag aifs_noio, whose reads skip the device (stale bytes, so it is
+#         read alone, its digest unchecked), mounting the ext4 image's shard set: what aifs's own
+#         path costs the CPUs, the bound of aifs on this machine's CPUs with an infinitely fast
+#         disk. Every epoch also records the CPU time the machine was busy per file read ('aifs
+#         bench': /proc/stat's user, nice, system, irq and softirq, every process) as cpu-CASE;
 #      b. warm shuffled epochs at 8 readers (two epochs warm, then 4×RUNS more);
 #      c. memory-limited shuffled epochs at 8 readers, with the limit at 1/4, 1/2 and 3/4 of the
 #         dataset's bytes (64 MiB at least): each system's readers, and its FUSE daemon, in one
@@ -34,7 +39,8 @@
 #         stable-subset policy done by the reader on ext4 with fadvise(DONTNEED): the bound of a
 #         page-cache policy at that limit without FUSE's costs. It reads a copy of its own because
 #         cgroups share the page cache: on ext4's tree it would hit pages charged to ext4's
-#         cgroup, and drop them;
+#         cgroup, and drop them. At 1/2, aifs-noio (a.) too, in a cgroup of its own: aifs's
+#         CPU bound at that limit (no hit fraction: it reads nothing);
 #      d. a sorted (validation-order) scan with 1 reader, caches dropped and the tree listed,
 #         against fio's sequential O_DIRECT reads of the first shard once, 8 reads of 4 MiB in
 #         flight (three such reads after each pass, their median the pass's figure);
@@ -120,7 +126,7 @@ squashfs_mount() {
 	squashfuse "$1.sqfs" "$2"
 }
 # mount_system SYSTEM MNT [PREFIX...] mounts the FUSE file system SYSTEM (aifs-ext4, aifs-xfs,
-# aifs-old or squashfuse, over the images made in part 1) at MNT, running the mount command
+# aifs-noio, aifs-old or squashfuse, over the images made in part 1) at MNT, running the mount command
 # under PREFIX (in_cg CGROUP: the daemon stays in that cgroup).
 mount_system() {
 	local system=$1 mnt=$2
@@ -128,6 +134,7 @@ mount_system() {
 	mkdir "$mnt"
 	case $system in
 	aifs-ext4 | aifs-xfs) "$@" "$AIFS" mount "$RUN/${system#aifs-}/set" "$mnt" ;;
+	aifs-noio) "$@" "$RUN/aifs-noio" mount "$RUN/ext4/set" "$mnt" ;;
 	aifs-old) "$@" "$OLD_AIFS" mount "$RUN/ext4/set" "$mnt" ||
 		die "OLD_AIFS=$OLD_AIFS could not mount the shard set this build packed" ;;
 	squashfuse) "$@" squashfuse "$RUN/ext4/tree.sqfs" "$mnt" ;;
@@ -144,8 +151,9 @@ mount_system() {
 # pass, so that fio follows the aifs epochs within seconds (after it, fio's per-pass ratios to
 # aifs at 32 readers ranged over 0.57-1.08 in one run). After random reads (RW randread), one
 # fio_seq_parts JOBS follows: the device's sequential bound at that concurrency, recorded as
-# files/s of the mean sample (system fio-seq). It records the median FIELD of each system, and
-# fio's median, as CASE.
+# files/s of the mean sample (system fio-seq), and then the same epoch on aifs-noio (mounted at
+# NOIO), alone: aifs's CPU bound. It records the median FIELD of each system, fio's median and
+# aifs-noio's as CASE, and each system's median CPU time per file as cpu-CASE.
 cold_passes() {
 	local case=$1 n=$2 field=$3 rw=$4 bs=$5 j=$6 e
 	shift 6
@@ -160,9 +168,15 @@ cold_passes() {
 		if [[ $rw == randread ]]; then
 			fio_seq_parts "$j" | awk -v b="$bytes" -v f="$FILES" '{printf "%.1f\n", $1 * 1e6 * f / b}' >>"$RUN/$case-fio-seq" ||
 				exit 1
+			"$AIFS" bench --json --drop-caches --relist --seed "$e" -j "$j" "$@" "$NOIO" >"$RUN/noio-$case-$e.json"
 		fi
 	done
 	record_bench "$RUN/$case-*.json" "$case" "$field" 1 "${systems[@]}"
+	record_bench "$RUN/$case-*.json" "cpu-$case" cpu_us_per_file 1 "${systems[@]}"
+	if [[ $rw == randread ]]; then
+		record_bench "$RUN/noio-$case-*.json" "$case" "$field" 1 aifs-noio
+		record_bench "$RUN/noio-$case-*.json" "cpu-$case" cpu_us_per_file 1 aifs-noio
+	fi
 	record_file "$case" fio "$RUN/$case-fio"
 	[[ ! -s $RUN/$case-fio-seq ]] || record_file "$case" fio-seq "$RUN/$case-fio-seq"
 }
@@ -234,7 +248,7 @@ memory_row() {
 				rm "$out"
 			elif [[ $e -eq 1 ]]; then
 				rm "$out" # the first epoch fills the cache
-			else
+			elif [[ $s != aifs-noio ]]; then # it reads nothing from the disk
 				awk -v a="$before" -v b="$(sectors_read "$(image_of "$s")")" -v n="$bytes" \
 					-v hits="$RUN/$case-$i-hits" -v disk="$RUN/$case-$i-disk" \
 					'BEGIN {r = (b - a) * 512 / n; printf "%.4f\n", (r < 1 ? 1 - r : 0) >>hits; printf "%.4f\n", r >>disk}'
@@ -243,8 +257,11 @@ memory_row() {
 	done
 	for i in "${!systems[@]}"; do
 		s=${systems[i]}
-		if [[ -s $RUN/$case-$i-hits ]]; then
+		if compgen -G "$RUN/$case-$i-*.json" >/dev/null; then
 			record_bench "$RUN/$case-$i-*.json" "$case" files_per_s 1 "$s"
+			record_bench "$RUN/$case-$i-*.json" "cpu-$case" cpu_us_per_file 1 "$s"
+		fi
+		if [[ -s $RUN/$case-$i-hits ]]; then
 			record_file "hit-$case" "$s" "$RUN/$case-$i-hits"
 			record_file "disk-$case" "$s" "$RUN/$case-$i-disk"
 		fi
@@ -267,6 +284,7 @@ record meta machine "$(machine)"
 record meta date "$(date -u +%F)"
 record meta commit "$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- . ":(exclude)$OUT" 2>/dev/null || echo ' with uncommitted changes')"  # the report it replaces in OUT is not a change to the code
 for v in FILES JOBS RUNS PT_SAMPLES WORKERS NAMES; do record meta "$v" "${!v}"; done
+record meta cpus "$(nproc)"
 [[ -z $OLD_AIFS ]] || record meta old_aifs "$OLD_AIFS (sha256 $(sha256sum "$OLD_AIFS" | cut -c1-12))"
 
 # --- 1. the dataset on ext4 and XFS, packed, and as a squashfs image ----------------------------
@@ -279,6 +297,7 @@ cp -a "$RUN/ext4/tree" "$RUN/xfs/tree"
 cp -a "$RUN/ext4/tree" "$RUN/ext4/tree-subset"
 "$AIFS" pack --quiet "$RUN/ext4/tree" "$RUN/ext4/set"
 "$AIFS" pack --quiet "$RUN/xfs/tree" "$RUN/xfs/set"
+go build -tags aifs_noio -o "$RUN/aifs-noio" ./cmd/aifs
 bytes=$(du -sb --apparent-size "$RUN/ext4/tree" | cut -f1)
 mean=$(fio_block "$bytes" "$FILES")
 record meta bytes "$bytes"
@@ -288,6 +307,8 @@ SYSTEMS=(ext4 xfs aifs-ext4 aifs-xfs)
 DIRS=("$RUN/ext4/tree" "$RUN/xfs/tree" "$RUN/mnt-ext4" "$RUN/mnt-xfs")
 mount_system aifs-ext4 "$RUN/mnt-ext4"
 mount_system aifs-xfs "$RUN/mnt-xfs"
+NOIO=$RUN/mnt-noio
+mount_system aifs-noio "$NOIO"
 if [[ -n $OLD_AIFS ]]; then
 	mount_system aifs-old "$RUN/mnt-old"
 	SYSTEMS+=(aifs-old)
@@ -326,7 +347,7 @@ HSYSTEMS=(ext4 ext4-subset "${SYSTEMS[@]:1}")
 MSYSTEMS=("${HSYSTEMS[@]}")
 [[ ${MSYSTEMS[-1]} != squashfuse ]] || unset 'MSYSTEMS[-1]'
 memory_row memory-8-q1 1 "${MSYSTEMS[@]}"
-memory_row memory-8 2 "${HSYSTEMS[@]}"
+memory_row memory-8 2 "${HSYSTEMS[@]}" aifs-noio
 memory_row memory-8-q3 3 "${MSYSTEMS[@]}"
 echo "== warm and memory-limited epochs done after $((SECONDS - started)) s" >&2
 
@@ -340,7 +361,7 @@ for i in "${!SYSTEMS[@]}"; do
 done
 $PY integration/bench/dataloader.py "$PT_SAMPLES" "$WORKERS" "$RUNS" "${PDIRS[@]}" | record_each pytorch "${PSYSTEMS[@]}"
 echo "== sorted scans and PyTorch done after $((SECONDS - started)) s" >&2
-for m in "${DIRS[@]:2}"; do fusermount3 -u "$m"; done
+for m in "${DIRS[@]:2}" "$NOIO"; do fusermount3 -u "$m"; done
 
 # --- 2f. ImageFolder construction over NAMES names, and daemon RSS ------------------------------
 if [[ $NAMES -gt 0 ]]; then

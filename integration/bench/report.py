@@ -28,6 +28,11 @@ readers, rate(h) = 1 / ((1 - h) / cold + h / warm).
 In the cold rows, system fio is fio's O_DIRECT random reads of the mean sample and fio-seq its
 sequential O_DIRECT reads, each job its own part of a shard in 4 MiB blocks, in files/s of the
 mean sample. aifs-old ("aifs before") is the build OLD_AIFS named, where the run had one.
+aifs-noio, in the cold rows and at 1/2, is this commit built with tag aifs_noio (reads skip the
+device), read alone after each pass: what aifs's own path costs the CPUs, its bound with an
+infinitely fast disk. cpu-CASE is each system's median CPU time per file (the whole machine
+busy, every process, over the files read, in µs); meta cpus the machine's CPUs, so that
+cpus × 10^6 / cpu-CASE is the files/s at which the CPUs would be busy all the time.
 """
 
 import os
@@ -51,6 +56,7 @@ SYSTEMS = [  # column, label
     ("squashfuse", "squashfuse"),
     ("fio", "fio O_DIRECT (device)"),
     ("fio-seq", "fio sequential (device)"),
+    ("aifs-noio", "aifs, no I/O (CPU bound)"),
 ]
 RATIOS = [  # label, numerator, denominator
     ("aifs/ext4", "aifs-ext4", "ext4"),
@@ -58,6 +64,7 @@ RATIOS = [  # label, numerator, denominator
     ("aifs/XFS", "aifs-xfs", "xfs"),
     ("aifs/fio", "aifs-ext4", "fio"),
     ("aifs/fio-seq", "aifs-ext4", "fio-seq"),
+    ("aifs/aifs no I/O", "aifs-ext4", "aifs-noio"),
     ("aifs/aifs before", "aifs-ext4", "aifs-old"),
     ("squashfuse/ext4", "squashfuse", "ext4"),
 ]
@@ -179,7 +186,8 @@ def markdown(meta, figs, previous):
         + ". aifs runs with its defaults. Each figure is the median of "
         f"{pass_counts(meta, figs)}, the systems interleaved pass by pass; a ratio is the median of the passes' "
         "ratios, pass by pass (drift of the disk over minutes cancels). Every aifs pass served the same bytes "
-        "as ext4 (`aifs bench` digests)."
+        "as ext4 (`aifs bench` digests)"
+        + (", but aifs, no I/O, a bound that serves stale bytes" if any(k[1] == "aifs-noio" for k in figs) else "") + "."
         + (f" \"aifs before\" is `{meta['old_aifs']}` mounting the ext4 image's shard set "
            "(`aifs bench`, the reader, is this commit's)." if "old_aifs" in meta else ""),
         "",
@@ -211,7 +219,9 @@ def markdown(meta, figs, previous):
            f"({seq_mbps(meta, figs)}) over the mean sample's bytes: the bound of a system that reads each byte "
            "of the shards once, in large reads." if any(k[1] == "fio-seq" for k in figs) else "")
         + (" squashfuse, the slowest, reads first in a pass, so that fio follows aifs within seconds."
-           if any(k[1] == "squashfuse" for k in figs) else ""),
+           if any(k[1] == "squashfuse" for k in figs) else "")
+        + (" **aifs, no I/O (CPU bound)**: the same epoch, after fio, on aifs built with tag `aifs_noio`, whose "
+           "reads skip the device (see [CPU per file](#cpu-per-file))." if any(k[1] == "aifs-noio" for k in figs) else ""),
         f"- **warm**: after two epochs, with nothing dropped; the median of {passes(figs, 'warm-8', 'ext4')} epochs, as each "
         "takes a fraction of a second.",
         "- **memory limited**: each system's readers and its FUSE daemon in one memory cgroup limited to "
@@ -237,6 +247,7 @@ def markdown(meta, figs, previous):
         f"{int(meta['PT_SAMPLES']):,} samples per pass, caches dropped before each "
         "(`integration/bench/dataloader.py`).",
     ]
+    lines += cpu_section(meta, figs)
     lines += memory_section(meta, figs)
     if ("imagefolder", "ext4") in figs:
         nsys = [(s, label) for s, label in systems if ("imagefolder", s) in figs]
@@ -373,6 +384,38 @@ def memory_section(meta, figs):
     return lines
 
 
+def cpu_section(meta, figs):
+    """Each system's CPU time per file in the rows that recorded it, and the files/s at which
+    that would keep every CPU busy."""
+    rows = [(case, label) for case, label, _ in cases(meta) if any(k[0] == f"cpu-{case}" for k in figs)]
+    if not rows or "cpus" not in meta:
+        return []
+    cpus = int(meta["cpus"])
+    systems = [(s, label) for s, label in SYSTEMS if any((f"cpu-{case}", s) in figs for case, _ in rows)]
+    lines = [
+        "",
+        "## CPU per file",
+        "",
+        f"The machine's busy CPU time during an epoch (all {cpus} CPUs, every process and the kernel's work: "
+        "/proc/stat's user, nice, system, irq and softirq; not idle, iowait or steal) over the files read, in µs, "
+        f"the median of the passes; and in brackets {cpus} CPUs over it: the files/s at which that work would keep "
+        "every CPU busy, the system's CPU bound on this machine. The reader's own work (open, read, close, a "
+        "digest of each file) is in every column. **aifs, no I/O (CPU bound)** is aifs built with tag "
+        "`aifs_noio`, whose reads skip the device and serve stale bytes (read alone after each pass, its digest "
+        "unchecked): aifs's FUSE path with an infinitely fast disk.",
+        "",
+        "| | " + " | ".join(label for _, label in systems) + " |",
+        "|---|" + "---|" * len(systems),
+    ]
+    for case, label in rows:
+        cells = []
+        for s, _ in systems:
+            v = figs.get((f"cpu-{case}", s))
+            cells.append(f"{v:,.0f} ({cpus * 1e6 / v:,.0f})" if v else "—")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def hit_cell(figs, case, system):
     """system's hit fraction in case, with the bytes it read from the disk over the dataset's
     where that is more than 1 (the hit fraction, 0, says less)."""
@@ -396,7 +439,8 @@ def memory_chart(meta, figs, path):
     """files/s (log scale) and hit fraction against c, each system's memory-limited rows (with its
     warm epochs at c = 1), beside the ideal and LRU models."""
     rows = memory_rows(meta)
-    systems = [(s, label) for s, label in SYSTEMS if any((case, s) in figs for case, *_ in rows)]
+    systems = [(s, label) for s, label in SYSTEMS
+               if s != "aifs-noio" and any((case, s) in figs for case, *_ in rows)]  # a bound, at 1/2 only
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5.5))
     cs = [i / 100 for i in range(101)]
     model = memory_model(meta, figs)

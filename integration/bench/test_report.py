@@ -101,6 +101,8 @@ class ReportTest(unittest.TestCase):
                       "5 for the sorted scan (validation order), 1 reader),", md)
         self.assertNotIn("squashfuse", md)  # no column, and no mention, without its figures
         self.assertNotIn("## Repeatability", md)
+        self.assertNotIn("## CPU per file", md)  # no CPU figures, no section
+        self.assertNotIn("no I/O", md)
         with open(os.path.join(self.out, "compare.png"), "rb") as f:
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
         with open(os.path.join(self.out, "compare.tsv")) as f:
@@ -268,6 +270,30 @@ class ReportTest(unittest.TestCase):
         md = self.run_report(meta, figs)
         self.assertIn("F = (limit − limit/16 − 32 MiB) / the dataset's bytes.", md)
         self.assertIn("its ideal is h = F, not c.", md)
+
+    def test_cpu_bound(self):
+        figs = figures(1)
+        # aifs, no I/O: 10,000 files/s at 8 readers, 12,000 at 1/2; aifs on ext4 is 0.80 and 0.83 of it.
+        for case, noio in (("cold-8", 10000), ("memory-8", 12000)):
+            figs[(case, "aifs-noio")] = noio
+            figs.update({(f"{case}/{i}", "aifs-noio"): noio for i in range(1, 6 if case == "cold-8" else 4)})
+        # CPU per file: ext4 100 µs, aifs 200, aifs without I/O 160, at 8 readers; at 1/2 only aifs.
+        for system, us in (("ext4", 100), ("aifs-ext4", 200), ("aifs-noio", 160)):
+            figs[("cpu-cold-8", system)] = us
+        figs[("cpu-memory-8", "aifs-ext4")] = 250
+        md = self.run_report(dict(META, cpus="2"), figs)
+        self.assertIn("| fio sequential (device) | aifs, no I/O (CPU bound) | aifs/ext4 |", md)
+        self.assertIn("| cold shuffled epoch, 8 readers | files/s | 4,000 | — | 5,000 | 8,000 | 5,000 | 16,000 | 20,000 | "
+                      "10,000 | **2.00** | — | **1.00** | **0.50** | **0.40** | **0.80** |", md)
+        self.assertIn("served the same bytes as ext4 (`aifs bench` digests), but aifs, no I/O, a bound that serves stale bytes.", md)
+        # 2 CPUs over 100 µs a file: 20,000 files/s; over 200 µs: 10,000.
+        self.assertIn("| | ext4 | aifs on ext4 | aifs, no I/O (CPU bound) |", md)
+        self.assertIn("| cold shuffled epoch, 8 readers | 100 (20,000) | 200 (10,000) | 160 (12,500) |", md)
+        self.assertIn("| shuffled epochs, memory limited to 1/2 of the dataset, 8 readers | — | 250 (8,000) | — |", md)
+        self.assertNotIn("| cold shuffled epoch, 1 reader | ", md.split("## CPU per file")[1].split("##")[0])
+        # Without the machine's CPU count (results compare.sh did not write), no section.
+        md = self.run_report(META, figs)
+        self.assertNotIn("## CPU per file", md)
 
     def test_other_settings_are_not_compared(self):
         self.run_report(META, figures(1))
