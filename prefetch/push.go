@@ -125,8 +125,8 @@ func (l *Loader) Arrived(shard uint32, off int64, data []byte) {
 }
 
 // markPushed counts n samples pushed in counter and tells the planner of them, id(i) for
-// i < n, and the page cache's policy of the refused ones it had counted in (mayPush), under
-// one lock.
+// i < n, and the page cache's policy of them (landed: they may be dropped now) and of the
+// refused ones it had counted in (mayPush), under one lock.
 func (l *Loader) markPushed(counter *atomic.Uint64, n int, id func(i int) layout.ID, refused []layout.ID) {
 	if n == 0 && len(refused) == 0 {
 		return
@@ -135,6 +135,9 @@ func (l *Loader) markPushed(counter *atomic.Uint64, n int, id func(i int) layout
 	l.lockPlanner()
 	for i := range n {
 		l.planner.Pushed(id(i))
+		if l.res != nil {
+			l.res.Landed(id(i))
+		}
 	}
 	if l.res != nil {
 		for _, id := range refused {

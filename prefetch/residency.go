@@ -43,6 +43,7 @@ type Residency struct {
 	window   int64  // outside fits: bytes for samples outside the subset
 
 	resident       []uint64 // bit per id: believed in the page cache
+	pushing        []uint64 // bit per id: counted by Push, the push not landed yet (Landed, Unpush)
 	residentBytes  int64
 	subsetBytes    int64       // resident samples that the policy keeps (all of them when fits)
 	transient      []transient // resident samples outside the subset, oldest first
@@ -75,6 +76,7 @@ const maxWindow = 256 << 20
 func NewResidency(cat Catalog, maxWhole int64) *Residency {
 	r := &Residency{cat: cat, maxWhole: maxWhole, fits: true, fraction: ^uint64(0)}
 	r.resident = make([]uint64, (cat.Len()+63)/64)
+	r.pushing = make([]uint64, len(r.resident))
 	// All the files' bytes, from the index's header, not a walk of every entry: samples larger
 	// than maxWhole, which the policy never keeps, are counted too (a set of small samples has
 	// none; in a set of videos they make it fit less often, never more).
@@ -214,13 +216,16 @@ func (r *Residency) Read(id layout.ID) {
 // there: a sample the policy keeps always may be, another only if it fits the window (else
 // the push is refused and counted). A sample believed resident may be pushed again, counted
 // once: the belief may be stale (the kernel drops pages on its own, drop_caches drops all).
-// If the kernel refuses the push, call Unpush.
+// Once the kernel has taken the push call Landed; if it refused it, Unpush. Until then Tick
+// does not drop the sample: a drop sent before the push lands would leave the pushed pages in
+// the page cache, uncounted (under load, a test's page cache ended 3-18% over its budget so).
 func (r *Residency) Push(id layout.ID) bool {
 	n, ok := r.size(id)
 	if !ok {
 		return false
 	}
 	if r.isResident(id) {
+		r.pushing[id/64] |= 1 << (id % 64)
 		return true
 	}
 	if !r.Keeps(id) && r.transientBytes+n > r.window {
@@ -228,15 +233,30 @@ func (r *Residency) Push(id layout.ID) bool {
 		return false
 	}
 	r.add(id, n, false)
+	r.pushing[id/64] |= 1 << (id % 64)
 	return true
+}
+
+// Landed records that the kernel took the push of sample id: it may be dropped from now on.
+func (r *Residency) Landed(id layout.ID) {
+	if _, ok := r.size(id); ok {
+		r.pushing[id/64] &^= 1 << (id % 64)
+	}
 }
 
 // Unpush takes back a Push that the kernel refused.
 func (r *Residency) Unpush(id layout.ID) {
-	if n, ok := r.size(id); ok && r.isResident(id) {
+	n, ok := r.size(id)
+	if !ok {
+		return
+	}
+	r.pushing[id/64] &^= 1 << (id % 64)
+	if r.isResident(id) {
 		r.forget(id, n)
 	}
 }
+
+func (r *Residency) isPushing(id layout.ID) bool { return r.pushing[id/64]&(1<<(id%64)) != 0 }
 
 // Resident reports whether sample id is believed to be in the page cache.
 func (r *Residency) Resident(id layout.ID) bool { return r.isResident(id) }
@@ -277,14 +297,16 @@ func (r *Residency) evict(id layout.ID, drop []layout.ID) []layout.ID {
 // time is up: those read before the previous tick whose READ is over (busy: still being
 // fetched for it; the kernel would not drop the pages a READ holds, and the drop would be
 // lost), those pushed that the readers have passed (passed; nil: none known) or that waited
-// pushedTicks, and the oldest others while the resident bytes exceed the budget. The caller
-// drops them from the page cache.
+// pushedTicks, and the oldest others while the resident bytes exceed the budget; never one
+// whose push has not landed (Push). The caller drops them from the page cache.
 func (r *Residency) Tick(passed, busy func(layout.ID) bool, drop []layout.ID) []layout.ID {
 	r.tick++
 	keep := r.transient[:0]
 	for _, t := range r.transient {
 		switch {
 		case !r.isResident(t.id) || r.Keeps(t.id): // gone, or read again and queued again, or now kept
+		case r.isPushing(t.id):
+			keep = append(keep, t)
 		case t.read && r.tick-t.tick >= 2 && (busy == nil || !busy(t.id)),
 			!t.read && (r.tick-t.tick >= pushedTicks || passed != nil && passed(t.id)):
 			drop = r.evict(t.id, drop)
@@ -299,7 +321,7 @@ func (r *Residency) Tick(passed, busy func(layout.ID) bool, drop []layout.ID) []
 		// others go now, but not one whose READ is still being fetched (see above).
 		keep = r.transient[:0]
 		for _, t := range r.transient {
-			if r.residentBytes > r.budget && (busy == nil || !busy(t.id)) {
+			if r.residentBytes > r.budget && !r.isPushing(t.id) && (busy == nil || !busy(t.id)) {
 				drop = r.evict(t.id, drop)
 				continue
 			}
