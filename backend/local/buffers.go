@@ -22,9 +22,10 @@ const (
 //
 // The memory of the classes up to slabBytes comes from slabs of slabBytes (slab_linux.go): on
 // Linux mapped outside the Go heap, aligned to huge pages and advised for transparent huge
-// pages (MADV_HUGEPAGE), each cut into buffers of one class. Every byte a read lends is pinned twice by the kernel: by the
-// O_DIRECT read that fills it, and by the FUSE write (a READ's reply, a push into the page
-// cache) that copies it out, which pins the source one 4 KiB page per call. On 4 KiB pages
+// pages (MADV_HUGEPAGE), each cut into buffers of one class. Every byte a read lends is pinned
+// twice by the kernel: by the O_DIRECT read that fills it, and by the FUSE write (a READ's
+// reply, a push into the page cache) that copies it out, which pins the source one 4 KiB page
+// per call. On 4 KiB pages
 // that pinning was 15% of the daemon's CPU in a cold epoch at 8 readers (docs/bench/README.md,
 // "Where a cold epoch's time goes"); in huge pages the page walk stops a level up and the
 // copies miss the TLB less. By hand against the build before, cold epochs in turn with ext4

@@ -54,9 +54,10 @@ the page cache: a reader of the same files in another cgroup hits the subset's p
 its own pages of the others, so give each such reader a copy of its own.
 
 One line per epoch and DIR gives files/s, MB/s (10^6 bytes), the p50/p99/p99.9 time from open
-to close of one file, the CPU time the whole machine was busy during the epoch (every process and
-the kernel: /proc/stat) over the files read, and a digest of every (path, content) pair read that does not depend on the
-order, so that two runs are compared only if they served the same bytes. With several DIRs a
+to close of one file, the CPU time the whole machine was busy during the epoch (every process
+and the kernel: /proc/stat) over the files read, and a digest of every (path, content) pair
+read that does not depend on the order, so that two runs are compared only if they served the
+same bytes. With several DIRs a
 summary gives each DIR's median files/s relative to the first DIR's. The exit status is 1 after a
 read error or if digests differ between DIRs (or, when every epoch reads the same files, between
 epochs), 130 if interrupted.`)
