@@ -25,6 +25,7 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 go vet ./...
+go vet -tags aifs_noio ./backend/local ./cmd/aifs # the benchmark's no-I/O build (compare.sh) must still build
 PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s python
 PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s integration/bench # the benchmark report
 go test -race -count=1 -timeout 20m ./...
