@@ -224,15 +224,13 @@ func (r *Residency) Push(id layout.ID) bool {
 	if !ok {
 		return false
 	}
-	if r.isResident(id) {
-		r.pushing[id/64] |= 1 << (id % 64)
-		return true
+	if !r.isResident(id) {
+		if !r.Keeps(id) && r.transientBytes+n > r.window {
+			r.refused++
+			return false
+		}
+		r.add(id, n, false)
 	}
-	if !r.Keeps(id) && r.transientBytes+n > r.window {
-		r.refused++
-		return false
-	}
-	r.add(id, n, false)
 	r.pushing[id/64] |= 1 << (id % 64)
 	return true
 }
