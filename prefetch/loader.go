@@ -415,3 +415,13 @@ func (l *Loader) have(id layout.ID) bool {
 	}
 	return l.flights.Busy(id)
 }
+
+// haveAhead is have for the planner's read-ahead (Planner.Next): it also skips a sample that
+// the page cache's policy believes resident, when the set does not fit (mu held). Such a
+// sample, read ahead again by a sequential run over the misses, was pushed again for nothing,
+// and a beacon among them waited in the cache for a READ that its page-cache hit never sends
+// (detach). When the set fits the belief is stale after drop_caches, so it is not trusted
+// there, as in chunk reads (chunkFetchFrom).
+func (l *Loader) haveAhead(id layout.ID) bool {
+	return l.have(id) || l.res != nil && !l.res.Fits() && l.res.Resident(id)
+}

@@ -101,7 +101,7 @@ func (l *Loader) unlockPlannerNext(next bool) {
 		var fetches []Fetch
 		if next {
 			if room := l.aheadBudget - l.aheadBytes.Load(); room > 0 {
-				fetches = l.planner.Next(room, l.have)
+				fetches = l.planner.Next(room, l.haveAhead)
 			}
 		}
 		l.mu.Unlock()

@@ -21,6 +21,7 @@ type kernelCache struct {
 	content map[layout.ID][]byte
 	in      map[layout.ID]bool
 	pushes  map[layout.ID]int
+	again   int                // pushes of a sample in the cache already
 	reading map[layout.ID]bool // READs in flight: their pages are locked, a drop leaves them
 	drops   int
 	// tickEach, if not 0, makes epoch tick the Loader after every tickEach READs, standing
@@ -39,6 +40,9 @@ func (k *kernelCache) push(id layout.ID, off int64, data []byte) bool {
 		k.t.Errorf("sample %d pushed from %d with wrong bytes", id, off)
 	}
 	if off == 0 {
+		if k.in[id] {
+			k.again++
+		}
 		k.in[id] = true
 		k.pushes[id]++
 	}
@@ -113,15 +117,23 @@ func (k *kernelCache) epoch(t testing.TB, l *Loader, ids []layout.ID, rng *rand.
 // the (simulated) page cache and drops the other samples after their read: from the second
 // epoch on exactly the samples outside the subset reach it, and the page cache holds no more
 // than the budget once the drops are done.
-func TestLoaderPageCacheSubset(t *testing.T) {
+// halfBudgetLoader returns a Loader made by newLoader over 400 samples of about 16 KiB, with a
+// page-cache budget of half of them, pushing into and dropping from k; only the test ticks it
+// (kernelCache.epoch), so that drops never race its reads.
+func halfBudgetLoader(t *testing.T, newLoader func(testing.TB, *layout.Index, []*shard, Options) *Loader) (*Loader, *kernelCache, map[layout.ID][]byte) {
 	x, shards, content := dataset(t, 400, 16<<10)
+	k := newKernelCache(t, content)
+	t.Cleanup(func(d time.Duration) func() { return func() { tickEvery = d } }(tickEvery))
+	tickEvery = time.Hour
+	l := newLoader(t, x, shards, Options{Push: k.push, Drop: k.drop,
+		PageCache: func([]uint32) (int64, string) { return contentBytes(content) / 2, "test" }})
+	return l, k, content
+}
+
+func TestLoaderPageCacheSubset(t *testing.T) {
+	l, k, content := halfBudgetLoader(t, newTestLoader)
 	ids := sortedIDs(content)
 	data := contentBytes(content)
-	k := newKernelCache(t, content)
-	defer func(d time.Duration) { tickEvery = d }(tickEvery)
-	tickEvery = time.Hour // the test ticks (kernelCache.epoch), so that drops never race its reads
-	l := newTestLoader(t, x, shards, Options{Push: k.push, Drop: k.drop,
-		PageCache: func([]uint32) (int64, string) { return data / 2, "test" }})
 	rng := rand.New(rand.NewPCG(7, 8))
 	k.epoch(t, l, ids, rng)
 	for e := 2; e <= 3; e++ {
@@ -143,6 +155,38 @@ func TestLoaderPageCacheSubset(t *testing.T) {
 	if pc := st.PageCache; pc == nil || pc.Fits || pc.Source != "test" || pc.Drops == 0 || int(pc.Drops) != k.drops ||
 		st.Epoch.Number != 3 || st.Epoch.PreviousUnseen == 0 {
 		t.Errorf("stats %+v, epoch %+v; %d drops seen", pc, st.Epoch, k.drops)
+	}
+}
+
+// TestLoaderNoReadAheadOfResident: when the set does not fit, a sequential run over the misses
+// reads ahead none of the samples the page cache holds (the subset between them): pushed
+// again they cost a read for nothing, and a beacon among them waited in the cache for a READ
+// that never came.
+func TestLoaderNoReadAheadOfResident(t *testing.T) {
+	l, k, content := halfBudgetLoader(t, newInlineLoader)
+	x := l.x
+	k.epoch(t, l, sortedIDs(content), rand.New(rand.NewPCG(9, 10)))
+	// Epoch 2 in shard order: each miss follows the one before, over the subset between.
+	k.mu.Lock()
+	k.again = 0
+	k.mu.Unlock()
+	resident := 0
+	for pos := range x.Files() {
+		id := x.ByExtent(pos)
+		if k.has(id) {
+			resident++
+			continue
+		}
+		if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
+			t.Fatalf("sample %d: wrong bytes", id)
+		}
+	}
+	st := l.Stats()
+	if resident == 0 || st.Prefetch.Issued == 0 {
+		t.Fatalf("%d samples resident, %d reads ahead: the test checks nothing", resident, st.Prefetch.Issued)
+	}
+	if k.again > 0 {
+		t.Errorf("%d samples read ahead and pushed again, the page cache holding them", k.again)
 	}
 }
 
