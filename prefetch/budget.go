@@ -57,17 +57,23 @@ func (l *Loader) consumed(s *Sample, end int64) {
 	}
 	// Into the subset, as a copy of its own (the cache lets go of s, and s's buffer goes with
 	// its last reader).
-	l.keepCopy(s)
+	l.cacheCopy(s, true)
 }
 
-// keepCopy puts into the cache, as kept, an exact-size copy of s (whose keptBytes are already
-// counted). A kept sample lives for epochs: it must not pin a pooled read buffer of the next
-// size class (a 130 KB sample in a 1 MiB buffer) or the neighbours it was read ahead with,
-// which the budget, counting sample bytes, would not see.
-func (l *Loader) keepCopy(s *Sample) {
+// cacheCopy puts into the cache, in s's place, an exact-size copy of s, as kept (its keptBytes
+// already counted) or as read ahead (its aheadBytes, counted for s, pass to the copy). A
+// sample that lives in the cache for epochs (kept) or may wait there for a READ that never
+// comes (detach) must not pin a pooled read buffer of the next size class (a 130 KB sample in
+// a 1 MiB buffer) or the neighbours it was read ahead with, which the budget, counting sample
+// bytes, would not see.
+func (l *Loader) cacheCopy(s *Sample, kept bool) {
 	own := newSample(s.id, bytes.Clone(s.data), nil)
 	own.blk.refs.Store(1) // the cache's
-	own.kept.Store(true)
+	if kept {
+		own.kept.Store(true)
+	} else {
+		own.ahead.Store(true)
+	}
 	if !l.cache.Set(uint32(s.id), own, int64(len(s.data))) {
 		l.onExit(own)
 	}
@@ -80,7 +86,7 @@ func (l *Loader) admit(s *Sample, ahead bool) {
 	size := int64(len(s.data))
 	if !ahead {
 		if l.reserveKeep(s.id, size) {
-			l.keepCopy(s)
+			l.cacheCopy(s, true)
 		}
 		return
 	}

@@ -83,9 +83,9 @@ func (l *Loader) chunkFetchFrom(shard uint32, pos int, end uint64) (f Fetch, wan
 		}
 		size := int64(ce.Size)
 		// When the set fits, a sample believed resident but not read this epoch is read all the
-		// same: the belief is stale after drop_caches (a miss says the epoch is cold), and a
-		// warm epoch has no misses. Otherwise the resident subset is left alone.
-		if size <= pageSize || size > l.opt.MaxWhole || !l.res.Keeps(c) || !l.res.Fits() && l.res.Resident(c) {
+		// same (inPageCache), and a warm epoch has no misses. Otherwise the resident subset is
+		// left alone.
+		if size <= pageSize || size > l.opt.MaxWhole || !l.res.Keeps(c) || l.inPageCache(c) {
 			continue
 		}
 		if len(f.IDs) == 0 {

@@ -417,11 +417,14 @@ func (l *Loader) have(id layout.ID) bool {
 }
 
 // haveAhead is have for the planner's read-ahead (Planner.Next): it also skips a sample that
-// the page cache's policy believes resident, when the set does not fit (mu held). Such a
-// sample, read ahead again by a sequential run over the misses, was pushed again for nothing,
-// and a beacon among them waited in the cache for a READ that its page-cache hit never sends
-// (detach). When the set fits the belief is stale after drop_caches, so it is not trusted
-// there, as in chunk reads (chunkFetchFrom).
-func (l *Loader) haveAhead(id layout.ID) bool {
-	return l.have(id) || l.res != nil && !l.res.Fits() && l.res.Resident(id)
+// the page cache holds (inPageCache). Such a sample, read ahead again by a sequential run over
+// the misses, was pushed again for nothing, and a beacon among them waited in the cache for a
+// READ that its page-cache hit never sends (detach). mu is held.
+func (l *Loader) haveAhead(id layout.ID) bool { return l.have(id) || l.inPageCache(id) }
+
+// inPageCache reports whether the page cache's policy believes sample id resident and the set
+// does not fit (mu held). When the set fits the belief is stale after drop_caches (a miss says
+// the epoch is cold), so read-ahead and chunk reads do not trust it there.
+func (l *Loader) inPageCache(id layout.ID) bool {
+	return l.res != nil && !l.res.Fits() && l.res.Resident(id)
 }

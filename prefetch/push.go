@@ -1,7 +1,6 @@
 package prefetch
 
 import (
-	"bytes"
 	"sync/atomic"
 
 	"github.com/aifs/aifs/backend"
@@ -79,29 +78,21 @@ func (l *Loader) pushAhead(samples []*Sample, chunk bool) {
 			l.cache.Del(uint32(id))
 		}
 	}
-	if len(held)+len(pushed)+len(refused)+len(letGo) > 1 {
-		for _, s := range held {
-			l.detach(s)
-		}
+	for _, s := range held {
+		l.detach(s)
 	}
 }
 
 // detach replaces read-ahead sample s, held in the cache for a READ that comes later or
-// never, by an exact copy of its own, so that it does not keep the buffer of the read it
-// shared with its neighbours (up to 4 MiB for a beacon of 100 KB). Its READ may never come: a
-// beacon that the kernel's page cache serves, the READ of a sample on a path aifs does not
-// see. 18 such buffers were held after 20 epochs in a memory cgroup of half the set, 8
-// readers: the daemon's anonymous memory grew from 37 to 82 MB, and the page cache's budget,
-// which leaves it out, fell by as much (docs/bench/README.md, run 10).
+// never, by an exact copy of its own (cacheCopy), so that it does not keep the buffer of the
+// read it shared with its neighbours (up to 4 MiB for a beacon of 100 KB). Its READ may never
+// come: a beacon that the kernel's page cache serves. Such buffers, 17 of 4 MiB and 8 of 1 MiB
+// lent and not given back after 20 epochs in a memory cgroup of half the set, 8 readers, grew
+// the daemon's anonymous memory from 37 to 82 MB, and the page cache's budget, which leaves it
+// out, fell by as much (docs/bench/README.md, run 10).
 func (l *Loader) detach(s *Sample) {
-	if !s.ahead.Swap(false) { // read to its end meanwhile, or evicted
-		return
-	}
-	own := newSample(s.id, bytes.Clone(s.data), nil)
-	own.blk.refs.Store(1) // the cache's
-	own.ahead.Store(true) // s's bytes in aheadBytes are its now
-	if !l.cache.Set(uint32(s.id), own, int64(len(s.data))) {
-		l.onExit(own)
+	if s.ahead.Swap(false) { // else read to its end meanwhile, or evicted
+		l.cacheCopy(s, false)
 	}
 }
 
