@@ -283,7 +283,7 @@ memory_row() {
 echo "== machine: $(machine)" >&2
 record meta machine "$(machine)"
 record meta date "$(date -u +%F)"
-record meta commit "$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- . ":(exclude)$OUT" 2>/dev/null || echo ' with uncommitted changes')"  # the report it replaces in OUT is not a change to the code
+record meta commit "$(commit_desc "$OUT")" # the report it replaces in OUT is not a change to the code
 for v in FILES JOBS RUNS PT_SAMPLES WORKERS NAMES; do record meta "$v" "${!v}"; done
 record meta cpus "$(nproc)"
 [[ -z $OLD_AIFS ]] || record meta old_aifs "$OLD_AIFS (sha256 $(sha256sum "$OLD_AIFS" | cut -c1-12))"

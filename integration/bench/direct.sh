@@ -51,7 +51,7 @@ meta() { printf 'meta\t%s\t%s\n' "$1" "$2" >>"$TSV"; }
 echo "== machine: $(machine)" >&2
 meta machine "$(machine)"
 meta date "$(date -u +%F)"
-meta commit "$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' with uncommitted changes')"
+meta commit "$(commit_desc "$RESULTS")"
 for v in FILES RUNS JOBS PT_SAMPLES WORKERS; do meta "$v" "${!v}"; done
 
 # --- 1. the dataset, its shard set and the mount ------------------------------------------------
