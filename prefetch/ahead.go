@@ -72,7 +72,11 @@ func (l *Loader) prefetch(f Fetch) {
 	late := make([]bool, len(f.IDs))
 	l.lockPlanner()
 	for i, id := range f.IDs {
-		late[i] = l.planner.ReadThisEpoch(id)
+		if f.Again {
+			late[i] = l.planner.ReadRecently(id)
+		} else {
+			late[i] = l.planner.ReadThisEpoch(id)
+		}
 	}
 	l.unlockPlanner()
 	for i, id := range f.IDs {

@@ -12,7 +12,10 @@ import "github.com/aifs/aifs/layout"
 // first: at most maxChunkFlights chunk reads queued, reading or pushing; no miss's read while
 // the planner's lock is busy; and no read whose samples to keep fill less than half of its
 // bytes (the subset of a set that does not fit, once resident: reading around it would cost
-// more than it brings).
+// more than it brings); and none while a sequential run is read (Planner.Streaming): its
+// read-ahead reads the same samples in the same order, and the sweep beside it read a sorted
+// pass twice and pushed the run's beacons, whose READs tell the planner where the next pass
+// begins (TestLoaderSortedPasses).
 //
 // chunkSize and maxChunkFlights were measured on the 2-core VM (loop-mounted ext4 image with
 // direct I/O, 10,000 JPEGs, cold epochs, by hand, files/s against ext4 in the same pass).
@@ -47,7 +50,7 @@ func (l *Loader) readChunk(id layout.ID, e layout.Entry) {
 	next := l.drainLocked()
 	var f Fetch
 	ok := false
-	if l.res.Fits() || l.res.Keeps(id) {
+	if (l.res.Fits() || l.res.Keeps(id)) && !l.planner.Streaming() {
 		var want int64
 		end := e.Offset + e.Size
 		f, want, _ = l.chunkFetchFrom(e.Shard, l.x.ExtentPos(e.Shard, end), end+uint64(l.opt.ChunkBytes))
@@ -129,7 +132,7 @@ func (l *Loader) sweep() {
 	// sweep that tried it once kept 2 of 8 flights going.
 	l.lockPlanner()
 	var fetches []Fetch
-	if l.planner.PlannedBytes() == 0 {
+	if l.planner.PlannedBytes() == 0 && !l.planner.Streaming() {
 		if epoch, _, _ := l.planner.Epoch(); epoch != l.sweepEpoch {
 			l.sweepEpoch, l.sweepPos = epoch, 0
 		}

@@ -58,6 +58,13 @@ func (k *kernelCache) drop(id layout.ID) {
 	k.drops++
 }
 
+// dropAll empties the cache, as drop_caches does.
+func (k *kernelCache) dropAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	clear(k.in)
+}
+
 func (k *kernelCache) has(id layout.ID) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -89,6 +96,11 @@ func (k *kernelCache) bytes() (n int64) {
 func (k *kernelCache) epoch(t testing.TB, l *Loader, ids []layout.ID, rng *rand.Rand) map[layout.ID]bool {
 	order := append([]layout.ID(nil), ids...)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	return k.pass(t, l, order)
+}
+
+// pass reads the samples of order, in that order, as epoch does.
+func (k *kernelCache) pass(t testing.TB, l *Loader, order []layout.ID) map[layout.ID]bool {
 	reached := map[layout.ID]bool{}
 	for _, id := range order {
 		if k.has(id) {
@@ -356,5 +368,55 @@ func TestChunkGate(t *testing.T) {
 				t.Errorf("%s: after phase %d: open %v, want %v", tc.name, i, open, p.open)
 			}
 		}
+	}
+}
+
+// TestLoaderSortedPasses: sorted scans after cold shuffled epochs, the page cache emptied
+// before each (drop_caches), as a validation pass between training epochs is read. Each pass
+// reads ahead of its reader from its first READs, so that only the run's first two samples
+// and its beacons (one in runBeaconEvery) reach the Loader; no chunk read runs beside the
+// run's read-ahead, and almost no sample is read twice. (A pass's first READs are of samples pushed
+// in the last one, which the planner takes for dropped pushes until it sees the epoch begin:
+// the read-ahead skipped every sample of that epoch, and every other pass was a miss per
+// sample; the sweep, reading the same samples beside the run's read-ahead, read each pass
+// twice.)
+func TestLoaderSortedPasses(t *testing.T) {
+	x, ids, k, l, _ := sweepLoader(t, Options{ChunkReads: true})
+	k.tickEach = 20 // 2,000 misses a second: the gate opens
+	rng := rand.New(rand.NewPCG(21, 22))
+	for range 3 {
+		k.dropAll()
+		k.epoch(t, l, ids, rng)
+	}
+	if l.Stats().PageCache.ChunkReads == 0 {
+		t.Fatal("no chunk reads in the cold shuffled epochs")
+	}
+	var sorted []layout.ID
+	for pos := range x.Files() {
+		sorted = append(sorted, x.ByExtent(pos))
+	}
+	start := l.Stats().Backend.Bytes
+	const passes = 6
+	for pass := range passes {
+		before := l.Stats()
+		epoch, _, _ := l.planner.Epoch()
+		k.dropAll()
+		reached := k.pass(t, l, sorted)
+		st := l.Stats()
+		if max := len(sorted)/runBeaconEvery + 3; len(reached) > max {
+			t.Errorf("pass %d: %d of %d samples reached the Loader; want at most %d", pass, len(reached), len(sorted), max)
+		}
+		if n := st.PageCache.ChunkReads - before.PageCache.ChunkReads; n != 0 {
+			t.Errorf("pass %d: %d chunk reads beside the run's read-ahead", pass, n)
+		}
+		if e, _, _ := l.planner.Epoch(); e != epoch+1 {
+			t.Errorf("pass %d: epoch %d after %d; want one more", pass, e, epoch)
+		}
+	}
+	// Read twice, about 1% of the bytes here: a beacon (held in aifs's cache for its READ) where
+	// the cache let it go first, and in the first pass the samples that the sweep read again
+	// before the run was long enough to stop it. With the sweep beside the run, 2×.
+	if read, set := l.Stats().Backend.Bytes-start, passes*x.ShardBytes(); read > set*51/50 {
+		t.Errorf("%d sorted passes read %d bytes from shards of %d: many twice", passes, read, set/passes)
 	}
 }

@@ -54,13 +54,16 @@ func (c *PlannerConfig) defaults() {
 
 // Fetch is one read the planner asks for: [Off, Off+Len) of shard Shard, holding the samples
 // IDs (ascending offsets) and nothing else but holes of at most PlannerConfig.Gap bytes.
-// The Loader's chunk reads (Chunk) are Fetches too, whose holes may be larger.
+// The Loader's chunk reads (Chunk) are Fetches too, whose holes may be larger. Again marks
+// the read-ahead of a long or lost sequential run (Next): it skips only the samples read
+// recently (ReadRecently), where other fetches skip all that this epoch read or pushed.
 type Fetch struct {
 	Shard uint32
 	Off   int64
 	Len   int64
 	IDs   []layout.ID
 	Chunk bool
+	Again bool
 }
 
 // maxWriters bounds the plans kept at once; a new writer replaces the one idle longest.
@@ -71,7 +74,12 @@ const maxWriters = 64
 const streamSlots = 16
 
 // recentReads is how far back a second read of a sample counts as a repeat (a retry, or a page
-// evicted mid-read) rather than the start of a new epoch.
+// evicted mid-read) rather than the start of a new epoch: among the last recentReads READs,
+// with fewer than recentReads samples read or pushed since. Pushes count so that a sorted scan,
+// whose read-ahead pushes all but a READ in 32 (its beacons), starts its next pass at its first
+// READ: counting READs alone, the few READs of the pass before were all recent, its first
+// sample read again was taken for a retry, and the pass was read as the rest of the last
+// epoch, every sample a miss (nothing is read ahead that the epoch has read).
 const recentReads = 256
 
 // Planner watches the samples read and the plans written and decides what to fetch ahead. It
@@ -80,7 +88,7 @@ const recentReads = 256
 //
 // It knows three things:
 //   - epochs: which samples were read in the current epoch; a sample read a second time (not a
-//     repeat of one of the last recentReads, nor the first READ of a sample Pushed into the
+//     repeat of a recent read, see recentReads, nor the first READ of a sample Pushed into the
 //     page cache, which the kernel dropped before it was read) starts the next epoch;
 //   - sequential runs: reads of consecutive samples in pack order (a sorted scan) open a run
 //     whose read-ahead window grows from SeqStart to SeqMax;
@@ -98,8 +106,10 @@ type Planner struct {
 	unseen  int      // samples the previous epoch never read (nor pushed): page-cache hits
 	epoch   int
 	recent  [recentReads]layout.ID
+	eventAt [recentReads]uint64 // events when recent[i] was read
 	nrecent int
-	files   int // regular files in the catalog
+	events  uint64 // samples read or pushed so far
+	files   int    // regular files in the catalog
 
 	streams [streamSlots]stream
 	tick    uint64 // logical clock for LRU replacement of streams and writers
@@ -123,6 +133,11 @@ type stream struct {
 	aheadShard uint32
 	aheadEnd   int64
 	lastUse    uint64
+	// lost: the last READ of the run was of a sample pushed in this epoch, whose pages the
+	// kernel had let go (memory pressure, or drop_caches before the next pass of a sorted
+	// scan, whose first READs the planner takes for such READs until it sees the epoch
+	// begin); its read-ahead pushes again what this epoch pushed (Next).
+	lost bool
 }
 
 // planState is one writer's plan.
@@ -146,6 +161,10 @@ func NewPlanner(cat Catalog, cfg PlannerConfig) *Planner {
 // ReadThisEpoch reports whether sample id has been read in the current epoch: fetching it
 // ahead would be wasted (its next use is in the next epoch).
 func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(id%64)) != 0 }
+
+// ReadRecently reports whether sample id was read recently (see recentReads): the reader of a
+// sequential run has passed it. A run whose pushes were lost (stream.lost) skips only those.
+func (p *Planner) ReadRecently(id layout.ID) bool { return p.isRecent(id) }
 
 // How often a sample read ahead is a beacon (see Options.Push): every 8th of a plan, whose
 // cursor lags the readers by up to that many samples of a 64-sample depth; every 32nd of a
@@ -199,7 +218,7 @@ func (p *Planner) Passed(id layout.ID) bool {
 // alive and read up to 32 MiB past the range: other nodes' data, fetched from S3 and cached.)
 func (p *Planner) Read(id layout.ID) {
 	p.tick++
-	p.trackEpoch(id)
+	lost := p.trackEpoch(id)
 	if int(id) < len(p.slot) {
 		if s := p.slot[id]; s > 0 {
 			w := p.writers[s-1]
@@ -210,7 +229,7 @@ func (p *Planner) Read(id layout.ID) {
 			return
 		}
 	}
-	p.trackStream(id)
+	p.trackStream(id, lost)
 }
 
 // Pushed records that sample id was pushed into the kernel's page cache ahead of its reader
@@ -223,6 +242,7 @@ func (p *Planner) Read(id layout.ID) {
 // READs until one of a sample READ in this one starts the epoch (with a fraction f of the
 // samples READ, about (1-f)/f of them: 12 when push_chunks pushes 92%).
 func (p *Planner) Pushed(id layout.ID) {
+	p.events++
 	if word, bit := id/64, uint64(1)<<(id%64); p.seen[word]&bit == 0 {
 		p.seen[word] |= bit
 		p.pushed[word] |= bit
@@ -230,11 +250,14 @@ func (p *Planner) Pushed(id layout.ID) {
 	}
 }
 
-func (p *Planner) trackEpoch(id layout.ID) {
+// trackEpoch counts the READ of id in the epoch and reports whether it was of a sample pushed
+// in this epoch (its pages were gone).
+func (p *Planner) trackEpoch(id layout.ID) (lost bool) {
 	word, bit := id/64, uint64(1)<<(id%64)
 	if p.pushed[word]&bit != 0 {
 		p.pushed[word] &^= bit // read at last: seen in this epoch already
 		p.dropped++
+		lost = true
 	} else if p.seen[word]&bit != 0 && !p.isRecent(id) {
 		clear(p.seen)
 		clear(p.pushed)
@@ -246,22 +269,26 @@ func (p *Planner) trackEpoch(id layout.ID) {
 		p.seen[word] |= bit
 		p.covered++
 	}
+	p.events++
 	p.recent[p.nrecent%recentReads] = id
+	p.eventAt[p.nrecent%recentReads] = p.events
 	p.nrecent++
+	return lost
 }
 
 func (p *Planner) isRecent(id layout.ID) bool {
 	n := min(p.nrecent, recentReads)
 	for i := range n {
-		if p.recent[i] == id {
+		if p.recent[i] == id && p.events-p.eventAt[i] < recentReads {
 			return true
 		}
 	}
 	return false
 }
 
-// trackStream continues the run that expected id, or starts a new one in the slot idle longest.
-func (p *Planner) trackStream(id layout.ID) {
+// trackStream continues the run that expected id, or starts a new one in the slot idle longest;
+// lost says whether the READ of id was of a sample pushed in this epoch.
+func (p *Planner) trackStream(id layout.ID, lost bool) {
 	for i := range p.streams {
 		s := &p.streams[i]
 		// A confirmed run also continues at a sample it read ahead: the samples in between
@@ -274,7 +301,7 @@ func (p *Planner) trackStream(id layout.ID) {
 			if s.ahead < s.next {
 				s.ahead, s.aheadShard, s.aheadEnd = s.next, 0, 0
 			}
-			s.lastUse = p.tick
+			s.lastUse, s.lost = p.tick, lost
 			return
 		}
 	}
@@ -285,7 +312,7 @@ func (p *Planner) trackStream(id layout.ID) {
 		}
 	}
 	next := p.cat.NextFile(id)
-	*victim = stream{next: next, hits: 1, window: p.cfg.SeqStart, ahead: next, lastUse: p.tick}
+	*victim = stream{next: next, hits: 1, window: p.cfg.SeqStart, ahead: next, lastUse: p.tick, lost: lost}
 }
 
 // SetPlan replaces writer's plan with ids (which must be regular files) and returns nothing:
@@ -331,6 +358,22 @@ func (p *Planner) unplan(w *planState) {
 // PlannedBytes returns the bytes of the samples in the plans held: on a cluster, this node's
 // range of the set (Residency.SetScope).
 func (p *Planner) PlannedBytes() int64 { return p.planned }
+
+// streamingHits is how many reads in a row make a run that Streaming reports: in a shuffled
+// epoch two consecutive samples come one read in several hundred (16 runs followed, 10,000
+// samples), four almost never.
+const streamingHits = 4
+
+// Streaming reports whether a sequential run is being read: one of streamingHits reads or
+// more, continued by one of the last recentReads READs.
+func (p *Planner) Streaming() bool {
+	for i := range p.streams {
+		if s := &p.streams[i]; s.hits >= streamingHits && s.lastUse+recentReads > p.tick {
+			return true
+		}
+	}
+	return false
+}
 
 // writerState returns writer's plan, making one (in place of the one idle longest if there
 // are maxWriters already).
@@ -427,7 +470,16 @@ func (p *Planner) Next(room int64, have func(layout.ID) bool) []Fetch {
 		if s.window < p.cfg.SeqMax {
 			s.window = min(2*s.window, p.cfg.SeqMax)
 		}
-		fetches = append(fetches, p.coalesce(run)...)
+		// The samples ahead of a run's reader have not been read in this pass, but the planner
+		// may not have seen the pass's epoch begin (its first READs are of samples pushed in
+		// the last pass, taken for pushes the kernel dropped): a long run (one that stops chunk
+		// reads, which could have pushed them in this pass: Streaming) or a lost one fetches
+		// them all the same. Skipping them as read this epoch, every other sorted pass after a
+		// drop_caches was a miss a sample (TestLoaderSortedPasses).
+		for _, f := range p.coalesce(run) {
+			f.Again = s.lost || s.hits >= streamingHits
+			fetches = append(fetches, f)
+		}
 	}
 	return fetches
 }
