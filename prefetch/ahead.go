@@ -72,8 +72,8 @@ func (l *Loader) prefetch(f Fetch) {
 	late := make([]bool, len(f.IDs))
 	l.lockPlanner()
 	for i, id := range f.IDs {
-		if f.Again {
-			late[i] = l.planner.ReadRecently(id)
+		if f.Run {
+			late[i] = l.planner.ReadByReader(id)
 		} else {
 			late[i] = l.planner.ReadThisEpoch(id)
 		}

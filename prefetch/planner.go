@@ -54,16 +54,16 @@ func (c *PlannerConfig) defaults() {
 
 // Fetch is one read the planner asks for: [Off, Off+Len) of shard Shard, holding the samples
 // IDs (ascending offsets) and nothing else but holes of at most PlannerConfig.Gap bytes.
-// The Loader's chunk reads (Chunk) are Fetches too, whose holes may be larger. Again marks
-// the read-ahead of a long or lost sequential run (Next): it skips only the samples read
-// recently (ReadRecently), where other fetches skip all that this epoch read or pushed.
+// The Loader's chunk reads (Chunk) are Fetches too, whose holes may be larger. Run marks the
+// read-ahead of a long or lost sequential run (Next): it skips only the samples READ this
+// epoch (ReadByReader), where other fetches skip all that this epoch read or pushed.
 type Fetch struct {
 	Shard uint32
 	Off   int64
 	Len   int64
 	IDs   []layout.ID
 	Chunk bool
-	Again bool
+	Run   bool
 }
 
 // maxWriters bounds the plans kept at once; a new writer replaces the one idle longest.
@@ -133,11 +133,7 @@ type stream struct {
 	aheadShard uint32
 	aheadEnd   int64
 	lastUse    uint64
-	// lost: the last READ of the run was of a sample pushed in this epoch, whose pages the
-	// kernel had let go (memory pressure, or drop_caches before the next pass of a sorted
-	// scan, whose first READs the planner takes for such READs until it sees the epoch
-	// begin); its read-ahead pushes again what this epoch pushed (Next).
-	lost bool
+	lost       bool // the run's last READ was of a sample pushed in this epoch: its pages were gone
 }
 
 // planState is one writer's plan.
@@ -162,9 +158,17 @@ func NewPlanner(cat Catalog, cfg PlannerConfig) *Planner {
 // ahead would be wasted (its next use is in the next epoch).
 func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(id%64)) != 0 }
 
-// ReadRecently reports whether sample id was read recently (see recentReads): the reader of a
-// sequential run has passed it. A run whose pushes were lost (stream.lost) skips only those.
-func (p *Planner) ReadRecently(id layout.ID) bool { return p.isRecent(id) }
+// ReadByReader reports whether sample id has come as a READ in the current epoch, not only
+// been pushed. A long or lost sequential run's read-ahead skips only those: the samples ahead of its
+// reader that the epoch pushed may be gone, as at the start of a sorted pass after
+// drop_caches, whose first READs are of samples pushed in the last pass; the planner takes
+// them for pushes the kernel dropped until it sees the epoch begin. Skipping every sample the
+// epoch had read or pushed, every other such pass was a miss a sample (TestLoaderSortedPasses).
+// Those READ are skipped still: another reader of the same scan has read them.
+func (p *Planner) ReadByReader(id layout.ID) bool {
+	word, bit := id/64, uint64(1)<<(id%64)
+	return p.seen[word]&^p.pushed[word]&bit != 0
+}
 
 // How often a sample read ahead is a beacon (see Options.Push): every 8th of a plan, whose
 // cursor lags the readers by up to that many samples of a 64-sample depth; every 32nd of a
@@ -470,14 +474,12 @@ func (p *Planner) Next(room int64, have func(layout.ID) bool) []Fetch {
 		if s.window < p.cfg.SeqMax {
 			s.window = min(2*s.window, p.cfg.SeqMax)
 		}
-		// The samples ahead of a run's reader have not been read in this pass, but the planner
-		// may not have seen the pass's epoch begin (its first READs are of samples pushed in
-		// the last pass, taken for pushes the kernel dropped): a long run (one that stops chunk
-		// reads, which could have pushed them in this pass: Streaming) or a lost one fetches
-		// them all the same. Skipping them as read this epoch, every other sorted pass after a
-		// drop_caches was a miss a sample (TestLoaderSortedPasses).
+		// A long run (one that stops chunk reads, which would have pushed samples ahead of it
+		// in this pass: Streaming) or a lost one fetches the samples the epoch only pushed: they
+		// may be gone (ReadByReader). A short one may be two shuffled reads in a row, beside
+		// chunk reads.
 		for _, f := range p.coalesce(run) {
-			f.Again = s.lost || s.hits >= streamingHits
+			f.Run = s.lost || s.hits >= streamingHits
 			fetches = append(fetches, f)
 		}
 	}
