@@ -374,12 +374,12 @@ func TestChunkGate(t *testing.T) {
 // TestLoaderSortedPasses: sorted scans after cold shuffled epochs, the page cache emptied
 // before each (drop_caches), as a validation pass between training epochs is read. Each pass
 // reads ahead of its reader from its first READs, so that only the run's first samples and
-// its beacons (one in runBeaconEvery) reach the Loader; no chunk read runs beside the
-// run's read-ahead, and almost no sample is read twice. (A pass's first READs are of samples pushed
-// in the last one, which the planner takes for dropped pushes until it sees the epoch begin:
-// the read-ahead skipped every sample of that epoch, and every other pass was a miss per
-// sample; the sweep, reading the same samples beside the run's read-ahead, read each pass
-// twice.)
+// its beacons (one in runBeaconEvery) reach the Loader; no chunk read runs beside the run's
+// read-ahead, and almost no sample is read twice. (A pass's first READs are of samples
+// pushed in the last one, which the planner takes for dropped pushes until it sees the epoch
+// begin: the read-ahead skipped every sample of that epoch, and every other pass was a miss
+// per sample; the sweep, reading the same samples beside the run's read-ahead, read each
+// pass twice.)
 func TestLoaderSortedPasses(t *testing.T) {
 	x, ids, k, l, _ := sweepLoader(t, Options{ChunkReads: true})
 	k.tickEach = 20 // 2,000 misses a second: the gate opens
@@ -413,9 +413,9 @@ func TestLoaderSortedPasses(t *testing.T) {
 			t.Errorf("pass %d: epoch %d after %d; want one more", pass, e, epoch)
 		}
 	}
-	// Read twice, 2% of the bytes here: a beacon (held in aifs's cache for its READ) where the
-	// cache let it go first, and in the first pass the samples that the sweep read again before
-	// the run was long enough to stop it. With the sweep beside the run, 2×.
+	// About 2% of the bytes are read twice here, each pass alike (which samples was not traced;
+	// a pass's first READs and beacons miss and are read on their own); with the sweep beside
+	// the run, 2×.
 	if read, set := l.Stats().Backend.Bytes-start, passes*x.ShardBytes(); read > set*33/32 {
 		t.Errorf("%d sorted passes read %d bytes from shards of %d: many twice", passes, read, set/passes)
 	}

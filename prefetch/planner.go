@@ -159,12 +159,13 @@ func NewPlanner(cat Catalog, cfg PlannerConfig) *Planner {
 func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(id%64)) != 0 }
 
 // ReadByReader reports whether sample id has come as a READ in the current epoch, not only
-// been pushed. A long or lost sequential run's read-ahead skips only those: the samples ahead of its
-// reader that the epoch pushed may be gone, as at the start of a sorted pass after
-// drop_caches, whose first READs are of samples pushed in the last pass; the planner takes
-// them for pushes the kernel dropped until it sees the epoch begin. Skipping every sample the
-// epoch had read or pushed, every other such pass was a miss a sample (TestLoaderSortedPasses).
-// Those READ are skipped still: another reader of the same scan has read them.
+// been pushed. A long or lost sequential run's read-ahead skips only those: the samples
+// ahead of its reader that the epoch pushed may be gone, as at the start of a sorted pass
+// after drop_caches, whose first READs are of samples pushed in the last pass; the planner
+// takes them for pushes the kernel dropped until it sees the epoch begin. Skipping every
+// sample the epoch had read or pushed, every other such pass was a miss a sample
+// (TestLoaderSortedPasses). Those READ are skipped still: another reader of the same scan
+// has read them.
 func (p *Planner) ReadByReader(id layout.ID) bool {
 	word, bit := id/64, uint64(1)<<(id%64)
 	return p.seen[word]&^p.pushed[word]&bit != 0
