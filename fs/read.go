@@ -43,10 +43,9 @@ func (f *FS) read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte, r *readRe
 		return fuse.OK
 	}
 	n := min(e.Size-in.Offset, uint64(in.Size), uint64(len(buf)))
-	f.loader.NoteReader(in.Pid)
 	f.lastRead.Store(t.UnixNano())
 	var err error
-	if r.data, r.view, err = f.loader.ReadRange(cancel, id, e, int64(in.Offset), buf[:n]); err != nil {
+	if r.data, r.view, err = f.loader.ReadRange(cancel, in.Pid, id, e, int64(in.Offset), buf[:n]); err != nil {
 		return f.errno("read", id, err)
 	}
 	return fuse.OK

@@ -49,7 +49,7 @@ func BenchmarkLoaderRead(b *testing.B) {
 				defer l.Close()
 				read := func(id layout.ID) {
 					e := x.Entry(id)
-					s, err := l.Read(nil, id, e, 0, int64(e.Size))
+					s, err := l.Read(nil, 0, id, e, 0, int64(e.Size))
 					if err != nil {
 						b.Error(err)
 						return

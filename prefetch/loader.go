@@ -43,7 +43,7 @@ type Options struct {
 	// PageCache, with Push and Drop, returns the bytes of sample pages the kernel's page cache
 	// may keep (-o page_cache) and where that figure came from, for a Residency policy
 	// (residency.go, pagecache.go); readers are the pids of the processes that sent READs
-	// lately (NoteReader), whose memory cgroups the page cache is charged to. The Loader calls
+	// lately (ReadRange's reader), whose memory cgroups the page cache is charged to. The Loader calls
 	// it when it starts and every second after, from one goroutine. Nil: no limit.
 	PageCache func(readers []uint32) (bytes int64, source string)
 	// Drop drops sample id's pages from the kernel's page cache (fs: fadvise through the
@@ -147,7 +147,7 @@ type Loader struct {
 	pending pendingReads // first READs not yet told to the planner (observe.go)
 
 	// res, when not nil (Push and Drop set), decides what the page cache keeps; guarded by mu,
-	// like the planner, with resSource. readers holds the pids of recent READs (NoteReader).
+	// like the planner, with resSource. readers holds the pids of recent READs (noteReader).
 	res          *Residency
 	resSource    string
 	resFits      atomic.Bool      // res.Fits(), readable without mu
@@ -275,36 +275,38 @@ func (l *Loader) Close() {
 }
 
 // ReadRange returns [off, off+len(p)) of sample id (entry e), which must lie inside it, for a
-// READ: lent (v not nil: data lies in v, and the caller Releases v once done with data) or read
-// into p (v nil, data is p). It is the only read fs makes. A sample up to MaxWhole comes whole
-// through Read (v is its *Sample); a larger one is read from the shard, range by range
-// (large.go). cancel (FUSE's interrupt) stops the wait for a whole sample that other readers
-// share, not a read from the shard: the error is then context.Canceled.
-func (l *Loader) ReadRange(cancel <-chan struct{}, id layout.ID, e layout.Entry, off int64, p []byte) (data []byte, v backend.View, err error) {
+// READ sent by reader (its pid; 0: not known): lent (v not nil: data lies in v, and the caller
+// Releases v once done with data) or read into p (v nil, data is p). It is the only read fs
+// makes. A sample up to MaxWhole comes whole through Read (v is its *Sample); a larger one is
+// read from the shard, range by range (large.go). cancel (FUSE's interrupt) stops the wait for
+// a whole sample that other readers share, not a read from the shard: the error is then
+// context.Canceled.
+func (l *Loader) ReadRange(cancel <-chan struct{}, reader uint32, id layout.ID, e layout.Entry, off int64, p []byte) (data []byte, v backend.View, err error) {
+	l.noteReader(reader)
 	end := off + int64(len(p))
 	if int64(e.Size) > l.opt.MaxWhole {
 		return l.readLarge(id, e, off, p)
 	}
 	if off == 0 && end < int64(e.Size) && l.opt.Push != nil {
-		return l.readHead(cancel, id, e, end)
+		return l.readHead(cancel, reader, id, e, end)
 	}
-	s, err := l.Read(cancel, id, e, off, end)
+	s, err := l.Read(cancel, reader, id, e, off, end)
 	if err != nil {
 		return nil, nil, err
 	}
 	return s.data[off:end], s, nil
 }
 
-// Read returns sample id (entry e), whole, for a READ of [off, end) of it; the caller Releases
-// it after use. cancel (FUSE's interrupt) stops the wait, not a fetch other readers share: the
-// error is then context.Canceled. A sample larger than MaxWhole is not read whole: the error
-// wraps errTooLarge (ReadRange reads it).
-func (l *Loader) Read(cancel <-chan struct{}, id layout.ID, e layout.Entry, off, end int64) (*Sample, error) {
+// Read returns sample id (entry e), whole, for a READ of [off, end) of it by reader (as for
+// ReadRange); the caller Releases it after use. cancel (FUSE's interrupt) stops the wait, not a
+// fetch other readers share: the error is then context.Canceled. A sample larger than MaxWhole
+// is not read whole: the error wraps errTooLarge (ReadRange reads it).
+func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e layout.Entry, off, end int64) (*Sample, error) {
 	if int64(e.Size) > l.opt.MaxWhole {
 		return nil, fmt.Errorf("%s: %w", l.x.Path(id), errTooLarge)
 	}
 	if off == 0 {
-		l.observe(id)
+		l.observe(firstRead{id, reader})
 	}
 	if s, ok := l.cache.Get(uint32(id)); ok && s.blk.acquire() {
 		l.stats.hits.Add(1)

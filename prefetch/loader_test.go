@@ -132,7 +132,7 @@ func newInlineLoader(t testing.TB, x *layout.Index, shards []*shard, opt Options
 func (l *Loader) readAll(t testing.TB, id layout.ID) []byte {
 	t.Helper()
 	e := l.x.Entry(id)
-	s, err := l.Read(nil, id, e, 0, int64(e.Size))
+	s, err := l.Read(nil, 0, id, e, 0, int64(e.Size))
 	if err != nil {
 		t.Fatalf("read %d: %v", id, err)
 	}
@@ -193,7 +193,7 @@ func TestLoaderSharedFetch(t *testing.T) {
 			if i == readers-1 {
 				c = cancel
 			}
-			s, err := l.Read(c, id, e, 0, int64(e.Size))
+			s, err := l.Read(c, 0, id, e, 0, int64(e.Size))
 			errs[i] = err
 			if err == nil {
 				got[i] = bytes.Clone(s.Bytes())
@@ -230,23 +230,23 @@ func TestLoaderErrors(t *testing.T) {
 	e := x.Entry(id)
 	boom := errors.New("device gone")
 	shards[e.Shard].fail = boom
-	if _, err := l.Read(nil, id, e, 0, int64(e.Size)); !errors.Is(err, boom) {
+	if _, err := l.Read(nil, 0, id, e, 0, int64(e.Size)); !errors.Is(err, boom) {
 		t.Fatalf("read from a failing shard: %v, want %v", err, boom)
 	}
 	shards[e.Shard].fail = nil
 	if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
 		t.Error("read after the shard recovered: wrong bytes")
 	}
-	if _, err := l.Read(nil, id, e, 0, int64(e.Size)); err != nil {
+	if _, err := l.Read(nil, 0, id, e, 0, int64(e.Size)); err != nil {
 		t.Fatal(err)
 	}
 	big := Options{MaxWhole: 1}
 	l2 := newTestLoader(t, x, shards, big)
-	if _, err := l2.Read(nil, id, e, 0, 1); !errors.Is(err, errTooLarge) {
+	if _, err := l2.Read(nil, 0, id, e, 0, 1); !errors.Is(err, errTooLarge) {
 		t.Errorf("Read of a sample over MaxWhole: %v, want the too-large error", err)
 	}
 	shards[e.Shard].fail = boom
-	if _, _, err := l2.ReadRange(nil, id, e, 1, make([]byte, 2)); !errors.Is(err, boom) {
+	if _, _, err := l2.ReadRange(nil, 0, id, e, 1, make([]byte, 2)); !errors.Is(err, boom) {
 		t.Errorf("ReadRange of a sample over MaxWhole from a failing shard: %v, want %v", err, boom)
 	}
 }
@@ -342,7 +342,7 @@ func TestLoaderVerify(t *testing.T) {
 	for round := range 2 {
 		for _, id := range ids { // in pack order: the run is read ahead
 			e := x.Entry(id)
-			s, err := l.Read(nil, id, e, 0, int64(e.Size))
+			s, err := l.Read(nil, 0, id, e, 0, int64(e.Size))
 			switch {
 			case bad[id] && (!errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), x.Path(id))):
 				t.Errorf("round %d, corrupt sample %s: %v, want ErrCorrupt naming it", round, x.Path(id), err)
@@ -362,7 +362,7 @@ func TestLoaderVerify(t *testing.T) {
 	plain := newTestLoader(t, x, shards, Options{})
 	id := ids[5]
 	e := x.Entry(id)
-	if s, err := plain.Read(nil, id, e, 0, int64(e.Size)); err != nil || bytes.Equal(s.Bytes(), content[id]) {
+	if s, err := plain.Read(nil, 0, id, e, 0, int64(e.Size)); err != nil || bytes.Equal(s.Bytes(), content[id]) {
 		t.Errorf("without Verify: %v; want the changed bytes served", err)
 	}
 }
@@ -710,7 +710,7 @@ func TestLoaderNoReadAheadOfLarge(t *testing.T) {
 		total += e.Size
 		var got []byte
 		for off := int64(0); off < int64(e.Size); off += 128 << 10 {
-			data, v, err := l.ReadRange(nil, id, e, off, make([]byte, min(128<<10, int64(e.Size)-off)))
+			data, v, err := l.ReadRange(nil, 0, id, e, off, make([]byte, min(128<<10, int64(e.Size)-off)))
 			if err != nil {
 				t.Fatal(err)
 			}

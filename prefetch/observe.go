@@ -27,23 +27,29 @@ const (
 type pendingReads struct {
 	n     atomic.Int32 // reads held in all stripes, changed under a stripe's lock
 	parts [pendingStripes]struct {
-		mu  sync.Mutex // guards ids, len
-		ids [pendingCap]layout.ID
-		len atomic.Int32 // written under mu; read without it to skip an empty stripe
-		_   [36]byte
+		mu    sync.Mutex // guards reads, len
+		reads [pendingCap]firstRead
+		len   atomic.Int32 // written under mu; read without it to skip an empty stripe
+		_     [52]byte
 	}
 }
 
-// add leaves id for the planner, or reports that its stripe is full.
-func (p *pendingReads) add(id layout.ID) bool {
-	s := &p.parts[id%pendingStripes]
+// firstRead is a sample's first READ and the reader (pid) that sent it.
+type firstRead struct {
+	id     layout.ID
+	reader uint32
+}
+
+// add leaves r for the planner, or reports that its stripe is full.
+func (p *pendingReads) add(r firstRead) bool {
+	s := &p.parts[r.id%pendingStripes]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.len.Load()
 	if n == pendingCap {
 		return false
 	}
-	s.ids[n] = id
+	s.reads[n] = r
 	s.len.Store(n + 1)
 	p.n.Add(1)
 	return true
@@ -51,16 +57,16 @@ func (p *pendingReads) add(id layout.ID) bool {
 
 // observe tells the planner of a sample's first READ, now or through pendingReads, and queues
 // what it asks for.
-func (l *Loader) observe(id layout.ID) {
+func (l *Loader) observe(r firstRead) {
 	if l.mu.TryLock() {
 		l.drainLocked()
-		l.readLocked(id)
+		l.readLocked(r)
 		l.unlockPlannerNext(true)
 		return
 	}
-	if !l.pending.add(id) {
+	if !l.pending.add(r) {
 		l.lockPlanner()
-		l.readLocked(id)
+		l.readLocked(r)
 		l.unlockPlannerNext(true)
 		return
 	}
@@ -69,12 +75,12 @@ func (l *Loader) observe(id layout.ID) {
 	}
 }
 
-// readLocked tells the planner, and the page cache's policy, of sample id's first READ; mu is
+// readLocked tells the planner, and the page cache's policy, of a sample's first READ; mu is
 // held.
-func (l *Loader) readLocked(id layout.ID) {
-	l.planner.Read(id)
+func (l *Loader) readLocked(r firstRead) {
+	l.planner.Read(r.id, r.reader)
 	if l.res != nil {
-		l.res.Read(id)
+		l.res.Read(r.id)
 	}
 }
 
@@ -126,8 +132,8 @@ func (l *Loader) drainLocked() bool {
 		}
 		s.mu.Lock()
 		n := s.len.Load()
-		for _, id := range s.ids[:n] {
-			l.readLocked(id)
+		for _, r := range s.reads[:n] {
+			l.readLocked(r)
 		}
 		l.pending.n.Add(-n)
 		s.len.Store(0)

@@ -17,10 +17,10 @@ var tickEvery = 10 * time.Millisecond
 
 const budgetEvery = 100 // ticks: the budget is asked for every second
 
-// NoteReader records the pid of a process that sent a READ (fs: the request's pid): the page
+// noteReader records the pid of a process that sent a READ (ReadRange's reader): the page
 // cache's pages are charged to the reader's memory cgroup, so its limit bounds the budget
 // (Options.PageCache). One atomic store; the same pid lands in the same slot.
-func (l *Loader) NoteReader(pid uint32) {
+func (l *Loader) noteReader(pid uint32) {
 	if l.res != nil && pid != 0 {
 		if s := &l.readers[pid%uint32(len(l.readers))]; s.Load() != pid {
 			s.Store(pid)
@@ -28,7 +28,7 @@ func (l *Loader) NoteReader(pid uint32) {
 	}
 }
 
-// recentReaders returns the pids NoteReader recorded since the last call, and forgets them.
+// recentReaders returns the pids noteReader recorded since the last call, and forgets them.
 func (l *Loader) recentReaders() []uint32 {
 	var pids []uint32
 	for i := range l.readers {

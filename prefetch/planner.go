@@ -73,14 +73,28 @@ const maxWriters = 64
 // scan is enough; DataLoader workers of a shard-ordered loader each make one).
 const streamSlots = 16
 
-// recentReads is how far back a second read of a sample counts as a repeat (a retry, or a page
-// evicted mid-read) rather than the start of a new epoch: among the last recentReads READs,
-// with fewer than recentReads samples read or pushed since. Pushes count so that a sorted scan,
-// whose read-ahead pushes all but a READ in 32 (its beacons), starts its next pass at its first
-// READ: counting READs alone, the few READs of the pass before were all recent, its first
-// sample read again was taken for a retry, and the pass was read as the rest of the last
-// epoch, every sample a miss (nothing is read ahead that the epoch has read).
+// A second first READ of a sample is a repeat (a retry: the kernel lost the pages of the first
+// before its reader copied them) rather than the start of a new epoch when the same reader (the
+// READ's pid, a thread) last started reading that sample, or, whoever sent it, when it was
+// among the last recentReads READs with fewer than recentReads samples read or pushed since.
+//
+// The reader rule holds however late the retry comes. In a memory cgroup at its limit (the
+// reader's own pages reclaimed, or dropped by the page-cache policy while a starved reader had
+// not yet copied them) one reader re-READs a sample 20-80 ms later, up to three times, while
+// others read and chunk reads push hundreds of samples: judged by the ring alone, those
+// retries started 1-2 spurious epochs in each of 5 runs of TestPageCacheMemoryCgroup beside two
+// busy loops, and once in CI's race pass; with the reader rule, none in 4 such runs.
+//
+// Pushes count in the ring so that a sorted scan, whose read-ahead pushes all but a READ in 32
+// (its beacons), starts its next pass at its first READ: counting READs alone, the few READs
+// of the pass before were all recent, its first sample read again was taken for a retry, and
+// the pass was read as the rest of the last epoch, every sample a miss (nothing is read ahead
+// that the epoch has read).
 const recentReads = 256
+
+// readerSlots is how many readers' last samples are kept, by pid modulo readerSlots (a reader
+// whose slot another took falls back on the ring).
+const readerSlots = 256
 
 // Planner watches the samples read and the plans written and decides what to fetch ahead. It
 // is a pure state machine: no I/O, no clock, no goroutines, and not safe for concurrent use
@@ -88,8 +102,8 @@ const recentReads = 256
 //
 // It knows three things:
 //   - epochs: which samples were read in the current epoch; a sample read a second time (not a
-//     repeat of a recent read, see recentReads, nor the first READ of a sample Pushed into the
-//     page cache, which the kernel dropped before it was read) starts the next epoch;
+//     repeat, see recentReads, nor the first READ of a sample Pushed into the page cache, which
+//     the kernel dropped before it was read) starts the next epoch;
 //   - sequential runs: reads of consecutive samples in pack order (a sorted scan) open a run
 //     whose read-ahead window grows from SeqStart to SeqMax;
 //   - plans: each writer's coming order; the planner keeps PlanDepth samples past the last one
@@ -108,8 +122,9 @@ type Planner struct {
 	recent  [recentReads]layout.ID
 	eventAt [recentReads]uint64 // events when recent[i] was read
 	nrecent int
-	events  uint64 // samples read or pushed so far
-	files   int    // regular files in the catalog
+	events  uint64                  // samples read or pushed so far
+	last    [readerSlots]readerLast // by reader % readerSlots
+	files   int                     // regular files in the catalog
 
 	streams [streamSlots]stream
 	tick    uint64 // logical clock for LRU replacement of streams and writers
@@ -134,6 +149,12 @@ type stream struct {
 	aheadEnd   int64
 	lastUse    uint64
 	lost       bool // the run's last READ was of a sample pushed in this epoch: its pages were gone
+}
+
+// readerLast is the sample a reader (a READ's pid) last started reading.
+type readerLast struct {
+	reader uint32
+	id     layout.ID
 }
 
 // planState is one writer's plan.
@@ -215,15 +236,16 @@ func (p *Planner) Passed(id layout.ID) bool {
 	return p.inPlan(id) && int(p.pos[id]) < p.writers[p.slot[id]-1].cursor
 }
 
-// Read records that a reader started reading sample id (its first READ).
+// Read records that reader (the READ's pid; 0: not known) started reading sample id (its
+// first READ).
 //
 // A READ of a sample that a plan names moves that plan's cursor and nothing else: the plan says
 // what comes next, and the sequential runs are for reads no plan explains. (Taken for a run,
 // the dense shuffled READs of one node's range, python/aifs_plan.DistributedSampler, kept a run
 // alive and read up to 32 MiB past the range: other nodes' data, fetched from S3 and cached.)
-func (p *Planner) Read(id layout.ID) {
+func (p *Planner) Read(id layout.ID, reader uint32) {
 	p.tick++
-	lost := p.trackEpoch(id)
+	lost := p.trackEpoch(id, reader)
 	if int(id) < len(p.slot) {
 		if s := p.slot[id]; s > 0 {
 			w := p.writers[s-1]
@@ -255,15 +277,16 @@ func (p *Planner) Pushed(id layout.ID) {
 	}
 }
 
-// trackEpoch counts the READ of id in the epoch and reports whether it was of a sample pushed
-// in this epoch (its pages were gone).
-func (p *Planner) trackEpoch(id layout.ID) (lost bool) {
+// trackEpoch counts the READ of id by reader in the epoch and reports whether it was of a
+// sample pushed in this epoch (its pages were gone).
+func (p *Planner) trackEpoch(id layout.ID, reader uint32) (lost bool) {
 	word, bit := id/64, uint64(1)<<(id%64)
+	last := &p.last[reader%readerSlots]
 	if p.pushed[word]&bit != 0 {
 		p.pushed[word] &^= bit // read at last: seen in this epoch already
 		p.dropped++
 		lost = true
-	} else if p.seen[word]&bit != 0 && !p.isRecent(id) {
+	} else if p.seen[word]&bit != 0 && !p.isRepeat(id, reader, *last) {
 		clear(p.seen)
 		clear(p.pushed)
 		p.unseen = p.files - p.covered
@@ -274,6 +297,9 @@ func (p *Planner) trackEpoch(id layout.ID) (lost bool) {
 		p.seen[word] |= bit
 		p.covered++
 	}
+	if reader != 0 {
+		*last = readerLast{reader, id}
+	}
 	p.events++
 	p.recent[p.nrecent%recentReads] = id
 	p.eventAt[p.nrecent%recentReads] = p.events
@@ -281,7 +307,12 @@ func (p *Planner) trackEpoch(id layout.ID) (lost bool) {
 	return lost
 }
 
-func (p *Planner) isRecent(id layout.ID) bool {
+// isRepeat reports whether a READ of id by reader, whose slot holds last, repeats an earlier
+// one (see recentReads).
+func (p *Planner) isRepeat(id layout.ID, reader uint32, last readerLast) bool {
+	if reader != 0 && last == (readerLast{reader, id}) {
+		return true
+	}
 	n := min(p.nrecent, recentReads)
 	for i := range n {
 		if p.recent[i] == id && p.events-p.eventAt[i] < recentReads {

@@ -98,7 +98,7 @@ func (r *replay) read(id layout.ID) {
 		delete(r.held, id)
 		r.heldB -= int64(r.cat[id].Size)
 	}
-	r.p.Read(id)
+	r.p.Read(id, 0)
 	r.next()
 }
 
@@ -119,19 +119,19 @@ func TestPlannerPushed(t *testing.T) {
 		if i%2 == 0 {
 			p.Pushed(id)
 		} else {
-			p.Read(id)
+			p.Read(id, 0)
 		}
 	}
 	for _, id := range order[:600:600] { // long after their push: READs of dropped pages
 		if slices.Index(order, id)%2 == 0 {
-			p.Read(id)
+			p.Read(id, 0)
 		}
 	}
 	if epoch, covered, _ := p.Epoch(); epoch != 1 || covered != 1000 || p.DroppedPushed() != 300 {
 		t.Fatalf("after READs of pushed samples: epoch %d, covered %d, %d dropped; want 1, 1000 and 300", epoch, covered, p.DroppedPushed())
 	}
 	for _, id := range shuffled(cat.files(), 2)[:500] {
-		p.Read(id)
+		p.Read(id, 0)
 	}
 	if epoch, covered, _ := p.Epoch(); epoch != 2 || covered < 490 {
 		t.Errorf("half of the next epoch: epoch %d, covered %d; want 2 and about 500", epoch, covered)
@@ -164,7 +164,7 @@ func TestPlannerEpochs(t *testing.T) {
 			p := NewPlanner(cat, PlannerConfig{})
 			for _, order := range tt.orders {
 				for _, id := range order {
-					p.Read(id)
+					p.Read(id, 0)
 				}
 			}
 			epoch, covered, n := p.Epoch()
@@ -172,6 +172,57 @@ func TestPlannerEpochs(t *testing.T) {
 				t.Errorf("epoch %d, covered %d of %d; want epoch %d, covered %d of 1000", epoch, covered, n, tt.epoch, tt.cover)
 			}
 		})
+	}
+}
+
+// TestPlannerRetries: a reader's second READ of the sample it last started reading is a retry,
+// however much came between (other readers' READs, hundreds of pushes: a memory cgroup at its
+// limit, TestPageCacheMemoryCgroup); after as much, the READ of a sample by another reader, or
+// by the same reader once it has moved on, starts the next epoch.
+func TestPlannerRetries(t *testing.T) {
+	cat := newCatalog(1000, 10, 100<<10, 1<<30)
+	order := shuffled(cat.files(), 1)
+	const readers, first = 8, 100 // readers' pids: first, first+1, ...
+	epochWithRetries := func(t *testing.T) *Planner {
+		t.Helper()
+		p := NewPlanner(cat, PlannerConfig{})
+		for i := 0; i < 400; i += readers {
+			for r := range readers {
+				p.Read(order[i+r], first+uint32(r))
+			}
+			pushMany(p, order[600:900])
+			for r := range readers {
+				p.Read(order[i+r], first+uint32(r)) // each retries, 300 pushes and 8 READs later
+			}
+		}
+		if epoch, covered, _ := p.Epoch(); epoch != 1 || covered != 700 {
+			t.Fatalf("400 samples read, each twice, and 300 pushed: epoch %d, covered %d; want 1 and 700", epoch, covered)
+		}
+		pushMany(p, order[600:900])
+		return p
+	}
+	for _, tt := range []struct {
+		name   string
+		id     layout.ID
+		reader uint32
+	}{
+		{"another reader", order[392], first + 1}, // reader first read order[392] last
+		{"the same reader, moved on", order[0], first},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := epochWithRetries(t)
+			p.Read(tt.id, tt.reader)
+			if epoch, covered, _ := p.Epoch(); epoch != 2 || covered != 1 {
+				t.Errorf("epoch %d, covered %d; want 2 and 1", epoch, covered)
+			}
+		})
+	}
+}
+
+// pushMany tells p of the pushes of ids.
+func pushMany(p *Planner, ids []layout.ID) {
+	for _, id := range ids {
+		p.Pushed(id)
 	}
 }
 

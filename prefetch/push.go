@@ -172,9 +172,9 @@ func (l *Loader) markPushed(counter *atomic.Uint64, n int, id func(i int) layout
 // it there, and the sample costs one READ. The reader holds the pages of [0, end) locked while
 // it waits, not those pushed, and asks for the next ones only after this answer. If the kernel
 // refuses the rest, the sample is kept as read ahead for the READs that will come for it.
-func (l *Loader) readHead(cancel <-chan struct{}, id layout.ID, e layout.Entry, end int64) ([]byte, backend.View, error) {
+func (l *Loader) readHead(cancel <-chan struct{}, reader uint32, id layout.ID, e layout.Entry, end int64) ([]byte, backend.View, error) {
 	size := int64(e.Size)
-	s, err := l.Read(cancel, id, e, 0, size) // taken whole: not kept for READs that will not come
+	s, err := l.Read(cancel, reader, id, e, 0, size) // taken whole: not kept for READs that will not come
 	if err != nil {
 		return nil, nil, err
 	}
