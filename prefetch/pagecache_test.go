@@ -120,9 +120,33 @@ func (k *kernelCache) pass(t testing.TB, l *Loader, order []layout.ID) map[layou
 			l.tick(nil)
 		}
 	}
+	k.settle(t, l)
 	l.tick(nil) // a whole tick after the last read: its drops are due
 	l.tick(nil)
 	return reached
+}
+
+// settle waits until l has no fetch queued or in flight and no push under way. A sample whose
+// fetch or push is under way is not dropped (Residency.Tick) until a tick after it ends, and
+// pass ticks twice at its end only: under GOMAXPROCS=1 the Loader's workers, runnable but not
+// run while the reader kept the one CPU, held flights and pushes past those ticks, and 1 run in
+// 10 left samples outside the subset in the page cache for the next epoch.
+func (k *kernelCache) settle(t testing.TB, l *Loader) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		busy := len(l.queue) > 0
+		l.lockPlanner()
+		for id := range k.content {
+			busy = busy || l.flights.Busy(id) || l.res != nil && l.res.isPushing(id)
+		}
+		l.unlockPlanner()
+		if !busy {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the Loader's fetches and pushes did not end in 10 s")
+		}
+	}
 }
 
 // halfBudgetLoader returns a Loader made by mk over 400 samples of about 16 KiB, with a
