@@ -9,7 +9,7 @@ import "github.com/aifs/aifs/layout"
 // the shards in order (sweep). A shuffled epoch then reads each byte of the shards once, in
 // large reads, instead of one random read per sample: a read ends at a sample the epoch has
 // read or is reading, so that no byte is read twice. Bounds, so that foreground misses come
-// first: at most maxChunkFlights chunk reads queued, reading or pushing; no miss's read while
+// first: at most chunkFlightBytes of chunk reads queued, reading or pushing; no miss's read while
 // the planner's lock is busy; and no read whose samples to keep fill less than half of its
 // bytes (the subset of a set that does not fit, once resident: reading around it would cost
 // more than it brings); and none while a sequential run is read (Planner.Streaming): its
@@ -17,7 +17,7 @@ import "github.com/aifs/aifs/layout"
 // pass twice and pushed the run's beacons, whose READs tell the planner where the next pass
 // begins (TestLoaderSortedPasses).
 //
-// chunkSize and maxChunkFlights were measured on the 2-core VM (loop-mounted ext4 image with
+// ChunkBytes and the reads in flight were measured on the 2-core VM (loop-mounted ext4 image with
 // direct I/O, 10,000 JPEGs, cold epochs, by hand, files/s against ext4 in the same pass).
 // Before the sweep, with chunk reads started by misses alone, 1 or 2 reads of 4 MiB in flight
 // left 8 readers at 0.6-0.9× ext4 (the device idled between misses) and 8 did best; with the
@@ -31,9 +31,28 @@ import "github.com/aifs/aifs/layout"
 // 4 of 1 MiB did no better. A read is 8 KiB under 1 MiB so that, widened to 4 KiB at both ends
 // for O_DIRECT, it fits the local backend's 1 MiB buffers (Options.ChunkBytes: over S3, where
 // a GET costs a round trip, the mount asks for 4 MiB).
+//
+// On the 2-vCPU AMD EPYC VM of run 12, whose disk reads faster the more reads it has in flight
+// (fio's random 112 KiB reads: 14,785 a second at depth 8, 16,688 at 32; its 4 MiB sequential
+// reads 1.4-1.6 GB/s at any depth) and where every miss costs far more CPU (a paravirtualised
+// guest: a system call 1.15 µs, a wake-up across CPUs 28 µs), more reads in flight won at every
+// concurrency: cold epochs by hand, aifs/ext4 in the same pass, medians of 5-7 passes, at 1, 8
+// and 32 readers: 3 reads of 1 MiB 1.65, 0.84 and 0.80-0.84; 6: 1.69, 0.99 and 0.96; 8: —,
+// 1.01 and 0.94; 10: 1.78, 1.01 and 1.05; 16: —, 1.05-1.10 and 1.02. The sweep pushes the
+// epoch ahead of the readers faster, so fewer READs miss (CPU a file at 8 readers 186-203 µs
+// with 16 against 228-258 with 3). On the Intel VM the disk read ~900 MB/s at any depth, so
+// that 3 reads kept it busy and more only lengthen a miss's wait behind them; as no byte is
+// read twice, the device's work is the same either way.
 
-// maxChunkFlights bounds the chunk reads queued, reading or pushing.
-const maxChunkFlights = 3
+// chunkFlightBytes bounds the bytes of the chunk reads queued, reading or pushing (each holds
+// a buffer until its samples are pushed, chunkDone): 16 reads of DefaultChunkBytes, 4 of 4 MiB
+// over S3 without cache_dir.
+const chunkFlightBytes = 16 << 20
+
+// maxChunkFlights is how many chunk reads of ChunkBytes chunkFlightBytes allows, 2 at least.
+func (l *Loader) maxChunkFlights() int32 {
+	return int32(max(2, chunkFlightBytes/l.opt.ChunkBytes))
+}
 
 // DefaultChunkBytes is Options.ChunkBytes when not set.
 const DefaultChunkBytes = 1<<20 - 8<<10
@@ -44,7 +63,7 @@ const DefaultChunkBytes = 1<<20 - 8<<10
 // its neighbours for nothing was 3-4% of the daemon's CPU in a memory cgroup of half the
 // dataset; in a cold epoch the sweep reads the subset around it.
 func (l *Loader) readChunk(id layout.ID, e layout.Entry) {
-	if !l.chunksOpen.Load() || l.chunkFlights.Load() >= maxChunkFlights || !l.mu.TryLock() {
+	if !l.chunksOpen.Load() || l.chunkFlights.Load() >= l.maxChunkFlights() || !l.mu.TryLock() {
 		return
 	}
 	next := l.drainLocked()
@@ -125,7 +144,7 @@ func (l *Loader) worthReading(f Fetch, want int64) bool {
 // next (the 2-core VM, 10,000 JPEGs: 266 chunk reads in a 2.6 s epoch, READs waiting 1.5 s of
 // it, 3,800 files/s, ext4 3,100-3,900).
 func (l *Loader) sweep() {
-	if !l.opt.ChunkReads || l.res == nil || !l.chunksOpen.Load() || l.chunkFlights.Load() >= maxChunkFlights {
+	if !l.opt.ChunkReads || l.res == nil || !l.chunksOpen.Load() || l.chunkFlights.Load() >= l.maxChunkFlights() {
 		return
 	}
 	// It waits for mu (only READs may not): with 8 readers mu was busy often enough that a
@@ -136,7 +155,7 @@ func (l *Loader) sweep() {
 		if epoch, _, _ := l.planner.Epoch(); epoch != l.sweepEpoch {
 			l.sweepEpoch, l.sweepPos = epoch, 0
 		}
-		room := int(maxChunkFlights - l.chunkFlights.Load())
+		room := int(l.maxChunkFlights() - l.chunkFlights.Load())
 		for n := 0; n < sweepLook && len(fetches) < room && l.sweepPos < l.x.Files(); n++ {
 			first := l.x.Entry(l.x.ByExtent(l.sweepPos))
 			f, want, pos := l.chunkFetchFrom(first.Shard, l.sweepPos, first.Offset+uint64(l.opt.ChunkBytes))
