@@ -37,12 +37,13 @@ import "github.com/aifs/aifs/layout"
 // reads 1.4-1.6 GB/s at any depth) and where every miss costs far more CPU (a paravirtualised
 // guest: a system call 1.15 µs, a wake-up across CPUs 28 µs), more reads in flight won at every
 // concurrency: cold epochs by hand, aifs/ext4 in the same pass, medians of 5-7 passes, at 1, 8
-// and 32 readers: 3 reads of 1 MiB 1.65, 0.84 and 0.80-0.84; 6: 1.69, 0.99 and 0.96; 8: —,
-// 1.01 and 0.94; 10: 1.78, 1.01 and 1.05; 16: —, 1.05-1.10 and 1.02. The sweep pushes the
-// epoch ahead of the readers faster, so fewer READs miss (CPU a file at 8 readers 186-203 µs
-// with 16 against 228-258 with 3). On the Intel VM the disk read ~900 MB/s at any depth, so
-// that 3 reads kept it busy and more only lengthen a miss's wait behind them; as no byte is
-// read twice, the device's work is the same either way.
+// and 32 readers: 3 reads of 1 MiB 1.65, 0.82-0.89 and 0.80-0.84; 6 reads 1.69, 0.99-1.00 and
+// 0.96; 8 reads 1.01 at 8 and 0.94 at 32; 10 reads 1.78, 1.00 and 1.05; 16 reads 1.05-1.10 at
+// 8 and 1.02 at 32 (harness run 13, 16 reads: 1.83, 1.14 and 1.02). The sweep pushes the epoch
+// ahead of the readers faster, so fewer READs miss (CPU a file at 8 readers 186-203 µs with 16
+// against 228-258 with 3). On the Intel VM the disk read ~900 MB/s at any depth, so that 3
+// reads kept it busy and more only lengthen a miss's wait behind them; as no byte is read
+// twice, the device's work is the same either way.
 
 // chunkFlightBytes bounds the bytes of the chunk reads queued, reading or pushing (each holds
 // a buffer until its samples are pushed, chunkDone): 16 reads of DefaultChunkBytes, 4 of 4 MiB
