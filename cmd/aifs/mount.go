@@ -32,7 +32,8 @@ Mount options (-o, comma-separated, repeatable):
                             miss at 1,000 a second or more, reads in the background the
                             samples this epoch has not read that the page cache will keep
                             (those after a cold miss first, then the shards in order, up to
-                            1 MiB a read, 4 MiB from S3, never a byte twice) and puts them
+                            1 MiB a read, 4 MiB from S3, 16 MiB in flight, never a byte
+                            twice) and puts them
                             there, so a cold epoch reads the shards in large reads (readers
                             that decode slower wait on no read)
   mem_cache=SIZE            memory for samples read ahead and, with kernel_cache=off, a stable
