@@ -201,6 +201,18 @@ func TestPlannerRetries(t *testing.T) {
 		pushMany(p, order[600:900])
 		return p
 	}
+	t.Run("told out of order", func(t *testing.T) {
+		// Reader first reads order[400], then order[401]; the planner is told of them the
+		// other way round (pendingReads drains stripe by stripe), then of the retry of 401.
+		p := epochWithRetries(t)
+		p.Read(order[401], first)
+		p.Read(order[400], first)
+		pushMany(p, order[600:900])
+		p.Read(order[401], first)
+		if epoch, covered, _ := p.Epoch(); epoch != 1 || covered != 702 {
+			t.Errorf("epoch %d, covered %d; want 1 and 702", epoch, covered)
+		}
+	})
 	for _, tt := range []struct {
 		name   string
 		id     layout.ID
