@@ -75,8 +75,9 @@ const streamSlots = 16
 
 // A second first READ of a sample is a repeat (a retry: the kernel lost the pages of the first
 // before its reader copied them) rather than the start of a new epoch when the same reader (the
-// READ's pid, a thread) last started reading that sample (see readerSlots), or, whoever sent it, when it was
-// among the last recentReads READs with fewer than recentReads samples read or pushed since.
+// READ's pid, a thread) last started reading that sample (see readerSlots), or, whoever sent
+// it, when it was among the last recentReads READs with fewer than recentReads samples read or
+// pushed since.
 //
 // The reader rule holds however late the retry comes. In a memory cgroup at its limit (the
 // reader's own pages reclaimed, or dropped by the page-cache policy while a starved reader had
@@ -162,7 +163,7 @@ type readerLast struct {
 	ids    [2]layout.ID
 }
 
-// has reports whether reader last started reading sample id.
+// has reports whether sample id is one of the last two that reader started reading.
 func (r readerLast) has(reader uint32, id layout.ID) bool {
 	return reader != 0 && r.reader == reader && (r.ids[0] == id || r.ids[1] == id)
 }
