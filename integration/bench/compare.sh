@@ -40,7 +40,10 @@
 #         page-cache policy at that limit without FUSE's costs. It reads a copy of its own because
 #         cgroups share the page cache: on ext4's tree it would hit pages charged to ext4's
 #         cgroup, and drop them. At 1/2, aifs-noio (a.) too, in a cgroup of its own: aifs's
-#         CPU bound at that limit (no hit fraction: it reads nothing);
+#         CPU bound at that limit (no hit fraction: it reads nothing); and after each round of
+#         timed epochs there, 3 s of fio's O_DIRECT random reads of the mean sample at 8 jobs
+#         with pread, timed with the whole machine's busy CPU: what a read from the disk costs
+#         the CPUs, so that the report can add aifs's reads to aifs-noio's CPU per file;
 #      d. a sorted (validation-order) scan with 1 reader, caches dropped and the tree listed,
 #         against fio's sequential O_DIRECT reads of the first shard once, 8 reads of 4 MiB in
 #         flight (three such reads after each pass, their median the pass's figure);
@@ -212,7 +215,10 @@ daemon_hwm() {
 # from the system's image over the dataset's bytes as disk-CASE (over 1 where a system reads more
 # than the epoch needs) and the hit fraction, max(0, 1 - that), as hit-CASE; for each cgroup its
 # peak memory (peak-CASE), OOM kills (oom-CASE), the daemon's peak RSS (hwm-CASE) and the epochs
-# that failed, if any (failed-CASE): an OOM kill is reported, not fatal.
+# that failed, if any (failed-CASE): an OOM kill is reported, not fatal. Where aifs-noio is among
+# the systems, each round of timed epochs is followed by fio_busy_per_read at 8 jobs on the first
+# shard, recorded as system fio's fio-busy-CASE: with aifs-noio's CPU per file and aifs's disk
+# share, the CPU bound of any aifs at that limit (report.py's bound section).
 memory_row() {
 	local case=$1 q=$2 limit keep i e s out before key
 	shift 2
@@ -255,7 +261,11 @@ memory_row() {
 					'BEGIN {r = (b - a) * 512 / n; printf "%.4f\n", (r < 1 ? 1 - r : 0) >>hits; printf "%.4f\n", r >>disk}'
 			fi
 		done
+		if [[ $e -gt 1 && " ${systems[*]} " == *" aifs-noio "* ]]; then # what a read from the disk costs the CPUs
+			fio_busy_per_read "$RUN/ext4/set/shard-000000.dat" "$mean" 8 >>"$RUN/$case-fio-busy" || exit 1
+		fi
 	done
+	[[ ! -s $RUN/$case-fio-busy ]] || record_file "fio-busy-$case" fio "$RUN/$case-fio-busy"
 	for i in "${!systems[@]}"; do
 		s=${systems[i]}
 		if compgen -G "$RUN/$case-$i-*.json" >/dev/null; then

@@ -150,9 +150,14 @@ fio_block() { echo $((($1 / $2 + 4095) / 4096 * 4096)); }
 # of O_DIRECT reads of FILE (libaio unless a flag names another engine; the caller gives the
 # depth, --iodepth=1 being one read in flight per job, as each reader has, and the length).
 fio_json() {
+	dropcaches
+	fio_direct "$@"
+}
+# fio_direct FILE RW BS JOBS [FIO-FLAG...] is fio_json with the page cache left as it is (O_DIRECT
+# reads do not go through it).
+fio_direct() {
 	local file=$1 rw=$2 bs=$3 j=$4
 	shift 4
-	dropcaches
 	# --readonly: fio lays out (writes) a file shorter than the range it is given; the file is
 	# a shard of the set being measured, so fio must fail rather than write it.
 	fio --name=ceiling --filename="$file" --rw="$rw" --bs="$bs" --numjobs="$j" --readonly \
@@ -169,6 +174,19 @@ fio_run() {
 fio_cpu_per_read() {
 	fio_json "$1" randread "$2" "$3" --ioengine=psync --iodepth=1 --time_based --runtime=3 |
 		$PY -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(round((j["usr_cpu"]+j["sys_cpu"])/100*j["job_runtime"]*1000/j["read"]["total_ios"]))'
+}
+# fio_busy_per_read FILE BS JOBS prints the whole machine's busy CPU time (cpu_busy_idle: every
+# process and the kernel, the loop device's worker and the interrupts included) per O_DIRECT random
+# read of BS bytes of FILE by JOBS fio jobs with pread (psync, one in flight each, 3 seconds), in
+# µs, the page cache left as it is: what a sample read from the disk costs the CPUs where fio makes
+# the read. (fio_cpu_per_read counts fio's own threads only.)
+fio_busy_per_read() {
+	local b0 b1 out
+	read -r b0 _ < <(cpu_busy_idle)
+	out=$(fio_direct "$1" randread "$2" "$3" --ioengine=psync --iodepth=1 --time_based --runtime=3)
+	read -r b1 _ < <(cpu_busy_idle)
+	$PY -c 'import json,sys; n=json.loads(sys.argv[1])["jobs"][0]["read"]["total_ios"]; print(round((int(sys.argv[2]) / int(sys.argv[3])) * 1e6 / n, 1))' \
+		"$out" "$((b1 - b0))" "$(getconf CLK_TCK)"
 }
 # fio_once RW BS JOBS prints the reads/s (randread) or MB/s (read) of fio's O_DIRECT reads of the
 # first shard of the set in $RUN/ext4/set (1 GiB at most), caches dropped first. Random reads

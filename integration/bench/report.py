@@ -32,7 +32,10 @@ aifs-noio, in the cold rows and at 1/2, is this commit built with tag aifs_noio 
 device), read alone after each pass: what aifs's own path costs the CPUs, its bound with an
 infinitely fast disk. cpu-CASE is each system's median CPU time per file (the whole machine
 busy, every process, over the files read, in µs); meta cpus the machine's CPUs, so that
-cpus × 10^6 / cpu-CASE is the files/s at which the CPUs would be busy all the time.
+cpus × 10^6 / cpu-CASE is the files/s at which the CPUs would be busy all the time. At 1/2,
+fio-busy-memory-8 (system fio) is the machine's busy CPU time per O_DIRECT random read of the
+mean sample by 8 fio jobs with pread, in µs: with aifs-noio's CPU per file and aifs on ext4's disk
+share it gives the CPU bound of any aifs at that limit (section "this machine's bound").
 """
 
 import os
@@ -248,6 +251,7 @@ def markdown(meta, figs, previous):
         "(`integration/bench/dataloader.py`).",
     ]
     lines += cpu_section(meta, figs)
+    lines += bound_section(meta, figs)
     lines += memory_section(meta, figs)
     if ("imagefolder", "ext4") in figs:
         nsys = [(s, label) for s, label in systems if ("imagefolder", s) in figs]
@@ -413,6 +417,49 @@ def cpu_section(meta, figs):
             v = figs.get((f"cpu-{case}", s))
             cells.append(f"{v:,.0f} ({cpus * 1e6 / v:,.0f})" if v else "—")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def bound_section(meta, figs):
+    """At 1/2 of the dataset (memory-8): the files/s of an aifs whose own path costs the CPUs what
+    aifs-noio's does there and whose reads from the disk each cost what fio's do (fio-busy-memory-8),
+    reading the share of the dataset aifs on ext4 read (disk-memory-8), with every CPU busy all the
+    time; beside ext4, XFS, aifs and aifs-noio."""
+    case = "memory-8"
+    need = [(f"cpu-{case}", "aifs-noio"), (f"fio-busy-{case}", "fio"), (f"disk-{case}", "aifs-ext4"),
+            (case, "ext4"), (case, "aifs-ext4"), (case, "aifs-noio")]
+    if "cpus" not in meta or any(k not in figs for k in need):
+        return []
+    cpus = int(meta["cpus"])
+    noio, fio = figs[(f"cpu-{case}", "aifs-noio")], figs[(f"fio-busy-{case}", "fio")]
+    disk = min(1.0, figs[(f"disk-{case}", "aifs-ext4")])
+    per_file = noio + disk * fio
+    bound = cpus * 1e6 / per_file
+    busy = figs[(case, "aifs-noio")] * noio / (cpus * 1e6)
+    has_xfs = (case, "xfs") in figs
+    bases = ["ext4"] + (["xfs"] if has_xfs else [])
+    # A system against ext4 and XFS pass by pass, as in the main table; the bound against medians.
+    rows = [(label, figs[(case, s)], [ratio(figs, case, s, b) for b in bases]) for s, label in SYSTEMS
+            if s in ("ext4", "xfs", "aifs-ext4", "aifs-xfs", "aifs-noio") and (case, s) in figs]
+    rows.append(("bound: aifs, no I/O's CPU + aifs's disk reads at fio's CPU, every CPU busy", bound,
+                 [bound / figs[(case, b)] for b in bases]))
+    lines = [
+        "",
+        "## Memory limited to 1/2: this machine's bound",
+        "",
+        f"aifs, no I/O costs {noio:,.0f} µs of busy CPU a file at this limit, with no disk. aifs on ext4 read "
+        f"{disk:.2f} of the dataset's bytes from the disk an epoch, in reads of one sample; fio's O_DIRECT random "
+        f"reads of the mean sample ({int(meta['fio_block']) // 1024} KiB, 8 jobs with pread, 3 s after each round of "
+        f"timed epochs) cost {fio:,.0f} µs of the whole machine's busy CPU a read (fio, the loop device's worker and "
+        f"the interrupts). An aifs with both costs needs {noio:,.0f} + {disk:.2f} × {fio:,.0f} = {per_file:,.0f} µs "
+        f"a file: {cpus} CPUs always busy serve {bound:,.0f} files/s. That is the CPU bound of any aifs at this "
+        f"limit on this machine; aifs, no I/O itself kept the CPUs {busy * 100:.0f}% busy.",
+        "",
+        "| | files/s | /ext4 |" + (" /XFS |" if has_xfs else "") + " /bound |",
+        "|---|---|---|" + ("---|" if has_xfs else "") + "---|",
+    ]
+    for label, v, rs in rows:
+        lines.append(f"| {label} | {v:,.0f} | " + " | ".join(f"{r:.2f}" for r in rs) + f" | {v / bound:.2f} |")
     return lines
 
 

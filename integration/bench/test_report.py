@@ -295,6 +295,31 @@ class ReportTest(unittest.TestCase):
         md = self.run_report(META, figs)
         self.assertNotIn("## CPU per file", md)
 
+    def test_bound_at_half(self):
+        figs = figures(1)
+        # At 1/2: ext4 5,000 files/s, XFS 6,250, aifs on ext4 10,000 (disk share 1 - 0.4 = 0.6),
+        # aifs, no I/O 16,000 at 100 µs a file; fio 50 µs a read. 100 + 0.6 × 50 = 130 µs a file:
+        # 2 CPUs busy serve 15,385 files/s, 3.08× ext4, 2.46× XFS; aifs is 0.65 of it.
+        figs.update({(c, "aifs-noio"): 16000 for c in ("memory-8", "memory-8/1", "memory-8/2", "memory-8/3")})
+        figs[("cpu-memory-8", "aifs-noio")] = 100
+        figs[("fio-busy-memory-8", "fio")] = 50
+        md = self.run_report(dict(META, cpus="2"), figs)
+        section = md.split("## Memory limited to 1/2: this machine's bound")[1].split("\n## ")[0]
+        self.assertIn("An aifs with both costs needs 100 + 0.60 × 50 = 130 µs a file: 2 CPUs always busy serve "
+                      "15,385 files/s.", section)
+        self.assertIn("aifs, no I/O itself kept the CPUs 80% busy.", section)
+        self.assertIn("| | files/s | /ext4 | /XFS | /bound |", section)
+        self.assertIn("| ext4 | 5,000 | 1.00 | 0.80 | 0.33 |", section)
+        self.assertIn("| aifs on ext4 | 10,000 | 2.00 | 1.60 | 0.65 |", section)
+        self.assertIn("| aifs, no I/O (CPU bound) | 16,000 | 3.20 | 2.56 | 1.04 |", section)
+        self.assertIn("| bound: aifs, no I/O's CPU + aifs's disk reads at fio's CPU, every CPU busy | 15,385 | 3.08 | 2.46 | 1.00 |",
+                      section)
+        # fio's busy CPU is the system fio of its own case: no column of the CPU per file table.
+        self.assertNotIn("fio", md.split("## CPU per file")[1].split("\n## ")[0])
+        # Without fio's figure (a run before it), no section.
+        del figs[("fio-busy-memory-8", "fio")]
+        self.assertNotIn("this machine's bound", self.run_report(dict(META, cpus="2"), figs))
+
     def test_other_settings_are_not_compared(self):
         self.run_report(META, figures(1))
         md = self.run_report(dict(META, FILES="200"), figures(2))
