@@ -328,8 +328,21 @@ func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e lay
 		if end < int64(e.Size) && l.reserveAhead(int64(e.Size)) {
 			// A READ that stops short of the end (a sample over the kernel's READ size): keep
 			// the rest for the READs that follow, which come at once, so wait until the cache
-			// shows it (ristretto applies a Set asynchronously) before the flight goes.
-			l.admit(s, true)
+			// shows it (ristretto applies a Set asynchronously) before the flight goes. With a
+			// page cache (Push), such a READ is one past a sample's first (readHead pushed the
+			// rest, and the kernel dropped part of it), and the READs that would read the kept
+			// sample to its end need not come: the kernel may hold the other pages. So the
+			// cache keeps an exact copy, not the read's pooled buffer, which can be 8 times the
+			// sample (1 MiB for a sample just over 128 KiB). Holding the buffers, 8 readers in a
+			// memory cgroup of half the set left 29-39 buffers of 1 MiB lent after each epoch,
+			// and the daemon's RSS, which the page cache's budget leaves out, grew from 36-41 to
+			// 58-80 MB in 5 epochs; with copies 1-2 stayed lent and the RSS 38-50 MB
+			// (docs/bench/README.md, "Run 15").
+			if l.opt.Push != nil {
+				l.cacheCopy(s, false)
+			} else {
+				l.admit(s, true)
+			}
 			l.cache.Wait()
 		} else {
 			l.admit(s, false)
