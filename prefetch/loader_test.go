@@ -642,12 +642,10 @@ func (v *testView) Release() {
 	v.live.Add(-1)
 }
 
-// TestLoaderBeaconDetached: a beacon read ahead with its neighbours and left in the cache for
-// its READ holds a copy of its own, not the buffer of the whole read, which goes once the
-// others are pushed (a beacon whose READ never comes, as the page cache serves it, held its
-// read's 1-4 MiB for good: docs/bench/README.md, run 10); its READ still gets its bytes.
-func TestLoaderBeaconDetached(t *testing.T) {
-	x, shards, content := dataset(t, 400, 8<<10)
+// newPushingViewLoader returns an inline Loader over shards lent as views (viewShard), whose
+// pushes all succeed, and the views' shards, to count the reads' buffers not released.
+func newPushingViewLoader(t *testing.T, x *layout.Index, shards []*shard) (*Loader, []*viewShard) {
+	t.Helper()
 	views := make([]*viewShard, len(shards))
 	bs := make([]backend.Shard, len(shards))
 	for i, s := range shards {
@@ -660,16 +658,31 @@ func TestLoaderBeaconDetached(t *testing.T) {
 	}
 	l.inline = true
 	t.Cleanup(l.Close)
+	return l, views
+}
+
+// liveViews is how many reads' buffers the shards have lent and not had back.
+func liveViews(views []*viewShard) int64 {
+	live := int64(0)
+	for _, v := range views {
+		live += v.live.Load()
+	}
+	return live
+}
+
+// TestLoaderBeaconDetached: a beacon read ahead with its neighbours and left in the cache for
+// its READ holds a copy of its own, not the buffer of the whole read, which goes once the
+// others are pushed (a beacon whose READ never comes, as the page cache serves it, held its
+// read's 1-4 MiB for good: docs/bench/README.md, run 10); its READ still gets its bytes.
+func TestLoaderBeaconDetached(t *testing.T) {
+	x, shards, content := dataset(t, 400, 8<<10)
+	l, views := newPushingViewLoader(t, x, shards)
 	for pos := range 3 { // a sequential run: read ahead of it, a beacon every 32 samples
 		if id := x.ByExtent(pos); !bytes.Equal(l.readAll(t, id), content[id]) {
 			t.Fatalf("sample %d: wrong bytes", id)
 		}
 	}
-	live := int64(0)
-	for _, v := range views {
-		live += v.live.Load()
-	}
-	if live != 0 {
+	if live := liveViews(views); live != 0 {
 		t.Errorf("%d reads' buffers still held, their samples all pushed or read", live)
 	}
 	held := 0
@@ -696,18 +709,7 @@ func TestLoaderBeaconDetached(t *testing.T) {
 // (docs/bench/README.md, "Run 15"). The kept copy still serves the rest.
 func TestLoaderPartialReadCopied(t *testing.T) {
 	x, shards, content := dataset(t, 40, 32<<10)
-	views := make([]*viewShard, len(shards))
-	bs := make([]backend.Shard, len(shards))
-	for i, s := range shards {
-		views[i] = &viewShard{shard: s}
-		bs[i] = views[i]
-	}
-	l, err := newLoader(x, bs, Options{Push: func(layout.ID, int64, []byte) bool { return true }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.inline = true
-	t.Cleanup(l.Close)
+	l, views := newPushingViewLoader(t, x, shards)
 	var id layout.ID
 	for _, c := range sortedIDs(content) {
 		if len(content[c]) > 3*pageSize {
@@ -727,11 +729,7 @@ func TestLoaderPartialReadCopied(t *testing.T) {
 	if v != nil {
 		v.Release()
 	}
-	live := int64(0)
-	for _, sv := range views {
-		live += sv.live.Load()
-	}
-	if live != 0 {
+	if live := liveViews(views); live != 0 {
 		t.Errorf("%d reads' buffers still held after the READ: the cache keeps the read's buffer, not a copy", live)
 	}
 	if s, ok := l.cache.Get(uint32(id)); !ok || !s.ahead.Load() {
