@@ -335,8 +335,8 @@ func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e lay
 			// cache keeps an exact copy, not the read's pooled buffer, which can be 8 times the
 			// sample (1 MiB for a sample just over 128 KiB). Holding the buffers, 8 readers in a
 			// memory cgroup of half the set left 29-39 buffers of 1 MiB lent after each epoch,
-			// and the daemon's RSS, which the page cache's budget leaves out, grew from 36-41 to
-			// 58-80 MB in 5 epochs; with copies 1-2 stayed lent and the RSS 38-50 MB
+			// and the daemon's RSS, which the page cache's budget leaves out, reached 73-80 MB
+			// by the fifth epoch; with copies 1-2 stayed lent and the RSS 38-50 MB
 			// (docs/bench/README.md, "Run 15").
 			if l.opt.Push != nil {
 				l.cacheCopy(s, false)
