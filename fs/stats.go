@@ -179,22 +179,24 @@ type IndexStats struct {
 
 // DaemonStats are the daemon's own Go runtime figures: what a leak would grow. The live heap is
 // as of the end of the last garbage collection, so it does not move with the garbage made since,
-// as the process's RSS does with when the collector and the scavenger last ran.
+// as the process's RSS does with when the collector and the scavenger last ran. GCCycles counts
+// the collections so far: a reader of HeapLiveBytes knows from it when the figure was last
+// renewed (TestSoak waits for two, after which pooled buffers are gone).
 type DaemonStats struct {
 	HeapLiveBytes uint64 `json:"heap_live_bytes"`
 	Goroutines    uint64 `json:"goroutines"`
+	GCCycles      uint64 `json:"gc_cycles"`
 }
 
 // daemonStats reads DaemonStats from runtime/metrics.
 func daemonStats() DaemonStats {
-	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/sched/goroutines:goroutines"}}
+	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/sched/goroutines:goroutines"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(m)
 	var d DaemonStats
-	if m[0].Value.Kind() == metrics.KindUint64 {
-		d.HeapLiveBytes = m[0].Value.Uint64()
-	}
-	if m[1].Value.Kind() == metrics.KindUint64 {
-		d.Goroutines = m[1].Value.Uint64()
+	for i, v := range []*uint64{&d.HeapLiveBytes, &d.Goroutines, &d.GCCycles} {
+		if m[i].Value.Kind() == metrics.KindUint64 {
+			*v = m[i].Value.Uint64()
+		}
 	}
 	return d
 }

@@ -50,7 +50,7 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	fmt.Fprintf(w, "mountpoint    %s\n", displayName(s.Mountpoint))
 	fmt.Fprintf(w, "up            %s (since %s)\n", time.Duration(s.UptimeSeconds*1e9).Round(time.Second).String(), s.Started.Format(time.RFC3339))
 	fmt.Fprintf(w, "kernel cache  %s\n", s.KernelCache)
-	fmt.Fprintf(w, "daemon        %s live Go heap, %d goroutines\n", humanBytes(int64(s.Daemon.HeapLiveBytes)), s.Daemon.Goroutines)
+	fmt.Fprintf(w, "daemon        %s live Go heap (after %d collections), %d goroutines\n", humanBytes(int64(s.Daemon.HeapLiveBytes)), s.Daemon.GCCycles, s.Daemon.Goroutines)
 	fmt.Fprintf(w, "dataset       %d files, %s\n", s.Files, humanBytes(int64(s.DatasetBytes)))
 	fmt.Fprintf(w, "index         %s of %s read (as the tree is used)", humanBytes(int64(s.Index.ReadBytes)), humanBytes(int64(s.Index.Bytes)))
 	if s.Index.Error != "" {
