@@ -350,12 +350,18 @@ func TestMountSignalDetached(t *testing.T) {
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	mkdir(t, mnt)
 	want := randomBytes(1029, 700+37*29)
-	// mountFg mounts in the foreground, logging to a file of its own, once the mount is live.
+	// mountFg mounts in the foreground, logging to a file of its own, once the mount is live
+	// and the daemon has logged it: it reads which mount is its own (its device) before that
+	// line, after the kernel shows the mount. A detach and a new mount at the path in between
+	// left it with the new mount's device, or none, and its signal unmounted the new mount
+	// (one run of the whole suite with the race detector, 2026-11-28). A daemon reports ready
+	// to aifs mount after that reading too.
 	mountFg := func() (p *started, logFile string) {
 		t.Helper()
 		logFile = filepath.Join(t.TempDir(), "log")
 		p = start(t, "mount", "-f", "--log-file", logFile, set, mnt)
-		for end := time.Now().Add(10 * time.Second); !isMounted(mnt); time.Sleep(10 * time.Millisecond) {
+		logged := func() bool { b, _ := os.ReadFile(logFile); return bytes.Contains(b, []byte("\tmounted\t")) }
+		for end := time.Now().Add(10 * time.Second); !isMounted(mnt) || !logged(); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(end) || p.exited() {
 				t.Fatalf("aifs mount -f did not mount")
 			}
