@@ -23,9 +23,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	aifsfs "github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/layout"
-	"github.com/aifs/aifs/prefetch"
+	"github.com/aifs/aifs/plan"
 )
 
 func runBench(ctx context.Context, args []string) int { return benchMain(ctx, args, os.Stdout) }
@@ -288,24 +287,24 @@ func dropCaches(opt benchOptions) error {
 }
 
 // writePlan sends the order of a pass to the aifs mount at dir in the plan format
-// (prefetch/plan.go), as python/aifs_plan.py does, and does nothing if dir is not the root of
+// (docs/plan.md), as python/aifs_plan.py does, and does nothing if dir is not the root of
 // an aifs mount or the mount takes no plans (-o plans=off).
 func writePlan(dir string, paths []string, order []uint32) error {
 	var b bytes.Buffer
-	b.WriteString(prefetch.PlanHeaderPaths + "\n")
+	b.WriteString(plan.HeaderPaths + "\n")
 	for _, i := range order {
 		b.WriteString(paths[i])
 		b.WriteByte('\n')
 	}
 	err := sendPlan(dir, &b)
-	if err != nil && !errors.Is(err, aifsfs.ErrNoPlanFile) && !errors.Is(err, syscall.EPERM) {
+	if err != nil && !errors.Is(err, plan.ErrNoMount) && !errors.Is(err, syscall.EPERM) {
 		return fmt.Errorf("--plan: %w", err)
 	}
 	return nil
 }
 
-// sendPlan is aifsfs.SendPlan; tests replace it.
-var sendPlan = aifsfs.SendPlan
+// sendPlan is plan.Send; tests replace it.
+var sendPlan = plan.Send
 
 // dropKernelCaches writes dirty pages back and asks Linux to drop its page cache, dentries and
 // inodes, which needs root.

@@ -22,8 +22,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	aifsfs "github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/plan"
 )
 
 // writeTree creates the files (relative path → content) under a new temporary directory.
@@ -441,7 +441,7 @@ func TestBenchInterrupted(t *testing.T) {
 	}
 }
 
-// TestBenchPlan checks that --plan sends each pass's order, as paths, to every DIR (fs.SendPlan,
+// TestBenchPlan checks that --plan sends each pass's order, as paths, to every DIR (plan.Send,
 // replaced here by a recorder; integration tests send to real mounts), and that a DIR that is
 // not an aifs mount is read without a plan.
 func TestBenchPlan(t *testing.T) {
@@ -451,7 +451,7 @@ func TestBenchPlan(t *testing.T) {
 	defer func(orig func(string, io.Reader) error) { sendPlan = orig }(sendPlan)
 	sendPlan = func(dir string, r io.Reader) error {
 		if dir == b {
-			return fmt.Errorf("send plan to %s: %w", dir, aifsfs.ErrNoPlanFile)
+			return fmt.Errorf("send plan to %s: %w", dir, plan.ErrNoMount)
 		}
 		p, err := io.ReadAll(r)
 		sent[dir] = string(p)
