@@ -11,8 +11,8 @@ import (
 )
 
 // The control directory, /.aifs, is found by LOOKUP but appears in no listing of the root. It
-// holds the stats file, the plan file (docs/plan.md) and the locations file (locations.go). Its inode numbers
-// start at ctlBase, far above any entry's (ids are 32-bit), so the two never meet.
+// holds the stats file, the plan file (docs/plan.md) and the locations file (locations.go). Its
+// inode numbers start at ctlBase, far above any entry's (ids are 32-bit), so the two never meet.
 const (
 	ctlName    = plan.ControlDir
 	statsName  = "stats"
