@@ -7,24 +7,24 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/plan"
 )
 
 // The control directory, /.aifs, is found by LOOKUP but appears in no listing of the root. It
-// holds the stats file, the plan file and the locations file (locations.go). Its inode numbers
-// start at ctlBase, far above any entry's (ids are 32-bit), so the two never meet.
+// holds the stats file, the plan file (docs/plan.md) and the locations file (locations.go). Its
+// inode numbers start at ctlBase, far above any entry's (ids are 32-bit), so the two never meet.
 const (
-	ctlName    = ".aifs"
+	ctlName    = plan.ControlDir
 	statsName  = "stats"
-	planName   = "plan"
+	planName   = plan.ControlFile
 	ctlBase    = 1 << 62
 	ctlDirIno  = ctlBase
 	ctlPlanIno = ctlBase | 1<<61 // above every stats snapshot's
 	ctlLocIno  = ctlBase | 1<<60 // likewise
 )
 
-// The plan file takes the coming order of samples from trainers by ioctl (plan.go; the format is
-// in prefetch/plan.go). Anyone who may read the tree may send a plan: a plan only steers
-// read-ahead, and its size is bounded. It always reads as empty.
+// The plan file takes the coming order of samples from trainers by ioctl (plan.go; the protocol
+// is docs/plan.md). It always reads as empty.
 
 // Each LOOKUP of .aifs/stats takes a snapshot of the statistics and gives it a new inode number
 // whose size and bytes never change: a reader always sees one consistent JSON document, and the

@@ -21,7 +21,7 @@
 // by ioctl (plan.go), and the locations file, where each file's bytes lie (locations.go). Counters and latencies of every request live in Stats (stats.go); errors
 // become errnos in one place (errno.go).
 //
-// This package may import layout, backend and prefetch.
+// This package may import layout, backend, plan and prefetch.
 package fs
 
 import (
@@ -40,6 +40,7 @@ import (
 
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/plan"
 	"github.com/aifs/aifs/prefetch"
 )
 
@@ -369,7 +370,7 @@ func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 // aifs files are not terminals (Python asks, with TCGETS, on every open).
 func (f *FS) Ioctl(cancel <-chan struct{}, in *fuse.IoctlIn, inbuf []byte, out *fuse.IoctlOut, outbuf []byte) fuse.Status {
 	t := f.stats.start()
-	if in.NodeId == ctlPlanIno && in.Cmd == PlanIoctl {
+	if in.NodeId == ctlPlanIno && in.Cmd == plan.Ioctl {
 		st := f.ctl.ioctlPlan(in.Pid, inbuf)
 		f.stats.done(opPlan, t, st)
 		return st

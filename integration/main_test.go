@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package integration runs the built aifs binary in subprocesses against real directory trees,
 // mounts, S3 servers and programs (PyTorch, numpy, SQLite), and checks what a user sees: what
 // pack leaves on disk (read back through the layout package), what a mount serves (compared
@@ -5,6 +7,7 @@
 //
 // The tests expect to run as root (the CI machine does): they mount, drop caches, and run aifs
 // as uid 65534 (nobody) where a user's view is the point.
+// They are built only with -tags integration, as scripts/test.sh builds them.
 package integration
 
 import (

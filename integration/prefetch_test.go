@@ -1,3 +1,5 @@
+//go:build integration
+
 package integration
 
 import (
@@ -14,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	aifsfs "github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/layout"
+	aifsplan "github.com/aifs/aifs/plan"
 )
 
 // datasetBytes returns the bytes of sample data in the shard set at set.
@@ -106,7 +108,7 @@ func TestPrefetchBudget64Readers(t *testing.T) {
 	// Four epochs, each after writing the plan, so that the sampler sees the budget under load
 	// many times.
 	for range 4 {
-		if err := aifsfs.SendPlan(mnt, bytes.NewReader(plan.Bytes())); err != nil {
+		if err := aifsplan.Send(mnt, bytes.NewReader(plan.Bytes())); err != nil {
 			t.Fatalf("sending the plan: %v", err)
 		}
 		var next atomic.Int64
@@ -171,7 +173,7 @@ func rssKiB(t testing.TB, pid int) int64 {
 }
 
 // TestPlanFileErrors checks the plan file's answers through a mount: a plan sent by ioctl
-// (fs.SendPlan) is taken, garbage gets EINVAL, writing the file is EROFS, a mount with
+// (plan.Send) is taken, garbage gets EINVAL, writing the file is EROFS, a mount with
 // -o plans=off refuses plans with EPERM, and the file is never listed and reads as empty.
 func TestPlanFileErrors(t *testing.T) {
 	src, set := jpegSet(t)
@@ -182,7 +184,7 @@ func TestPlanFileErrors(t *testing.T) {
 		"unknown":   "aifs-plan 1 paths\nno/such/file\n",
 		"bad index": "aifs-plan 1 indices\n99999999\n",
 	} {
-		if err := aifsfs.SendPlan(mnt, strings.NewReader(content)); !errors.Is(err, syscall.EINVAL) {
+		if err := aifsplan.Send(mnt, strings.NewReader(content)); !errors.Is(err, syscall.EINVAL) {
 			t.Errorf("%s: %v, want EINVAL", name, err)
 		}
 	}
@@ -197,10 +199,10 @@ func TestPlanFileErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if big += big[len("aifs-plan 1 paths\n"):]; len(big) <= aifsfs.PlanChunk {
+	if big += big[len("aifs-plan 1 paths\n"):]; len(big) <= aifsplan.PieceBytes {
 		t.Fatalf("the plan has %d bytes, want more than one piece", len(big))
 	}
-	if err := aifsfs.SendPlan(mnt, strings.NewReader(big)); err != nil {
+	if err := aifsplan.Send(mnt, strings.NewReader(big)); err != nil {
 		t.Errorf("a valid plan: %v", err)
 	}
 	if err := os.WriteFile(plan, []byte("aifs-plan 1 indices\n0\n"), 0); !errors.Is(err, syscall.EROFS) {
@@ -219,7 +221,7 @@ func TestPlanFileErrors(t *testing.T) {
 		}
 	}
 	off := mountSet(t, set, "-o", "plans=off")
-	if err := aifsfs.SendPlan(off, strings.NewReader("aifs-plan 1 indices\n0\n")); !errors.Is(err, syscall.EPERM) {
+	if err := aifsplan.Send(off, strings.NewReader("aifs-plan 1 indices\n0\n")); !errors.Is(err, syscall.EPERM) {
 		t.Errorf("plans=off: %v, want EPERM", err)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aifs/aifs/internal/testenv"
 )
 
 // tarEntry is one path of the tree the tool tests archive, as the archive should describe it.
@@ -118,6 +120,7 @@ func tarHolds(format string, e tarEntry) bool {
 func tarTool(t *testing.T, dir string, name string, args ...string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
+		testenv.Need(t, name+" (apt-get install tar python3 libarchive-tools)")
 		t.Fatalf("%s not found: the tar tests need GNU tar, python3 and bsdtar (apt-get install tar python3 libarchive-tools)", name)
 	}
 	cmd := exec.Command(name, args...)

@@ -9,25 +9,22 @@ and the aifs daemon prefetches in that order. The plan is only a hint: off an ai
 say) nothing is written and the loader behaves exactly as before, and a failed write warns once and
 never stops training.
 
-Protocol (version 1):
+Protocol (version 1), specified in aifs's docs/plan.md (python/test_plan_spec.py checks the
+constants below against it):
 
 - The control file is `<mount root>/.aifs/plan`. `.aifs` is never listed, but it can be looked up.
   The mount root is found by walking up from the dataset's root directory (symlinks resolved) to
   the first directory that contains `.aifs/plan`, stopping after `/` or a mount point.
-- The mount is read-only in the kernel (nothing can write to it, root included), so the plan is
-  not written but sent by ioctl: each epoch the file is opened read-only and the plan is sent in
-  pieces of up to 16,368 bytes, one `ioctl(fd, PLAN_IOCTL, arg)` each, where `arg` is
-  `struct { uint32 len; uint32 flags; uint8 data[16368]; }` (little-endian; `flags` 1 marks the
-  first piece, which replaces the previous plan of the sending thread). `fs/plan.go` in aifs
-  has the other end.
-- The content is a header line and one entry per line, every line ending in `\\n`:
-  - `aifs-plan 1 paths\\n`, then the paths of the samples relative to the mount root, as raw bytes
-    (`os.fsencode`), in the order they will be read. Used for datasets with `.samples`
-    (torchvision DatasetFolder and ImageFolder). A path containing `\\n`, or outside the mount, is
-    left out.
-  - `aifs-plan 1 indices\\n`, then decimal indices: index i is the i-th regular file of the whole
-    mounted tree in pack order (sorted byte order of paths, each directory's files before its
-    subdirectories). Used only when the caller names `root=` for a dataset without `.samples`.
+- The mount is read-only in the kernel, so the plan is not written but sent by ioctl: each epoch
+  the file is opened read-only and the plan is sent in pieces of up to _PIECE_BYTES, one
+  `ioctl(fd, PLAN_IOCTL, arg)` each (`flags` _PLAN_START marks the first piece, which replaces
+  the previous plan of the sending thread).
+- The content is a header line and one entry per line:
+  - `aifs-plan 1 paths`, then the paths of the samples relative to the mount root, as raw bytes
+    (`os.fsencode`). Used for datasets with `.samples` (torchvision DatasetFolder and
+    ImageFolder). A path containing `\\n`, or outside the mount, is left out.
+  - `aifs-plan 1 indices`, then decimal indices in pack order. Used only when the caller names
+    `root=` for a dataset without `.samples`.
 - `torch.utils.data.Subset` is resolved through `.indices` to the dataset it wraps. Any other
   dataset without `.samples` (ConcatDataset, an IterableDataset, ...) gets no plan unless `root=`
   is given.
@@ -56,6 +53,8 @@ PLAN_IOCTL = (1 << 30) | ((8 + _PIECE_BYTES) << 16) | (0xA1 << 8) | 1
 
 _PATHS_HEADER = b"aifs-plan 1 paths\n"
 _INDICES_HEADER = b"aifs-plan 1 indices\n"
+# The plan file, relative to the mount root.
+_PLAN_PATH = (".aifs", "plan")
 
 
 class _PlanWriter:
@@ -101,7 +100,7 @@ class _PlanWriter:
             if self._sample_lines is None:
                 self._sample_lines = _sample_lines(self.samples, self.root, self.mount_root)
             header, lines = _PATHS_HEADER, map(self._sample_lines.__getitem__, indices)
-        path = os.path.join(self.mount_root, ".aifs", "plan")
+        path = os.path.join(self.mount_root, *_PLAN_PATH)
         try:
             send_plan(path, _pieces(header, lines))
         except OSError as e:
@@ -311,7 +310,7 @@ def _pieces(header, lines):
 
 
 def send_plan(path, pieces):
-    """Sends `pieces` (bytes of at most 16,368 each, in order) as one plan to the aifs plan file
+    """Sends `pieces` (bytes of at most _PIECE_BYTES each, in order) as one plan to the aifs plan file
     at `path`, one ioctl a piece. Raises OSError: ENOTTY when `path` is not an aifs plan file,
     EINVAL when the mount refuses the plan's content, EPERM when it takes no plans."""
     fd = os.open(path, os.O_RDONLY)
@@ -368,7 +367,7 @@ def _find_mount_root(start):
     `.aifs/plan`, looking no higher than the mount point `start` is on; None if there is none."""
     directory = os.path.realpath(start)
     while True:
-        if os.path.exists(os.path.join(directory, ".aifs", "plan")):
+        if os.path.exists(os.path.join(directory, *_PLAN_PATH)):
             return directory
         parent = os.path.dirname(directory)
         if parent == directory or os.path.ismount(directory):

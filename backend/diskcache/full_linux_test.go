@@ -5,12 +5,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/aifs/aifs/internal/testenv"
 )
 
 // TestDiskFull: a cache directory on a 1 MiB tmpfs, with a budget far larger than the disk: the
 // writes that fail (ENOSPC) are counted, every read returns the right bytes from the inner
 // backend, and the cache keeps serving after. It needs root (CI runs it as root).
 func TestDiskFull(t *testing.T) {
+	testenv.Need(t, "root, to mount a tmpfs")
 	if os.Geteuid() != 0 {
 		t.Fatal("mounting a tmpfs needs root; CI runs these tests as root")
 	}

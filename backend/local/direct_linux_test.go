@@ -14,6 +14,7 @@ import (
 
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/backend/backendtest"
+	"github.com/aifs/aifs/internal/testenv"
 	"github.com/aifs/aifs/layout"
 )
 
@@ -134,6 +135,7 @@ func TestFallbackRamfs(t *testing.T) {
 // none). It needs root.
 func mount(t *testing.T, fstype string, opts ...string) string {
 	t.Helper()
+	testenv.Need(t, "root, to mount "+fstype)
 	if os.Geteuid() != 0 {
 		t.Fatalf("mounting %s needs root; CI runs these tests as root", fstype)
 	}

@@ -23,9 +23,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	aifsfs "github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/layout"
-	"github.com/aifs/aifs/prefetch"
+	"github.com/aifs/aifs/plan"
 )
 
 func runBench(ctx context.Context, args []string) int { return benchMain(ctx, args, os.Stdout) }
@@ -133,6 +132,8 @@ type benchOptions struct {
 	// DropCaches, if not nil, is called before each listing and before each epoch of each tree;
 	// its error stops the run. The first call comes before anything is read.
 	DropCaches func() error
+	// SendPlan sends the plans of Plan (default nil: plan.Send).
+	SendPlan func(dir string, r io.Reader) error
 }
 
 // benchReport is what a run measured, and the --json output. A run that stopped early holds
@@ -262,7 +263,7 @@ func (rep *benchReport) run(ctx context.Context, opt benchOptions, out io.Writer
 				}
 			}
 			if opt.Plan {
-				if err := writePlan(dir, paths, order[:n]); err != nil {
+				if err := writePlan(opt.SendPlan, dir, paths, order[:n]); err != nil {
 					return err
 				}
 			}
@@ -287,25 +288,25 @@ func dropCaches(opt benchOptions) error {
 	return opt.DropCaches()
 }
 
-// writePlan sends the order of a pass to the aifs mount at dir in the plan format
-// (prefetch/plan.go), as python/aifs_plan.py does, and does nothing if dir is not the root of
-// an aifs mount or the mount takes no plans (-o plans=off).
-func writePlan(dir string, paths []string, order []uint32) error {
+// writePlan sends, with send (nil: plan.Send), the order of a pass to the aifs mount at dir in
+// the plan format (docs/plan.md), as python/aifs_plan.py does, and does nothing if dir is not
+// the root of an aifs mount or the mount takes no plans (-o plans=off).
+func writePlan(send func(string, io.Reader) error, dir string, paths []string, order []uint32) error {
 	var b bytes.Buffer
-	b.WriteString(prefetch.PlanHeaderPaths + "\n")
+	b.WriteString(plan.HeaderPaths + "\n")
 	for _, i := range order {
 		b.WriteString(paths[i])
 		b.WriteByte('\n')
 	}
-	err := sendPlan(dir, &b)
-	if err != nil && !errors.Is(err, aifsfs.ErrNoPlanFile) && !errors.Is(err, syscall.EPERM) {
+	if send == nil {
+		send = plan.Send
+	}
+	err := send(dir, &b)
+	if err != nil && !errors.Is(err, plan.ErrNoMount) && !errors.Is(err, syscall.EPERM) {
 		return fmt.Errorf("--plan: %w", err)
 	}
 	return nil
 }
-
-// sendPlan is aifsfs.SendPlan; tests replace it.
-var sendPlan = aifsfs.SendPlan
 
 // dropKernelCaches writes dirty pages back and asks Linux to drop its page cache, dentries and
 // inodes, which needs root.

@@ -22,8 +22,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	aifsfs "github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/plan"
 )
 
 // writeTree creates the files (relative path → content) under a new temporary directory.
@@ -441,23 +441,22 @@ func TestBenchInterrupted(t *testing.T) {
 	}
 }
 
-// TestBenchPlan checks that --plan sends each pass's order, as paths, to every DIR (fs.SendPlan,
+// TestBenchPlan checks that --plan sends each pass's order, as paths, to every DIR (plan.Send,
 // replaced here by a recorder; integration tests send to real mounts), and that a DIR that is
 // not an aifs mount is read without a plan.
 func TestBenchPlan(t *testing.T) {
 	files := sampleTree(12)
 	a, b := writeTree(t, files), writeTree(t, files)
 	sent := map[string]string{}
-	defer func(orig func(string, io.Reader) error) { sendPlan = orig }(sendPlan)
-	sendPlan = func(dir string, r io.Reader) error {
+	send := func(dir string, r io.Reader) error {
 		if dir == b {
-			return fmt.Errorf("send plan to %s: %w", dir, aifsfs.ErrNoPlanFile)
+			return fmt.Errorf("send plan to %s: %w", dir, plan.ErrNoMount)
 		}
 		p, err := io.ReadAll(r)
 		sent[dir] = string(p)
 		return err
 	}
-	rep, err := benchRun(t.Context(), benchOptions{Dirs: []string{a, b}, Epochs: 2, Jobs: 2, Seed: 5, Plan: true}, io.Discard)
+	rep, err := benchRun(t.Context(), benchOptions{Dirs: []string{a, b}, Epochs: 2, Jobs: 2, Seed: 5, Plan: true, SendPlan: send}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,8 +476,8 @@ func TestBenchPlan(t *testing.T) {
 	if len(rep.Mismatches) > 0 {
 		t.Errorf("digests differ: %v", rep.Mismatches)
 	}
-	sendPlan = func(dir string, r io.Reader) error { return syscall.EINVAL }
-	if _, err := benchRun(t.Context(), benchOptions{Dirs: []string{a}, Epochs: 1, Jobs: 1, Plan: true}, io.Discard); !errors.Is(err, syscall.EINVAL) {
+	refuse := func(dir string, r io.Reader) error { return syscall.EINVAL }
+	if _, err := benchRun(t.Context(), benchOptions{Dirs: []string{a}, Epochs: 1, Jobs: 1, Plan: true, SendPlan: refuse}, io.Discard); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("a plan the mount refused: %v, want EINVAL", err)
 	}
 }

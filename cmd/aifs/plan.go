@@ -5,7 +5,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/plan"
 )
 
 func runPlan(ctx context.Context, args []string) int {
@@ -19,7 +19,7 @@ The mount then reads ahead in that order. A plan is a header line and one sample
 
 It replaces the plan this command sent before. The kernel mount is read-only, so a plan
 cannot be written to MOUNTPOINT/.aifs/plan; it is sent by ioctl on that file
-(python/aifs_plan.py does the same for a PyTorch DataLoader; docs/prefetch.md). Exit status
+(python/aifs_plan.py does the same for a PyTorch DataLoader; docs/plan.md). Exit status
 1 if the mount refuses the plan (a bad line: the samples before it stay planned) or the
 mount takes no plans (-o plans=off).`)
 	pos, code, ok := parseArgs(flags, args, 1, 2)
@@ -35,7 +35,7 @@ mount takes no plans (-o plans=off).`)
 		defer f.Close()
 		r = f
 	}
-	if err := fs.SendPlan(pos[0], r); err != nil {
+	if err := plan.Send(pos[0], r); err != nil {
 		return fail("plan", err)
 	}
 	return exitOK

@@ -76,6 +76,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/aifs/aifs/internal/testenv"
 )
 
 // Fixed credentials of the test server's root account, distinctive enough that a test can look
@@ -155,6 +157,7 @@ func StartMinIO(t testing.TB) *Server {
 
 func startServer(t testing.TB, p program) *Server {
 	t.Helper()
+	testenv.Need(t, "the S3 server "+p.name)
 	s := &Server{AccessKey: accessKey, SecretKey: secretKey, Bucket: bucket, Dir: t.TempDir(), t: t, prog: p, bin: findBinary(t, p)}
 	t.Cleanup(s.Stop)
 	// The free port is found by binding and releasing it, so another process may take it

@@ -1,0 +1,5 @@
+//go:build integration
+
+package testenv
+
+const integration = true
