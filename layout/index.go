@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"math"
@@ -37,7 +38,7 @@ const (
 	headerSize3   = 256 // version 3
 	entrySize     = 41  // version 3; versions 1 and 2 have records of oldEntrySize, converted at load
 	shardSize     = 32
-	maxNameLen    = 255
+	MaxNameLen    = 255
 	maxShardPath  = 4095 // a tar shard's name is a path (PATH_MAX less its NUL)
 	numSections   = 3    // in versions 1 and 2, which add the extent order, descriptor at orderDesc
 	orderDesc     = 104  // version 2: {offset u64, length u64, crc32c u32} of the extent order
@@ -102,9 +103,9 @@ const (
 	oldEShard    = 39 // u32
 	oldECRC      = 43 // u32
 
-	modeTypeMask = 0o170000
-	modeDir      = 0o040000
-	modeRegular  = 0o100000
+	ModeType    = 0o170000
+	ModeDir     = 0o040000
+	ModeRegular = 0o100000
 )
 
 // ShardKind says what a shard file is.
@@ -125,6 +126,9 @@ func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 // UpdateChecksum returns the CRC32C of the bytes summed in crc followed by b.
 func UpdateChecksum(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
+
+// NewChecksum returns a hash.Hash32 computing the CRC32C of what is written to it.
+func NewChecksum() hash.Hash32 { return crc32.New(castagnoli) }
 
 // ErrCorrupt is wrapped by every error that reports an index or shard failing its checks.
 var ErrCorrupt = errors.New("corrupt shard set")
@@ -153,7 +157,7 @@ type Entry struct {
 }
 
 // IsDir reports whether the entry is a directory.
-func (e Entry) IsDir() bool { return e.Mode&modeTypeMask == modeDir }
+func (e Entry) IsDir() bool { return e.Mode&ModeType == ModeDir }
 
 // Shard describes one shard file of the set.
 type Shard struct {
@@ -423,10 +427,10 @@ func convertOld(old []byte) ([]byte, error) {
 		copy(r[eCRC:eCRC+4], o[oldECRC:])
 		// A directory's hint: where its first child's name lies (Lookup's guess), when the
 		// fields are what version 1 requires (zero) and the child is in the table.
-		if le.Uint16(o[oldEMode:])&modeTypeMask == modeDir && le.Uint64(o[oldEShard:]) != 0 {
+		if le.Uint16(o[oldEMode:])&ModeType == ModeDir && le.Uint64(o[oldEShard:]) != 0 {
 			return nil, corruptf("directory entry %d has nonzero file fields", i)
 		}
-		if le.Uint16(o[oldEMode:])&modeTypeMask == modeDir {
+		if le.Uint16(o[oldEMode:])&ModeType == ModeDir {
 			if first := le.Uint64(o[oldEA:]); b > 0 && first < uint64(len(old)/oldEntrySize) {
 				c := old[first*oldEntrySize:]
 				if off := le.Uint64(c[oldEName:]); off <= maxU40 {
@@ -452,7 +456,7 @@ func put40(b []byte, v uint64) {
 func (x *Index) countOld() {
 	for i := range x.Len() {
 		b := x.entries[i*entrySize:]
-		if le.Uint16(b[eMode:])&modeTypeMask != modeDir {
+		if le.Uint16(b[eMode:])&ModeType != ModeDir {
 			x.files++
 			x.fileBytes += u40(b[eB:])
 			continue
@@ -611,7 +615,7 @@ func (x *Index) parseShards(b []byte, n int, versions, tarPaths bool) error {
 		if n := le.Uint32(r[12:]); versions && n > 0 {
 			if version, err = x.checkedName(nameOff+nameLen, uint64(n)); err != nil && err != errBadName {
 				return err
-			} else if err != nil || n > maxNameLen {
+			} else if err != nil || n > MaxNameLen {
 				return corruptf("shard %d has an invalid version", i)
 			}
 		} else if n != 0 {
@@ -634,7 +638,7 @@ func (x *Index) parseShards(b []byte, n int, versions, tarPaths bool) error {
 // ValidName reports whether name can be stored as a directory entry or shard name: 1 to 255
 // bytes, not "." or "..", with no '/' or NUL. Any other bytes (any encoding) are allowed.
 func ValidName(name []byte) bool {
-	return len(name) > 0 && len(name) <= maxNameLen &&
+	return len(name) > 0 && len(name) <= MaxNameLen &&
 		!(len(name) == 1 && name[0] == '.') && !(len(name) == 2 && name[0] == '.' && name[1] == '.') &&
 		bytes.IndexByte(name, '/') < 0 && bytes.IndexByte(name, 0) < 0
 }

@@ -241,7 +241,7 @@ func (x *Index) CheckAll() error {
 		}
 		blk, _ := v.bytes(bEntries, b)
 		for r := 0; r < len(blk); r += entrySize {
-			if le.Uint16(blk[r+eMode:])&modeTypeMask == modeRegular {
+			if le.Uint16(blk[r+eMode:])&ModeType == ModeRegular {
 				fileBytes += u40(blk[r+eB:])
 			} else {
 				children += u40(blk[r+eB:])
@@ -300,12 +300,12 @@ func (v *blocks) checkEntry(i uint64) error {
 	n := uint64(x.Len())
 	b := x.entries[i*entrySize:]
 	mode := uint32(le.Uint16(b[eMode:]))
-	isDir := mode&modeTypeMask == modeDir
+	isDir := mode&ModeType == ModeDir
 	if i == 0 {
 		if !isDir || le.Uint32(b[eParent:]) != 0 || b[eNameLen] != 0 || u40(b[eName:]) > uint64(len(x.names)) {
 			return corruptf("entry 0 is not the root directory")
 		}
-	} else if !isDir && mode&modeTypeMask != modeRegular {
+	} else if !isDir && mode&ModeType != ModeRegular {
 		return corruptf("entry %d has unsupported mode %#o", i, mode)
 	}
 	if isDir != x.isDir(ID(i)) {

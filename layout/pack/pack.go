@@ -1,21 +1,22 @@
-package layout
+package pack
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aifs/aifs/layout"
 )
 
-// PackOptions configure Pack. The zero value packs with the defaults given on each field.
-type PackOptions struct {
+// Options configure Pack. The zero value packs with the defaults given on each field.
+type Options struct {
 	// ShardSize is the target shard size in bytes. Default 1 GiB.
 	ShardSize int64
 	// Jobs is the number of source files read in parallel. Default 16.
@@ -31,17 +32,17 @@ type PackOptions struct {
 	// symlinks, symlink cycles). Default: discard.
 	Warn func(msg string)
 	// Progress, if set, is called from one goroutine after each file is written.
-	Progress func(PackProgress)
+	Progress func(Progress)
 }
 
-// PackProgress is a snapshot of a running pack.
-type PackProgress struct {
+// Progress is a snapshot of a running pack.
+type Progress struct {
 	Files, TotalFiles int
 	Bytes, TotalBytes int64
 }
 
-// PackResult summarises a finished pack.
-type PackResult struct {
+// Result summarises a finished pack.
+type Result struct {
 	Files, Dirs, Shards int
 	Bytes               int64
 	Duration            time.Duration
@@ -67,10 +68,10 @@ const (
 // Shards and index are written under temporary names; the index is renamed into place last, after
 // everything else is on disk. On failure or cancellation Pack removes what it wrote, and an
 // existing shard set at dst (with Force) stays valid until the new data is fully written.
-func Pack(ctx context.Context, src, dst string, opt PackOptions) (PackResult, error) {
+func Pack(ctx context.Context, src, dst string, opt Options) (Result, error) {
 	d, err := prepareDest(src, dst, opt.Force)
 	if err != nil {
-		return PackResult{}, err
+		return Result{}, err
 	}
 	return PackTo(ctx, src, &dirSink{dst: d}, opt)
 }
@@ -78,7 +79,7 @@ func Pack(ctx context.Context, src, dst string, opt PackOptions) (PackResult, er
 // PackTo packs the tree at src like Pack, into sink (Pack's sink writes a directory; backend/s3
 // has one that uploads). opt.Force is the sink's business and ignored here. On failure or
 // cancellation PackTo aborts the sink; on success it has committed it.
-func PackTo(ctx context.Context, src string, sink Sink, opt PackOptions) (PackResult, error) {
+func PackTo(ctx context.Context, src string, sink Sink, opt Options) (Result, error) {
 	start := time.Now()
 	if opt.ShardSize <= 0 {
 		opt.ShardSize = 1 << 30
@@ -93,7 +94,7 @@ func PackTo(ctx context.Context, src string, sink Sink, opt PackOptions) (PackRe
 	res, err := p.run(ctx, src)
 	if err != nil {
 		sink.Abort()
-		return PackResult{}, err
+		return Result{}, err
 	}
 	res.Duration = time.Since(start)
 	return res, nil
@@ -110,20 +111,20 @@ func PackTo(ctx context.Context, src string, sink Sink, opt PackOptions) (PackRe
 //	go test ./layout -run '^$' -bench PackMemory -benchtime 1x (100,000 files): live heap once
 //	  the last file is written, 259 B/file with the node tree, 43 now; the index 70 B/file
 type packer struct {
-	opt  PackOptions
+	opt  Options
 	sink Sink
 	w    walker
 }
 
-func (p *packer) run(ctx context.Context, src string) (PackResult, error) {
+func (p *packer) run(ctx context.Context, src string) (Result, error) {
 	t, err := p.walkTree(ctx, src)
 	if err != nil {
-		return PackResult{}, err
+		return Result{}, err
 	}
-	var res PackResult
+	var res Result
 	place := shardPlacer{target: uint64(p.opt.ShardSize)}
 	for id := range t.len() {
-		if e := t.entries.at(ID(id)); e.isDir() {
+		if e := t.entries.at(layout.ID(id)); e.isDir() {
 			res.Dirs++
 		} else {
 			res.Files++
@@ -133,24 +134,24 @@ func (p *packer) run(ctx context.Context, src string) (PackResult, error) {
 	}
 	shards := place.shards
 	if err := p.writeData(ctx, src, t, res.Files, shards, res.Bytes); err != nil {
-		return PackResult{}, err
+		return Result{}, err
 	}
 	versions, err := p.sink.Finish(ctx)
 	if err != nil {
-		return PackResult{}, err
+		return Result{}, err
 	}
 	if len(versions) != len(shards) {
-		return PackResult{}, fmt.Errorf("internal error: sink finished %d shards, planned %d", len(versions), len(shards))
+		return Result{}, fmt.Errorf("internal error: sink finished %d shards, planned %d", len(versions), len(shards))
 	}
 	for i := range shards {
 		shards[i].Version = versions[i]
 	}
 	index, err := t.encodeIndex(shards, place.target)
 	if err != nil {
-		return PackResult{}, err
+		return Result{}, err
 	}
 	if err := p.sink.Commit(ctx, index); err != nil {
-		return PackResult{}, err
+		return Result{}, err
 	}
 	res.Shards = len(shards)
 	return res, nil
@@ -169,16 +170,16 @@ func unixMode(fi os.FileInfo) uint32 {
 		m |= 0o1000
 	}
 	if fi.IsDir() {
-		return m | modeDir
+		return m | layout.ModeDir
 	}
-	return m | modeRegular
+	return m | layout.ModeRegular
 }
 
 // slot carries one file from the dispatcher to a reader, and its content to the writer.
 type slot struct {
-	id    ID     // set by the dispatcher
-	path  string // set by the dispatcher
-	size  uint64 // set by the dispatcher
+	id    layout.ID // set by the dispatcher
+	path  string    // set by the dispatcher
+	size  uint64    // set by the dispatcher
 	data  []byte
 	crc   uint32
 	err   error
@@ -187,7 +188,7 @@ type slot struct {
 
 // writeData reads the files of t (files of them, total bytes) with opt.Jobs parallel readers,
 // at most window files ahead of the writer, and writes them in order into the shards planned.
-func (p *packer) writeData(ctx context.Context, src string, t *packTree, files int, shards []Shard, total int64) error {
+func (p *packer) writeData(ctx context.Context, src string, t *packTree, files int, shards []layout.Shard, total int64) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	window := 4 * p.opt.Jobs
@@ -236,7 +237,7 @@ func (p *packer) writeData(ctx context.Context, src string, t *packTree, files i
 				s.data, s.crc, s.err = nil, 0, nil
 				if s.size <= streamLimit {
 					s.data, s.err = readWhole(s.path, s.size)
-					s.crc = crc32.Checksum(s.data, castagnoli)
+					s.crc = layout.Checksum(s.data)
 				}
 				s.ready <- struct{}{}
 			}
@@ -249,7 +250,7 @@ func (p *packer) writeData(ctx context.Context, src string, t *packTree, files i
 }
 
 // writeInOrder writes the files as the readers deliver them, recording each one's CRC32C in t.
-func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shards []Shard, total int64, slots []slot, free chan struct{}) error {
+func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shards []layout.Shard, total int64, slots []slot, free chan struct{}) error {
 	var (
 		w       *shardWriter
 		done    int64
@@ -303,7 +304,7 @@ func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shard
 		done += int64(s.size)
 		free <- struct{}{}
 		if p.opt.Progress != nil {
-			p.opt.Progress(PackProgress{Files: i + 1, TotalFiles: files, Bytes: done, TotalBytes: total})
+			p.opt.Progress(Progress{Files: i + 1, TotalFiles: files, Bytes: done, TotalBytes: total})
 		}
 	}
 	if w != nil {
@@ -333,7 +334,7 @@ func streamFile(w io.Writer, path string, size uint64, buf []byte) (uint32, erro
 		return 0, err
 	}
 	defer f.Close()
-	h := crc32.New(castagnoli)
+	h := layout.NewChecksum()
 	if _, err := io.CopyBuffer(io.MultiWriter(w, h), io.LimitReader(f, int64(size)), buf); err != nil {
 		return 0, fmt.Errorf("copy %s: %w", path, err)
 	}
@@ -391,7 +392,7 @@ type shardWriter struct {
 func (w *shardWriter) Write(b []byte) (int, error) {
 	n, err := w.bw.Write(b)
 	w.size += uint64(n)
-	w.crc = crc32.Update(w.crc, castagnoli, b[:n])
+	w.crc = layout.UpdateChecksum(w.crc, b[:n])
 	if err != nil {
 		return n, fmt.Errorf("write %s: %w", w.name, err)
 	}
@@ -399,7 +400,7 @@ func (w *shardWriter) Write(b []byte) (int, error) {
 }
 
 // finish flushes and closes the shard and records its checksum; the size was planned in advance.
-func (w *shardWriter) finish(s *Shard) error {
+func (w *shardWriter) finish(s *layout.Shard) error {
 	if err := w.bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", w.name, err)
 	}
@@ -416,7 +417,7 @@ func (w *shardWriter) finish(s *Shard) error {
 }
 
 func (p *packer) createShard(ctx context.Context, index int, size uint64) (*shardWriter, error) {
-	name := ShardName(index)
+	name := layout.ShardName(index)
 	wc, err := p.sink.CreateShard(ctx, name, int64(size))
 	if err != nil {
 		return nil, err
@@ -472,7 +473,7 @@ func prepareDest(src, dst string, force bool) (*dest, error) {
 func replaceable(dst string, ents []os.DirEntry, force bool) (*dest, error) {
 	ours := map[string]bool{}
 	hasIndex := false
-	if x, err := Load(dst); err == nil {
+	if x, err := layout.Load(dst); err == nil {
 		for _, s := range x.Shards() {
 			ours[s.Name] = true
 		}
@@ -480,8 +481,8 @@ func replaceable(dst string, ents []os.DirEntry, force bool) (*dest, error) {
 	d := &dest{path: dst}
 	for _, e := range ents {
 		name := e.Name()
-		hasIndex = hasIndex || name == IndexName
-		if !ours[name] && name != IndexName && !isShardName(name) && !strings.HasPrefix(name, tmpPrefix) {
+		hasIndex = hasIndex || name == layout.IndexName
+		if !ours[name] && name != layout.IndexName && !isShardName(name) && !strings.HasPrefix(name, tmpPrefix) {
 			return nil, fmt.Errorf("destination %s is not empty (it holds %q, which is not part of a shard set); "+
 				"pack into a new or empty directory", dst, name)
 		}
@@ -509,7 +510,7 @@ func replaceable(dst string, ents []os.DirEntry, force bool) (*dest, error) {
 func isShardName(name string) bool {
 	var n int
 	_, err := fmt.Sscanf(name, "shard-%06d.dat", &n)
-	return err == nil && ShardName(n) == name
+	return err == nil && layout.ShardName(n) == name
 }
 
 // removeOld removes the previous shard set's index (making it invalid) and then its shards.
@@ -517,14 +518,14 @@ func (d *dest) removeOld() error {
 	if len(d.old) == 0 {
 		return nil
 	}
-	if err := os.Remove(filepath.Join(d.path, IndexName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(filepath.Join(d.path, layout.IndexName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove previous shard set: %w", err)
 	}
 	if err := syncDir(d.path); err != nil {
 		return err
 	}
 	for _, name := range d.old {
-		if name == IndexName || strings.HasPrefix(name, tmpPrefix) {
+		if name == layout.IndexName || strings.HasPrefix(name, tmpPrefix) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(d.path, name)); err != nil && !errors.Is(err, os.ErrNotExist) {

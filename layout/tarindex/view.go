@@ -1,10 +1,12 @@
-package layout
+package tarindex
 
 import (
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/aifs/aifs/layout"
 )
 
 // LabelOptions configure the image-folder view of IndexTars (ViewImageFolder), in which each
@@ -63,7 +65,7 @@ type sample struct {
 }
 
 // leftOut warns of the first few samples of one kind left out of the view; the counts are in
-// IndexResult.
+// Result.
 type leftOut struct {
 	what string
 	n    *int
@@ -232,13 +234,13 @@ func (o LabelOptions) classNames(samples []sample) (map[string]string, error) {
 		case o.ClassNames != nil && (err != nil || n >= uint64(len(o.ClassNames))):
 			continue
 		case o.ClassNames != nil:
-			if !ValidName([]byte(o.ClassNames[n])) {
+			if !layout.ValidName([]byte(o.ClassNames[n])) {
 				return nil, fmt.Errorf("class name %q (class %d) cannot name a directory", o.ClassNames[n], n)
 			}
 			names[s.label] = o.ClassNames[n]
 		case numeric:
 			names[s.label] = fmt.Sprintf("%0*d", max(widest, 1), n)
-		case ValidName([]byte(s.label)):
+		case layout.ValidName([]byte(s.label)):
 			names[s.label] = s.label
 		}
 	}

@@ -1,19 +1,21 @@
-package layout
+package tarindex
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/tar"
 )
 
-// TarSource is one tar file to index in place: IndexTars reads it once, from its first byte.
-type TarSource struct {
+// Source is one tar file to index in place: IndexTars reads it once, from its first byte.
+type Source struct {
 	// Name is what the index records as the shard's name: the tar's path relative to the
 	// index's directory (or object prefix), or absolute (ShardPath).
 	Name string
@@ -43,8 +45,8 @@ const (
 	ViewImageFolder
 )
 
-// IndexOptions configure IndexTars. The zero value indexes with the defaults given on each field.
-type IndexOptions struct {
+// Options configure IndexTars. The zero value indexes with the defaults given on each field.
+type Options struct {
 	// View is the tree the index presents. Default ViewTree.
 	View View
 	// NoChecksums reads only the tars' headers (and labels), skipping the CRC32C of each member
@@ -59,17 +61,17 @@ type IndexOptions struct {
 	// out. Default: discard. Calls are serialised.
 	Warn func(msg string)
 	// Progress, if set, is called (serialised, from the reading goroutines) as tars are read.
-	Progress func(IndexProgress)
+	Progress func(Progress)
 }
 
-// IndexProgress is a snapshot of a running IndexTars.
-type IndexProgress struct {
+// Progress is a snapshot of a running IndexTars.
+type Progress struct {
 	Tars, TotalTars   int
 	Bytes, TotalBytes int64 // of the tars
 }
 
-// IndexResult summarises a finished IndexTars.
-type IndexResult struct {
+// Result summarises a finished IndexTars.
+type Result struct {
 	Tars     int
 	TarBytes int64
 	Members  int // members read, of every type
@@ -101,10 +103,10 @@ const maxLabelBytes = 1 << 20
 // the order of srcs, wins, as tar -x would leave it, and the others are counted in Replaced; a
 // file and a directory at the same path fail the index. A truncated, corrupt or compressed tar,
 // or one whose size differs from Size, fails it too (ErrCompressedTar for the compressed).
-func IndexTars(ctx context.Context, srcs []TarSource, opt IndexOptions) ([]byte, IndexResult, error) {
+func IndexTars(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, error) {
 	start := time.Now()
 	if len(srcs) == 0 {
-		return nil, IndexResult{}, errors.New("no tars to index")
+		return nil, Result{}, errors.New("no tars to index")
 	}
 	if opt.Jobs <= 0 {
 		opt.Jobs = 4
@@ -127,7 +129,7 @@ func IndexTars(ctx context.Context, srcs []TarSource, opt IndexOptions) ([]byte,
 		newest = max(newest, s.MTime)
 	}
 	b := newTreeBuilder(newest, srcs)
-	shards := make([]Shard, len(srcs))
+	shards := make([]layout.Shard, len(srcs))
 	var view viewBuilder = &treeView{ix: ix, tops: map[string]int{}}
 	if opt.View == ViewImageFolder {
 		view = newImageFolder(ix, b)
@@ -135,7 +137,7 @@ func IndexTars(ctx context.Context, srcs []TarSource, opt IndexOptions) ([]byte,
 	// The tree grows as tars are read, in their order, while later ones are read.
 	err := ix.scanAll(ctx, func(i int, sc *tarScan) error {
 		s := srcs[i]
-		shards[i] = Shard{Name: s.Name, Kind: ShardTar, Size: uint64(s.Size), CRC: sc.crc, Version: s.Version}
+		shards[i] = layout.Shard{Name: s.Name, Kind: layout.ShardTar, Size: uint64(s.Size), CRC: sc.crc, Version: s.Version}
 		b.res.Members += sc.members
 		b.res.Skipped += sc.skipped
 		return view.add(b, i, sc)
@@ -147,31 +149,31 @@ func IndexTars(ctx context.Context, srcs []TarSource, opt IndexOptions) ([]byte,
 		err = b.settle()
 	}
 	if err != nil {
-		return nil, IndexResult{}, err
+		return nil, Result{}, err
 	}
-	nodes := number(b.root)
+	nodes := layout.Number(b.root)
 	res := b.res
 	res.Tars, res.TarBytes = len(srcs), ix.total
 	for _, n := range nodes[1:] {
-		if n.isDir() {
+		if n.IsDir() {
 			res.Dirs++
 		} else {
 			res.Files++
-			res.Bytes += int64(n.size)
-			if n.link {
+			res.Bytes += int64(n.Size)
+			if n.Link {
 				res.Links++
 			}
 		}
 	}
-	index := encodeIndex(nodes, shards, opt.NoChecksums)
+	index := layout.EncodeIndex(nodes, shards, opt.NoChecksums)
 	res.Duration = time.Since(start)
 	return index, res, nil
 }
 
 // indexer reads the tars of one IndexTars call.
 type indexer struct {
-	opt   IndexOptions
-	srcs  []TarSource
+	opt   Options
+	srcs  []Source
 	total int64
 
 	mu        sync.Mutex // guards the progress below and serialises opt.Progress
@@ -252,7 +254,7 @@ func (ix *indexer) scanAll(ctx context.Context, use func(i int, sc *tarScan) err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &scratch{tr: NewTarReader(nil), buf: make([]byte, 256<<10)}
+			s := &scratch{tr: tar.NewReader(nil), buf: make([]byte, 256<<10)}
 			for j := range next {
 				sc, err := ix.scan(ctx, j.i, s, j.entries)
 				done[j.i] <- result{sc, err}
@@ -289,20 +291,20 @@ type crcCounter struct {
 func (c *crcCounter) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
-	c.crc = crc32.Update(c.crc, castagnoli, p[:n])
+	c.crc = layout.UpdateChecksum(c.crc, p[:n])
 	return n, err
 }
 
 // scratch is what a goroutine of scanAll reuses from tar to tar.
 type scratch struct {
-	tr    *TarReader
+	tr    *tar.Reader
 	buf   []byte // for the bytes after the end-of-archive blocks
 	names []byte // a tar's paths end to end, made one string at its end
 }
 
 // scan reads tar i with s.tr, keeping what the tree may hold in entries (empty, maybe nil: its
 // capacity is used). The entries' paths are substrings of one string: a string a member, and a
-// member's node from another allocation, cost a tenth of IndexTars's CPU with the collector's
+// member's Node from another allocation, cost a tenth of IndexTars's CPU with the collector's
 // share.
 func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMember) (*tarScan, error) {
 	src := ix.srcs[i]
@@ -326,7 +328,7 @@ func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMe
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		m, name, err := tr.nextName()
+		m, name, err := tr.NextName()
 		if err == io.EOF {
 			break
 		}
@@ -341,10 +343,10 @@ func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMe
 		p := names[at:] // the path, as bytes until the end of the tar
 		e := treeMember{at: at, end: len(names), mode: m.Mode, mtime: m.MTime, off: uint64(m.Offset), size: uint64(m.Size)}
 		switch m.Type {
-		case TarDir: // "./" (p empty) describes the top: the tar's directory, or the root
+		case tar.TypeDir: // "./" (p empty) describes the top: the tar's directory, or the root
 			e.dir = true
 			sc.entries = append(sc.entries, e)
-		case TarFile:
+		case tar.TypeFile:
 			if len(p) == 0 {
 				return nil, fmt.Errorf("%s: member %q (at byte %d): a file with no name", src.Label, name, m.Header)
 			}
@@ -355,7 +357,7 @@ func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMe
 				files[string(p)] = len(sc.entries)
 			}
 			sc.entries = append(sc.entries, e)
-		case TarHardLink:
+		case tar.TypeHardLink:
 			if files == nil {
 				files = map[string]int{}
 				for j, f := range sc.entries {
@@ -410,7 +412,7 @@ func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMe
 
 // readMember reads the data of file member m (path p) if it is wanted: all of it for its
 // checksum, and the bytes of a label member for the image-folder view.
-func (ix *indexer) readMember(tr *TarReader, m TarMember, p []byte) (uint32, []byte, error) {
+func (ix *indexer) readMember(tr *tar.Reader, m tar.Member, p []byte) (uint32, []byte, error) {
 	var data []byte
 	keep := ix.opt.View == ViewImageFolder && ix.opt.Labels.isLabel(string(p)) && m.Size <= maxLabelBytes
 	if keep {
@@ -427,7 +429,7 @@ func (ix *indexer) readMember(tr *TarReader, m TarMember, p []byte) (uint32, []b
 		if err != nil {
 			return 0, nil, err
 		}
-		crc = crc32.Update(crc, castagnoli, b)
+		crc = layout.UpdateChecksum(crc, b)
 		if keep {
 			data = append(data, b...)
 		}
@@ -445,15 +447,15 @@ func (ix *indexer) progress(tars int, bytes int64) {
 	ix.doneTars += tars
 	ix.doneBytes += bytes
 	if ix.opt.Progress != nil {
-		ix.opt.Progress(IndexProgress{Tars: ix.doneTars, TotalTars: len(ix.srcs), Bytes: ix.doneBytes, TotalBytes: ix.total})
+		ix.opt.Progress(Progress{Tars: ix.doneTars, TotalTars: len(ix.srcs), Bytes: ix.doneBytes, TotalBytes: ix.total})
 	}
 }
 
-func typeName(t TarType, link string) string {
+func typeName(t tar.Type, link string) string {
 	switch t {
-	case TarSymlink:
+	case tar.TypeSymlink:
 		return fmt.Sprintf("symlink (to %q)", link)
-	case TarSparse:
+	case tar.TypeSparse:
 		return "sparse file"
 	default:
 		return "device, FIFO or special member"
@@ -484,8 +486,8 @@ func appendCleanPath[S string | []byte](dst []byte, name S) ([]byte, error) {
 			continue
 		case string(part) == "..":
 			return dst[:start], errors.New(`the name has a ".." component, which would lead out of the tree`)
-		case !ValidName([]byte(part)):
-			return dst[:start], fmt.Errorf("the name component %.40q cannot be stored: longer than %d bytes, or holding a NUL", part, maxNameLen)
+		case !layout.ValidName([]byte(part)):
+			return dst[:start], fmt.Errorf("the name component %.40q cannot be stored: longer than %d bytes, or holding a NUL", part, layout.MaxNameLen)
 		}
 		if len(dst) > start {
 			dst = append(dst, '/')
@@ -500,36 +502,36 @@ func appendCleanPath[S string | []byte](dst []byte, name S) ([]byte, error) {
 // paths taken twice. (A map of every directory's children by name cost 16% of IndexTars's CPU
 // at 1.28 M members, with its garbage.)
 type treeBuilder struct {
-	root  *node
-	dirs  map[*node]map[string]*node // each directory's subdirectories by name
-	mtime int64                      // of directories implied
-	srcs  []TarSource                // to name a file's tar in an error
-	res   IndexResult
-	slab  []node // the files' nodes are allocated from here, slabSize at a time
+	root  *layout.Node
+	dirs  map[*layout.Node]map[string]*layout.Node // each directory's subdirectories by name
+	mtime int64                                    // of directories implied
+	srcs  []Source                                 // to name a file's tar in an error
+	res   Result
+	slab  []layout.Node // the files' nodes are allocated from here, slabSize at a time
 }
 
 // slabSize is how many files' nodes treeBuilder allocates at once (352 KiB). Allocating them one
 // by one was a malloc per member, 5% of IndexTars's CPU with the collector's share.
 const slabSize = 4096
 
-func newTreeBuilder(mtime int64, srcs []TarSource) *treeBuilder {
-	return &treeBuilder{root: &node{mode: modeDir | 0o755, mtime: mtime}, dirs: map[*node]map[string]*node{}, mtime: mtime, srcs: srcs}
+func newTreeBuilder(mtime int64, srcs []Source) *treeBuilder {
+	return &treeBuilder{root: &layout.Node{Mode: layout.ModeDir | 0o755, MTime: mtime}, dirs: map[*layout.Node]map[string]*layout.Node{}, mtime: mtime, srcs: srcs}
 }
 
 // dir returns the directory at path p under d, creating it and its parents as needed.
-func (b *treeBuilder) dir(d *node, p string) *node {
+func (b *treeBuilder) dir(d *layout.Node, p string) *layout.Node {
 	for part := range strings.SplitSeq(p, "/") {
 		if part == "" {
 			continue
 		}
 		c := b.dirs[d][part]
 		if c == nil {
-			c = &node{name: part, mode: modeDir | 0o755, mtime: b.mtime}
+			c = &layout.Node{Name: part, Mode: layout.ModeDir | 0o755, MTime: b.mtime}
 			if b.dirs[d] == nil {
-				b.dirs[d] = map[string]*node{}
+				b.dirs[d] = map[string]*layout.Node{}
 			}
 			b.dirs[d][part] = c
-			d.children = append(d.children, c)
+			d.Children = append(d.Children, c)
 		}
 		d = c
 	}
@@ -538,7 +540,7 @@ func (b *treeBuilder) dir(d *node, p string) *node {
 
 // put places e, a member of tar shard, at its path under d: a directory takes e's mode and
 // mtime; a file is added beside any other at its path (settle keeps the last).
-func (b *treeBuilder) put(d *node, e treeMember, shard uint32) {
+func (b *treeBuilder) put(d *layout.Node, e treeMember, shard uint32) {
 	parent, base := "", e.path
 	if i := strings.LastIndexByte(e.path, '/'); i >= 0 {
 		parent, base = e.path[:i], e.path[i+1:]
@@ -546,31 +548,31 @@ func (b *treeBuilder) put(d *node, e treeMember, shard uint32) {
 	pd := b.dir(d, parent)
 	if e.dir {
 		n := b.dir(pd, base)
-		n.mode, n.mtime = modeDir|e.mode, e.mtime
+		n.Mode, n.MTime = layout.ModeDir|e.mode, e.mtime
 		return
 	}
 	if len(b.slab) == cap(b.slab) {
-		b.slab = make([]node, 0, slabSize)
+		b.slab = make([]layout.Node, 0, slabSize)
 	}
-	b.slab = append(b.slab, node{name: base, mode: modeRegular | e.mode, mtime: e.mtime,
-		shard: shard, size: e.size, offset: e.off, crc: e.crc, link: e.link})
-	pd.children = append(pd.children, &b.slab[len(b.slab)-1])
+	b.slab = append(b.slab, layout.Node{Name: base, Mode: layout.ModeRegular | e.mode, MTime: e.mtime,
+		Shard: shard, Size: e.size, Offset: e.off, CRC: e.crc, Link: e.link})
+	pd.Children = append(pd.Children, &b.slab[len(b.slab)-1])
 }
 
 // settle sorts every directory's children by name and applies the rule for a path taken twice:
 // of files at one path the last put wins (the others are counted in res.Replaced); a file and
 // a directory at one path fail the index.
 func (b *treeBuilder) settle() error {
-	var walk func(d *node, path string) error
-	walk = func(d *node, path string) error {
-		byName := func(x, y *node) int { return strings.Compare(x.name, y.name) }
-		if !slices.IsSortedFunc(d.children, byName) {
-			slices.SortStableFunc(d.children, byName) // stable: the order put them in
+	var walk func(d *layout.Node, path string) error
+	walk = func(d *layout.Node, path string) error {
+		byName := func(x, y *layout.Node) int { return strings.Compare(x.Name, y.Name) }
+		if !slices.IsSortedFunc(d.Children, byName) {
+			slices.SortStableFunc(d.Children, byName) // stable: the order put them in
 		}
-		kept := d.children[:0]
-		for run := d.children; len(run) > 0; {
+		kept := d.Children[:0]
+		for run := d.Children; len(run) > 0; {
 			k := 1
-			for k < len(run) && run[k].name == run[0].name {
+			for k < len(run) && run[k].Name == run[0].Name {
 				k++
 			}
 			if err := b.conflict(run[:k], path); err != nil {
@@ -580,11 +582,11 @@ func (b *treeBuilder) settle() error {
 			b.res.Replaced += k - 1
 			run = run[k:]
 		}
-		clear(d.children[len(kept):])
-		d.children = kept
+		clear(d.Children[len(kept):])
+		d.Children = kept
 		for _, c := range kept {
-			if c.isDir() {
-				if err := walk(c, path+c.name+"/"); err != nil {
+			if c.IsDir() {
+				if err := walk(c, path+c.Name+"/"); err != nil {
 					return err
 				}
 			}
@@ -596,18 +598,18 @@ func (b *treeBuilder) settle() error {
 
 // conflict returns the error for run, nodes of one name in the directory at path in the order
 // they were put, if it holds a directory (at most one: dir finds it) and a file.
-func (b *treeBuilder) conflict(run []*node, path string) error {
+func (b *treeBuilder) conflict(run []*layout.Node, path string) error {
 	if len(run) == 1 {
 		return nil
 	}
 	for _, n := range run {
-		if n.isDir() {
+		if n.IsDir() {
 			f := run[0]
 			if f == n {
 				f = run[1]
-				return fmt.Errorf("%s: %q is both a directory and a file", b.srcs[f.shard].Label, path+n.name)
+				return fmt.Errorf("%s: %q is both a directory and a file", b.srcs[f.Shard].Label, path+n.Name)
 			}
-			return fmt.Errorf("%s: %q is both a file and a directory", b.srcs[f.shard].Label, path+n.name)
+			return fmt.Errorf("%s: %q is both a file and a directory", b.srcs[f.Shard].Label, path+n.Name)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package layout
+package tar
 
 import (
 	"bufio"
@@ -18,91 +18,91 @@ import (
 
 const (
 	tarBlock   = 512
-	tarBufSize = 1 << 20 // the bufio.Reader of each TarReader
+	tarBufSize = 1 << 20 // the bufio.Reader of each Reader
 	tarMaxExt  = 1 << 20 // largest PAX or GNU long-name payload, or GNU sparse map, accepted
 	tarSeekMin = 1 << 20 // skips at least this long seek when the input is an io.Seeker
 	// tarMaxSize bounds member sizes, so that offset + size + padding cannot overflow an int64.
 	tarMaxSize = 1 << 62
 )
 
-// ErrCompressedTar is wrapped by the error NewTarReader's first Next returns for a compressed tar;
+// ErrCompressed is wrapped by the error NewReader's first Next returns for a compressed tar;
 // the message names the compression. Such a tar must be decompressed before it can be indexed.
-var ErrCompressedTar = errors.New("tar is compressed")
+var ErrCompressed = errors.New("tar is compressed")
 
 var tarCompressions = []struct{ magic, name string }{
 	{"\x1f\x8b", "gzip"}, {"BZh", "bzip2"}, {"\xfd7zXZ\x00", "xz"},
 	{"\x28\xb5\x2f\xfd", "zstd"}, {"\x04\x22\x4d\x18", "lz4"}, {"LZIP", "lzip"},
 }
 
-// TarType says what a tar member is.
-type TarType uint8
+// Type says what a tar member is.
+type Type uint8
 
 const (
-	TarFile     TarType = iota // regular file ('0', '\0', '7' contiguous file)
-	TarHardLink                // '1': Linkname names an earlier member; no data of its own
-	TarDir                     // '5', or a '\0' (or v7 '0') member whose name ends in '/'
-	TarSymlink                 // '2'
-	TarOther                   // devices, FIFOs, GNU 'D', 'M', 'V' and any typeflag not understood
-	TarSparse                  // GNU sparse 'S', or a PAX GNU.sparse.* file: its data is not the file's bytes
+	TypeFile     Type = iota // regular file ('0', '\0', '7' contiguous file)
+	TypeHardLink             // '1': Linkname names an earlier member; no data of its own
+	TypeDir                  // '5', or a '\0' (or v7 '0') member whose name ends in '/'
+	TypeSymlink              // '2'
+	TypeOther                // devices, FIFOs, GNU 'D', 'M', 'V' and any typeflag not understood
+	TypeSparse               // GNU sparse 'S', or a PAX GNU.sparse.* file: its data is not the file's bytes
 )
 
-func (t TarType) String() string {
+func (t Type) String() string {
 	if int(t) < len(tarTypeNames) {
 		return tarTypeNames[t]
 	}
-	return "TarType(" + strconv.Itoa(int(t)) + ")"
+	return "Type(" + strconv.Itoa(int(t)) + ")"
 }
 
 // tarTypeOf returns the type of a member of typeflag flag, before its name and PAX records have
 // their say. (A map of the flags understood cost 3% of aifs index's CPU, hashing a byte a member.)
-func tarTypeOf(flag byte) TarType {
+func tarTypeOf(flag byte) Type {
 	switch flag {
 	case 0, '0', '7':
-		return TarFile
+		return TypeFile
 	case '1':
-		return TarHardLink
+		return TypeHardLink
 	case '2':
-		return TarSymlink
+		return TypeSymlink
 	case '5':
-		return TarDir
+		return TypeDir
 	case 'S':
-		return TarSparse
+		return TypeSparse
 	}
-	return TarOther
+	return TypeOther
 }
 
 var tarTypeNames = []string{"file", "hard link", "directory", "symlink", "other", "sparse file"}
 
-// TarMember is one member as the archive describes it. Directories, links, devices and FIFOs
+// Member is one member as the archive describes it. Directories, links, devices and FIFOs
 // have no data: their Size is 0 whatever their header says, as for archive/tar and tarfile.
-type TarMember struct {
-	Name     string  // PAX "path", else GNU long name ('L'), else ustar prefix + "/" + name; not cleaned
-	Linkname string  // PAX "linkpath", else GNU long link name ('K'), else the header's linkname
-	Type     TarType // see TarType; the type decides whether there is data
-	Mode     uint32  // permission bits only (& 07777)
-	MTime    int64   // nanoseconds since the Unix epoch (PAX "mtime" with its fraction, else the header's), saturating
-	Size     int64   // bytes of data that follow the header in the archive (PAX "size" overrides)
-	Offset   int64   // offset in the archive of the member's first data byte
-	Header   int64   // offset of the member's first header block, extension blocks included
+type Member struct {
+	Name     string // PAX "path", else GNU long name ('L'), else ustar prefix + "/" + name; not cleaned
+	Linkname string // PAX "linkpath", else GNU long link name ('K'), else the header's linkname
+	Type     Type   // see Type; the type decides whether there is data
+	Mode     uint32 // permission bits only (& 07777)
+	MTime    int64  // nanoseconds since the Unix epoch (PAX "mtime" with its fraction, else the header's), saturating
+	Size     int64  // bytes of data that follow the header in the archive (PAX "size" overrides)
+	Offset   int64  // offset in the archive of the member's first data byte
+	Header   int64  // offset of the member's first header block, extension blocks included
 }
 
-// TarReader reads the members of an uncompressed tar sequentially. It is not safe for concurrent
+// Reader reads the members of an uncompressed tar sequentially. It is not safe for concurrent
 // use. Errors are sticky: after one, Next and Read return it again.
 //
 // Formats read: v7, ustar, GNU (long names 'L'/'K', old sparse 'S' with its extension blocks)
 // and PAX ('x' records apply to the next member, a later 'x' replacing an earlier; 'g' records
 // apply to every later member until a later 'g' overrides or, with an empty value, removes them).
 // 'g', 'x', 'L' and 'K' headers are consumed, not returned; GNU volume labels ('V') are returned
-// as TarOther. The end is two zero blocks, one zero block followed by the end of the input, or the
+// as TypeOther. The end is two zero blocks, one zero block followed by the end of the input, or the
 // end of the input at a header boundary; a zero block followed by anything else is an error.
-type TarReader struct {
+type Reader struct {
 	r      io.Reader
 	br     *bufio.Reader
 	seeker io.Seeker // r, if it is one and seeking has not failed
 	off    int64     // archive bytes consumed
 	remain int64     // unread data of the current member
 	pad    int64     // padding after it
-	name   []byte    // the current member's name (Next makes TarMember.Name of it)
+	name   []byte    // the current member's name (Next makes Member.Name of it)
 	err    error     // sticky: io.EOF at the end, or the first error
 	global tarPAX    // PAX 'g' records in effect
 	local  tarPAX    // PAX 'x' records for the member being read
@@ -126,60 +126,60 @@ const (
 	paxMTime
 )
 
-// NewTarReader returns a reader of the tar in r. If r is an io.Seeker, large skips seek; where
+// NewReader returns a reader of the tar in r. If r is an io.Seeker, large skips seek; where
 // Seek fails (a pipe), they read.
-func NewTarReader(r io.Reader) *TarReader { return newTarReader(r, tarBufSize) }
+func NewReader(r io.Reader) *Reader { return newReader(r, tarBufSize) }
 
-// newTarReader returns a TarReader with a buffer of size bytes (the fuzz test's are small).
-func newTarReader(r io.Reader, size int) *TarReader {
-	t := &TarReader{r: r, br: bufio.NewReaderSize(r, size)}
+// newReader returns a Reader with a buffer of size bytes (the fuzz test's are small).
+func newReader(r io.Reader, size int) *Reader {
+	t := &Reader{r: r, br: bufio.NewReaderSize(r, size)}
 	t.seeker, _ = r.(io.Seeker)
 	return t
 }
 
-// Reset makes t read the tar in r from its start, as NewTarReader(r) would, keeping t's buffers:
+// Reset makes t read the tar in r from its start, as NewReader(r) would, keeping t's buffers:
 // one reader can read many tars in turn.
-func (t *TarReader) Reset(r io.Reader) {
+func (t *Reader) Reset(r io.Reader) {
 	br, ext, name := t.br, t.ext[:0], t.name[:0]
 	br.Reset(r)
-	*t = TarReader{r: r, br: br, ext: ext, name: name}
+	*t = Reader{r: r, br: br, ext: ext, name: name}
 	t.seeker, _ = r.(io.Seeker)
 }
 
 // Offset returns the number of archive bytes consumed so far; at the end, the archive's length
 // as far as it was read (the end-of-archive blocks included, anything after them not).
-func (t *TarReader) Offset() int64 { return t.off }
+func (t *Reader) Offset() int64 { return t.off }
 
 // Next advances to the next member, skipping whatever of the previous member's data was not read
 // (by seeking when the input is an io.Seeker and the skip is large, else by reading). It returns
 // io.EOF at the end of the archive, an error wrapping io.ErrUnexpectedEOF if the archive is
-// truncated, ErrCompressedTar for compressed input, and otherwise an error naming the header's
+// truncated, ErrCompressed for compressed input, and otherwise an error naming the header's
 // offset.
-func (t *TarReader) Next() (TarMember, error) {
-	m, name, err := t.nextName()
+func (t *Reader) Next() (Member, error) {
+	m, name, err := t.NextName()
 	m.Name = string(name)
 	return m, err
 }
 
-// nextName is Next leaving TarMember.Name empty: the name is returned as bytes that stay valid
-// until the next call of Next, nextName or Reset. (IndexTars copies the names of a tar end to
+// NextName is Next leaving Member.Name empty: the name is returned as bytes that stay valid
+// until the next call of Next, NextName or Reset. (IndexTars copies the names of a tar end to
 // end, and makes one string of them: a string a member was 3% of its CPU, with the collector's
 // share.)
-func (t *TarReader) nextName() (TarMember, []byte, error) {
+func (t *Reader) NextName() (Member, []byte, error) {
 	if t.err != nil {
-		return TarMember{}, nil, t.err
+		return Member{}, nil, t.err
 	}
 	m, err := t.next()
 	if err != nil {
 		t.err, t.remain, t.pad = err, 0, 0
-		return TarMember{}, nil, err
+		return Member{}, nil, err
 	}
 	t.remain, t.pad = m.Size, -m.Size&(tarBlock-1)
 	return m, t.name, nil
 }
 
 // Read reads the current member's data, returning io.EOF at its end, like archive/tar.Reader.
-func (t *TarReader) Read(p []byte) (int, error) {
+func (t *Reader) Read(p []byte) (int, error) {
 	if t.err != nil || t.remain == 0 {
 		return 0, cmp.Or(t.err, io.EOF)
 	}
@@ -195,7 +195,7 @@ func (t *TarReader) Read(p []byte) (int, error) {
 // the reader's buffer holds (filled first if empty), up to the member's end. They stay valid
 // until the next call on t. At the member's end it returns io.EOF. (IndexTars checksums members
 // so: copying them out, as Read does, cost a tenth of its CPU.)
-func (t *TarReader) ReadBuffered() ([]byte, error) {
+func (t *Reader) ReadBuffered() ([]byte, error) {
 	if t.err != nil || t.remain == 0 {
 		return nil, cmp.Or(t.err, io.EOF)
 	}
@@ -213,12 +213,12 @@ func (t *TarReader) ReadBuffered() ([]byte, error) {
 
 // next skips the rest of the current member and reads the next one's headers, leaving t at its
 // data.
-func (t *TarReader) next() (TarMember, error) {
+func (t *Reader) next() (Member, error) {
 	need := t.off + t.remain + t.pad
 	if err := t.skip(t.remain + t.pad); err != nil {
-		return TarMember{}, t.readErr(err, fmt.Sprintf("member %q", t.name), need)
+		return Member{}, t.readErr(err, fmt.Sprintf("member %q", t.name), need)
 	}
-	m := TarMember{Header: t.off}
+	m := Member{Header: t.off}
 	t.local, t.long = tarPAX{}, [2]string{}
 	pending := int64(-1) // the first 'x', 'L' or 'K' header before the member
 	for {
@@ -271,15 +271,15 @@ func (t *TarReader) next() (TarMember, error) {
 		m.Type = tarTypeOf(flag)
 		switch {
 		case (flag == 0 || flag == '0' && v7) && bytes.HasSuffix(t.name, []byte("/")):
-			m.Type = TarDir
-		case m.Type == TarFile && t.local.sparse:
-			m.Type = TarSparse
+			m.Type = TypeDir
+		case m.Type == TypeFile && t.local.sparse:
+			m.Type = TypeSparse
 		case flag == 'S':
 			if err := t.skipSparseMap(at); err != nil { // overwrites t.blk
 				return m, err
 			}
 		}
-		if m.Type == TarDir || flag >= '1' && flag <= '6' {
+		if m.Type == TypeDir || flag >= '1' && flag <= '6' {
 			m.Size = 0 // header-only types: archive/tar and tarfile ignore their size too
 		}
 		m.Offset = t.off
@@ -289,7 +289,7 @@ func (t *TarReader) next() (TarMember, error) {
 
 // readHeader reads the next header block into t.blk and checks it. It returns io.EOF at the end
 // of the archive.
-func (t *TarReader) readHeader() error {
+func (t *Reader) readHeader() error {
 	at := t.off
 	n, err := t.read(t.blk[:])
 	if n == 0 && err == io.EOF {
@@ -312,7 +312,7 @@ func (t *TarReader) readHeader() error {
 	}
 	for _, c := range tarCompressions { // a short or bad first block may be a compressed tar
 		if at == 0 && bytes.HasPrefix(t.blk[:n], []byte(c.magic)) {
-			return fmt.Errorf("tar: compressed with %s: %w", c.name, ErrCompressedTar)
+			return fmt.Errorf("tar: compressed with %s: %w", c.name, ErrCompressed)
 		}
 	}
 	if err != nil {
@@ -324,7 +324,7 @@ func (t *TarReader) readHeader() error {
 
 // readExt reads the payload of the extension header at byte at, of type flag and size bytes, and
 // applies it: PAX records to t.local or t.global, GNU long names to t.long.
-func (t *TarReader) readExt(flag byte, size, at int64) error {
+func (t *Reader) readExt(flag byte, size, at int64) error {
 	if size > tarMaxExt {
 		return fmt.Errorf("tar: %q header at byte %d: payload of %d bytes is over the %d accepted", flag, at, size, tarMaxExt)
 	}
@@ -352,7 +352,7 @@ func (t *TarReader) readExt(flag byte, size, at int64) error {
 }
 
 // skipSparseMap skips the extension blocks of the old GNU sparse header at byte at, in t.blk.
-func (t *TarReader) skipSparseMap(at int64) error {
+func (t *Reader) skipSparseMap(at int64) error {
 	if string(t.blk[257:265]) != "ustar  \x00" {
 		return nil // not GNU: no extension blocks that we know of
 	}
@@ -368,7 +368,7 @@ func (t *TarReader) skipSparseMap(at int64) error {
 }
 
 // read reads len(p) archive bytes, fewer only with an error.
-func (t *TarReader) read(p []byte) (int, error) {
+func (t *Reader) read(p []byte) (int, error) {
 	n, err := io.ReadFull(t.br, p)
 	t.off += int64(n)
 	return n, err
@@ -376,7 +376,7 @@ func (t *TarReader) read(p []byte) (int, error) {
 
 // skip discards n archive bytes, seeking if it can and n is large. At the end of the input it
 // returns io.ErrUnexpectedEOF, with t.off at the end.
-func (t *TarReader) skip(n int64) error {
+func (t *Reader) skip(n int64) error {
 	if b := int64(t.br.Buffered()); t.seeker != nil && n-b >= tarSeekMin {
 		pos, err := t.seeker.Seek(0, io.SeekCurrent)
 		if err != nil {
@@ -411,7 +411,7 @@ func (t *TarReader) skip(n int64) error {
 
 // readErr describes err, met while reading what, which ends at byte need: the end of the input
 // there means that the archive is truncated.
-func (t *TarReader) readErr(err error, what string, need int64) error {
+func (t *Reader) readErr(err error, what string, need int64) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return fmt.Errorf("tar: truncated: %s needs bytes up to %d, the archive ends at %d: %w",
 			what, need, t.off, io.ErrUnexpectedEOF)
