@@ -114,6 +114,19 @@ func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 // UpdateChecksum returns the CRC32C of the bytes summed in crc followed by b.
 func UpdateChecksum(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
 
+// Sum is the length and CRC32C of bytes taken in order, as a shard's Size and CRC record them.
+// The zero value is the sum of no bytes.
+type Sum struct {
+	Size uint64
+	CRC  uint32
+}
+
+// Add takes b after the bytes summed so far.
+func (s *Sum) Add(b []byte) {
+	s.Size += uint64(len(b))
+	s.CRC = UpdateChecksum(s.CRC, b)
+}
+
 // NewChecksum returns a hash.Hash32 computing the CRC32C of what is written to it.
 func NewChecksum() hash.Hash32 { return crc32.New(castagnoli) }
 

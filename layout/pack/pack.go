@@ -385,14 +385,12 @@ type shardWriter struct {
 	name  string
 	w     io.WriteCloser
 	bw    *bufio.Writer
-	size  uint64
-	crc   uint32
+	sum   layout.Sum
 }
 
 func (w *shardWriter) Write(b []byte) (int, error) {
 	n, err := w.bw.Write(b)
-	w.size += uint64(n)
-	w.crc = layout.UpdateChecksum(w.crc, b[:n])
+	w.sum.Add(b[:n])
 	if err != nil {
 		return n, fmt.Errorf("write %s: %w", w.name, err)
 	}
@@ -404,10 +402,10 @@ func (w *shardWriter) finish(s *layout.Shard) error {
 	if err := w.bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", w.name, err)
 	}
-	if w.size != s.Size {
-		return fmt.Errorf("internal error: %s holds %d bytes, planned %d", w.name, w.size, s.Size)
+	if w.sum.Size != s.Size {
+		return fmt.Errorf("internal error: %s holds %d bytes, planned %d", w.name, w.sum.Size, s.Size)
 	}
-	s.CRC = w.crc
+	s.CRC = w.sum.CRC
 	err := w.w.Close()
 	w.w = nil
 	if err != nil {

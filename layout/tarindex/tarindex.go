@@ -284,14 +284,12 @@ func (ix *indexer) scanAll(ctx context.Context, use func(i int, sc *tarScan) err
 // crcCounter passes reads through, summing their bytes and their CRC32C.
 type crcCounter struct {
 	r   io.Reader
-	n   int64
-	crc uint32
+	sum layout.Sum
 }
 
 func (c *crcCounter) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n += int64(n)
-	c.crc = layout.UpdateChecksum(c.crc, p[:n])
+	c.sum.Add(p[:n])
 	return n, err
 }
 
@@ -393,10 +391,10 @@ func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMe
 		if _, err := io.CopyBuffer(io.Discard, sum, s.buf); err != nil {
 			return nil, fmt.Errorf("read %s: %w", src.Label, err)
 		}
-		if sum.n != src.Size {
-			return nil, fmt.Errorf("%s changed while it was indexed (%d bytes when listed, %d read)", src.Label, src.Size, sum.n)
+		if sum.sum.Size != uint64(src.Size) {
+			return nil, fmt.Errorf("%s changed while it was indexed (%d bytes when listed, %d read)", src.Label, src.Size, sum.sum.Size)
 		}
-		sc.crc = sum.crc
+		sc.crc = sum.sum.CRC
 	} else if end := tr.Offset(); end > src.Size {
 		return nil, fmt.Errorf("%s changed while it was indexed (%d bytes when listed, members up to byte %d)", src.Label, src.Size, end)
 	}
