@@ -246,3 +246,45 @@ func (o LabelOptions) classNames(samples []sample) (map[string]string, error) {
 	}
 	return names, nil
 }
+
+// viewBuilder builds a view's tree from the tars' scans, given in the order of srcs.
+type viewBuilder interface {
+	add(b *treeBuilder, i int, sc *tarScan) error
+	finish(b *treeBuilder) error
+}
+
+// treeView builds ViewTree and ViewMerge: each scan's members placed as they come.
+type treeView struct {
+	ix   *indexer
+	tops map[string]int // ViewTree: the tar that has each top directory
+}
+
+func (v *treeView) add(b *treeBuilder, i int, sc *tarScan) error {
+	top, src := b.root, v.ix.srcs[i]
+	b.mtime = src.MTime
+	if v.ix.opt.View == ViewTree {
+		name := tarDirName(src.Name)
+		if j, ok := v.tops[name]; ok {
+			return fmt.Errorf("%s and %s would both be the directory %q; rename one, or use --merge", v.ix.srcs[j].Label, src.Label, name)
+		}
+		v.tops[name] = i
+		top = b.dir(b.root, name)
+	}
+	for _, e := range sc.entries {
+		b.put(top, e, uint32(i))
+	}
+	return nil
+}
+
+func (v *treeView) finish(*treeBuilder) error { return nil }
+
+// tarDirName is the directory a tar's members go under in ViewTree: its base name less ".tar".
+func tarDirName(name string) string {
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	if n := strings.TrimSuffix(name, ".tar"); n != "" {
+		return n
+	}
+	return name
+}
