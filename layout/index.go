@@ -1,9 +1,3 @@
-// Package layout defines the aifs shard set: data shards holding sample bytes end to end, and one
-// index describing the directory tree and where each sample lives. FORMAT.md is the specification;
-// this package reads it (Index), writes it (Pack, via the index builder) and checks it (Verify).
-//
-// layout imports only the standard library. It knows nothing of FUSE, backends or caching: the
-// index answers namespace questions from memory, and readers of shard bytes live elsewhere.
 package layout
 
 import (

@@ -1,3 +1,7 @@
+// Package pack writes a new shard set (layout's format) from a directory tree: it walks the tree
+// (ListFiles), copies the files' bytes densely into shards in pack order and writes the index
+// last, through a Sink (a local directory, or backend/s3's upload); WriteIndexFile replaces an
+// index alone. It imports layout and the standard library.
 package pack
 
 import (

@@ -1,3 +1,7 @@
+// Package tar reads tar archives (ustar, GNU, PAX, v7) member by member, giving each member's
+// header and data offsets in the archive: what indexing a tar in place needs, and what
+// archive/tar hides across PAX and GNU extension blocks. It knows nothing of aifs's index and
+// imports only the standard library; layout/tarindex is its user.
 package tar
 
 import (
@@ -10,9 +14,6 @@ import (
 	"strconv"
 	"strings"
 )
-
-// A tar is read here without archive/tar because indexing a shard in place needs what archive/tar
-// hides: the exact archive offset of every member's data, across PAX and GNU extension blocks.
 
 const (
 	tarBlock   = 512

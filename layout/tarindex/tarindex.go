@@ -1,3 +1,8 @@
+// Package tarindex indexes tar files in place: IndexTars reads the tars (with layout/tar) and
+// returns an index whose files point at the members' data inside them, the tars being the shards.
+// Options.View chooses the tree: each tar's members under its name, all merged, or WebDataset
+// samples as an ImageFolder (CLASS/KEY.EXT) with labels from their members (LabelOptions). It
+// imports layout, layout/tar and the standard library.
 package tarindex
 
 import (
