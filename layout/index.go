@@ -18,8 +18,18 @@ import (
 // IndexName is the file name of the index inside a shard-set directory.
 const IndexName = "index.aifs"
 
+// shardNameFormat is the form of a data shard's file name (FORMAT.md).
+const shardNameFormat = "shard-%06d.dat"
+
 // ShardName returns the file name of data shard n.
-func ShardName(n int) string { return fmt.Sprintf("shard-%06d.dat", n) }
+func ShardName(n int) string { return fmt.Sprintf(shardNameFormat, n) }
+
+// IsShardName reports whether name is a data shard's file name, as ShardName gives it.
+func IsShardName(name string) bool {
+	var n int
+	_, err := fmt.Sscanf(name, shardNameFormat, &n)
+	return err == nil && ShardName(n) == name
+}
 
 // MaxNameLen is the longest name an entry may have, in bytes (FORMAT.md).
 const MaxNameLen = 255
@@ -260,9 +270,8 @@ func loadFile(f *os.File) (*Index, error) {
 		return nil, fmt.Errorf("map %d bytes for the index: %w", size, err)
 	}
 	// Huge pages where the kernel has them (transparent_hugepage=madvise or always): a lookup
-	// touches 4 random places of the index, and at 10 M samples (700 MB) each cost a TLB miss
-	// too with 4 KiB pages. Measured (integration/indexbench, one core, 10 M samples): 0.76 M
-	// lookups/s without, 1.44 M/s with. RSS then grows by 2 MiB pages, still only where used.
+	// touches 4 random places of the index, each a TLB miss with 4 KiB pages in a large index
+	// (docs/bench/layout-notes.md#huge-pages-for-the-index). RSS grows by 2 MiB pages, only where used.
 	syscall.Madvise(buf, syscall.MADV_HUGEPAGE)
 	copy(buf, head[:])
 	fill := func(off int64, b []byte) error {

@@ -46,7 +46,7 @@ func Number(root *Node) []*Node {
 		}
 	}
 	walk(root)
-	order := make([]*Node, 1, count) // grown by appends, it allocated 5 times its size
+	order := make([]*Node, 1, count) // sized first: growing allocates 5 times its size
 	order[0] = root
 	var expand func(d *Node)
 	expand = func(d *Node) {
@@ -72,8 +72,8 @@ func Number(root *Node) []*Node {
 // them) and shards, with the extent order when id order is not it (tar sets), and flagged as
 // having no checksums if noCRC.
 func EncodeIndex(nodes []*Node, shards []Shard, noCRC bool) []byte {
-	// The extent order is found on another core while the entries are encoded (at 1.28 M tar
-	// members it took a fifth of the time after the last tar was read).
+	// The extent order is found on another core while the entries are encoded
+	// (docs/bench/layout-notes.md#indextars-allocations).
 	orderc := make(chan []ID, 1)
 	go func() { orderc <- extentOrder(nodes) }()
 	var names uint64
@@ -107,8 +107,7 @@ func EncodeIndex(nodes []*Node, shards []Shard, noCRC bool) []byte {
 // them directories, whose names take names bytes, with shards and an extent order of order ids
 // (0 without): the entries, lookup table and names, the shards' names and table, the extent
 // order, a checksum per block and a directory run per directory. Writing into a Buffer made
-// with this capacity copies nothing as it grows (at 1.28 M entries, growing by appends spent
-// a quarter of IndexTars's CPU in copies).
+// with this capacity copies nothing as it grows (docs/bench/layout-notes.md#indextars-allocations).
 func IndexSize(n, dirs, order int, names uint64, shards []Shard) int {
 	for _, s := range shards {
 		names += uint64(len(s.Name) + len(s.Version))
@@ -132,8 +131,8 @@ func (m *Buffer) WriteAt(p []byte, off int64) (int, error) {
 	switch end := int(off) + len(p); {
 	case end <= len(m.b):
 	case end <= cap(m.b):
-		// Within the capacity, make's zeros are there already: appending zeros first wrote
-		// the 73 MiB of a 1.28 M-member index twice, 2% of IndexTars's CPU.
+		// Within the capacity, make's zeros are there already: appending zeros would write
+		// those bytes twice.
 		m.b = m.b[:end]
 	default:
 		m.b = append(m.b, make([]byte, end-len(m.b))...)

@@ -19,6 +19,9 @@ import (
 	"github.com/aifs/aifs/layout"
 )
 
+// DefaultShardSize is the target shard size when Options.ShardSize is not set: 1 GiB.
+const DefaultShardSize = 1 << 30
+
 // Options configure Pack. The zero value packs with the defaults given on each field.
 type Options struct {
 	// ShardSize is the target shard size in bytes. Default 1 GiB.
@@ -86,7 +89,7 @@ func Pack(ctx context.Context, src, dst string, opt Options) (Result, error) {
 func PackTo(ctx context.Context, src string, sink Sink, opt Options) (Result, error) {
 	start := time.Now()
 	if opt.ShardSize <= 0 {
-		opt.ShardSize = 1 << 30
+		opt.ShardSize = DefaultShardSize
 	}
 	if opt.Jobs <= 0 {
 		opt.Jobs = 16
@@ -106,14 +109,8 @@ func PackTo(ctx context.Context, src string, sink Sink, opt Options) (Result, er
 
 // packer runs one PackTo. Its memory per file is the packTree's, 24 bytes and the name, held
 // from the walk to the end, plus while it commits the index (47 bytes and the name, Sink.Commit
-// takes it whole): about 110 bytes a file of a 20-byte name at the peak, against some 330 with a
-// *node per entry before. Measured on 300,000 files of 100 bytes in 300 directories of 1,000,
-// names of 20 bytes, on a 2-core VM with Go 1.26:
-//
-//	/usr/bin/time -v aifs pack SRC DST: max RSS 187-207 MB with the node tree (bbeb3ce),
-//	  67-68 MB now; 12 MB for a tree of one file, either way
-//	go test ./layout -run '^$' -bench PackMemory -benchtime 1x (100,000 files): live heap once
-//	  the last file is written, 259 B/file with the node tree, 43 now; the index 70 B/file
+// takes it whole): about 110 bytes a file of a 20-byte name at the peak
+// (docs/bench/layout-notes.md#pack-memory-per-file).
 type packer struct {
 	opt  Options
 	sink Sink
@@ -484,7 +481,7 @@ func replaceable(dst string, ents []os.DirEntry, force bool) (*dest, error) {
 	for _, e := range ents {
 		name := e.Name()
 		hasIndex = hasIndex || name == layout.IndexName
-		if !ours[name] && name != layout.IndexName && !isShardName(name) && !strings.HasPrefix(name, tmpPrefix) {
+		if !ours[name] && name != layout.IndexName && !layout.IsShardName(name) && !strings.HasPrefix(name, tmpPrefix) {
 			return nil, fmt.Errorf("destination %s is not empty (it holds %q, which is not part of a shard set); "+
 				"pack into a new or empty directory", dst, name)
 		}
@@ -506,13 +503,6 @@ func replaceable(dst string, ents []os.DirEntry, force bool) (*dest, error) {
 		}
 	}
 	return d, nil
-}
-
-// isShardName reports whether name has the form ShardName gives.
-func isShardName(name string) bool {
-	var n int
-	_, err := fmt.Sscanf(name, "shard-%06d.dat", &n)
-	return err == nil && layout.ShardName(n) == name
 }
 
 // removeOld removes the previous shard set's index (making it invalid) and then its shards.

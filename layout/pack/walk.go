@@ -125,7 +125,7 @@ func readDir(ctx context.Context, dir string) ([]os.DirEntry, error) {
 func (w *walker) entry(dir string, de os.DirEntry, ancestors []fileID) (e walkEntry, ok bool, err error) {
 	e.name = de.Name()
 	if !layout.ValidName([]byte(e.name)) {
-		return e, false, fmt.Errorf("%s: name cannot be stored (1-255 bytes, no '/' or NUL)", filepath.Join(dir, e.name))
+		return e, false, fmt.Errorf("%s: name cannot be stored (1-%d bytes, no '/' or NUL)", filepath.Join(dir, e.name), layout.MaxNameLen)
 	}
 	typ := de.Type()
 	if typ.IsRegular() && !w.statFiles {

@@ -53,7 +53,7 @@ func (t Type) String() string {
 }
 
 // tarTypeOf returns the type of a member of typeflag flag, before its name and PAX records have
-// their say. (A map of the flags understood cost 3% of aifs index's CPU, hashing a byte a member.)
+// their say. It is a switch, not a map, hashing nothing (docs/bench/layout-notes.md#tar-header-parsing).
 func tarTypeOf(flag byte) Type {
 	switch flag {
 	case 0, '0', '7':
@@ -161,9 +161,8 @@ func (t *Reader) Next() (Member, error) {
 }
 
 // NextName is Next leaving Member.Name empty: the name is returned as bytes that stay valid
-// until the next call of Next, NextName or Reset. (IndexTars copies the names of a tar end to
-// end, and makes one string of them: a string a member was 3% of its CPU, with the collector's
-// share.)
+// until the next call of Next, NextName or Reset, so that IndexTars copies the names of a tar
+// end to end and makes one string of them (docs/bench/layout-notes.md#tar-header-parsing).
 func (t *Reader) NextName() (Member, []byte, error) {
 	if t.err != nil {
 		return Member{}, nil, t.err
@@ -192,8 +191,8 @@ func (t *Reader) Read(p []byte) (int, error) {
 
 // ReadBuffered returns the next bytes of the current member's data without copying them: those
 // the reader's buffer holds (filled first if empty), up to the member's end. They stay valid
-// until the next call on t. At the member's end it returns io.EOF. (IndexTars checksums members
-// so: copying them out, as Read does, cost a tenth of its CPU.)
+// until the next call on t. At the member's end it returns io.EOF. IndexTars checksums members
+// so, without the copy Read makes (docs/bench/layout-notes.md#tar-header-parsing).
 func (t *Reader) ReadBuffered() ([]byte, error) {
 	if t.err != nil || t.remain == 0 {
 		return nil, cmp.Or(t.err, io.EOF)

@@ -50,8 +50,8 @@ func (ix *indexer) scanAll(ctx context.Context, use func(i int, sc *tarScan) err
 		done[i] = make(chan result, 1) // a reader never waits to hand over a scan
 	}
 	// A tar is handed to a reader with an entries slice that use is done with, taken in the
-	// order of srcs: so the scans held are bounded, and the scan use waits for always has one.
-	// (A slice for each tar was 100 KB of garbage a tar of 1,280 members.)
+	// order of srcs: so the scans held are bounded, the scan use waits for always has one, and
+	// no tar makes a slice of its own (docs/bench/layout-notes.md#indextars-allocations).
 	type job struct {
 		i       int
 		entries []treeMember
@@ -131,9 +131,8 @@ type scratch struct {
 }
 
 // scan reads tar i with s.tr, keeping what the tree may hold in entries (empty, maybe nil: its
-// capacity is used). The entries' paths are substrings of one string: a string a member, and a
-// member's Node from another allocation, cost a tenth of IndexTars's CPU with the collector's
-// share.
+// capacity is used). The entries' paths are substrings of one string, not a string a member
+// (docs/bench/layout-notes.md#indextars-allocations).
 func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMember) (*tarScan, error) {
 	src := ix.srcs[i]
 	rc, err := src.Open(ctx)

@@ -10,8 +10,7 @@ import (
 
 // treeBuilder builds the tree of nodes from scanned tars, with the rule for a path taken twice.
 // Files are appended to their directory as they come, without a lookup; settle then finds the
-// paths taken twice. (A map of every directory's children by name cost 16% of IndexTars's CPU
-// at 1.28 M members, with its garbage.)
+// paths taken twice, with no map of every directory's children (docs/bench/layout-notes.md#indextars-allocations).
 type treeBuilder struct {
 	root  *layout.Node
 	dirs  map[*layout.Node]map[string]*layout.Node // each directory's subdirectories by name
@@ -21,12 +20,15 @@ type treeBuilder struct {
 	slab  []layout.Node // the files' nodes are allocated from here, slabSize at a time
 }
 
-// slabSize is how many files' nodes treeBuilder allocates at once (352 KiB). Allocating them one
-// by one was a malloc per member, 5% of IndexTars's CPU with the collector's share.
+// dirMode is the mode of a directory the index makes: the root, and one a member's path implies.
+const dirMode = layout.ModeDir | 0o755
+
+// slabSize is how many files' nodes treeBuilder allocates at once (352 KiB), not a malloc per
+// member (docs/bench/layout-notes.md#indextars-allocations).
 const slabSize = 4096
 
 func newTreeBuilder(mtime int64, srcs []Source) *treeBuilder {
-	return &treeBuilder{root: &layout.Node{Mode: layout.ModeDir | 0o755, MTime: mtime}, dirs: map[*layout.Node]map[string]*layout.Node{}, mtime: mtime, srcs: srcs}
+	return &treeBuilder{root: &layout.Node{Mode: dirMode, MTime: mtime}, dirs: map[*layout.Node]map[string]*layout.Node{}, mtime: mtime, srcs: srcs}
 }
 
 // dir returns the directory at path p under d, creating it and its parents as needed.
@@ -37,7 +39,7 @@ func (b *treeBuilder) dir(d *layout.Node, p string) *layout.Node {
 		}
 		c := b.dirs[d][part]
 		if c == nil {
-			c = &layout.Node{Name: part, Mode: layout.ModeDir | 0o755, MTime: b.mtime}
+			c = &layout.Node{Name: part, Mode: dirMode, MTime: b.mtime}
 			if b.dirs[d] == nil {
 				b.dirs[d] = map[string]*layout.Node{}
 			}
