@@ -42,7 +42,7 @@ const (
 	ViewTree View = iota
 	// ViewMerge puts the members of every tar into one tree.
 	ViewMerge
-	// ViewImageFolder makes each WebDataset sample a file CLASS/KEY.EXT (tarview.go).
+	// ViewImageFolder makes each WebDataset sample a file CLASS/KEY.EXT (view.go).
 	ViewImageFolder
 )
 
@@ -55,7 +55,7 @@ type Options struct {
 	NoChecksums bool
 	// Jobs is the number of tars read in parallel. Default 4.
 	Jobs int
-	// Labels configures ViewImageFolder (tarview.go).
+	// Labels configures ViewImageFolder (view.go).
 	Labels LabelOptions
 	// Warn receives one line for each member skipped (symlinks, devices, FIFOs, sparse files, hard
 	// links to nothing before them) and for the first few samples the image-folder view leaves
@@ -82,7 +82,7 @@ type Result struct {
 	Bytes    int64 // the files' sizes
 	Skipped  int   // members of a type the tree cannot hold (Warn named each)
 	Replaced int   // files or samples whose path a later one took (the last one wins)
-	// ViewImageFolder: samples in the tree and classes, and samples left out (tarview.go).
+	// ViewImageFolder: samples in the tree and classes, and samples left out (view.go).
 	Samples, Classes, NoLabel, NoImage, NoKey int
 	Duration                                  time.Duration
 }
@@ -95,7 +95,7 @@ const maxLabelBytes = 1 << 20
 // with the tars as shards of kind ShardTar in the order of srcs. The same tars and options
 // always give the same bytes.
 //
-// Members are taken as tar writes them (ustar, GNU, PAX, v7: tar.go). Names are cleaned: leading
+// Members are taken as tar writes them (ustar, GNU, PAX, v7: layout/tar). Names are cleaned: leading
 // "/" and "." components dropped; a name with a ".." component, or one whose component cannot be
 // stored, fails the index naming the tar and member. Regular files become files; a hard link
 // shares its target's extent (an earlier file of the same tar); directories are kept and
@@ -103,7 +103,7 @@ const maxLabelBytes = 1 << 20
 // members (in the same or different tars) take the same path, the last in tar order, then in
 // the order of srcs, wins, as tar -x would leave it, and the others are counted in Replaced; a
 // file and a directory at the same path fail the index. A truncated, corrupt or compressed tar,
-// or one whose size differs from Size, fails it too (ErrCompressedTar for the compressed).
+// or one whose size differs from Size, fails it too (tar.ErrCompressed for the compressed).
 func IndexTars(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, error) {
 	start := time.Now()
 	if len(srcs) == 0 {
