@@ -8,27 +8,28 @@ import (
 	"unsafe"
 )
 
-// Node is one directory or file of a tree being indexed: IndexTars builds the tree from its
-// tars (Pack holds its tree flat, in a packTree); number numbers it and EncodeIndex encodes it.
-// Directories hold their children sorted by name.
+// Node is one directory or file of a tree that an indexer in place builds in memory
+// (layout/tarindex; doc.go): Number numbers the tree and EncodeIndex encodes it. layout/pack
+// holds its tree flat instead and writes with IndexWriter.
 //
-// IndexTars makes a Node per member: its fields are ordered so that it takes 88 bytes, not 128,
-// and it points to nothing but its name and children (the parent is an id), which the
-// collector scans.
+// An indexer makes a Node per member: the fields are ordered so that a Node takes 88 bytes, not
+// 128, and it points to nothing but its name and children (the parent is an id), which the
+// collector scans. A Node is not safe for concurrent use.
 type Node struct {
-	Name     string
-	Children []*Node
-	MTime    int64
-	Size     uint64
-	Offset   uint64
-	Mode     uint32 // Unix st_mode
-	ID       ID     // set by number
-	Parent   ID     // set by number; the root's is 0
-	Shard    uint32
-	CRC      uint32
-	Link     bool // a hard link of a tar (IndexTars): its extent is another file's
+	Name     string  // one path component (ValidName); empty for the root
+	Children []*Node // a directory's; Number sorts them by name
+	MTime    int64   // nanoseconds since the Unix epoch
+	Size     uint64  // a file's length
+	Offset   uint64  // a file's first byte in its shard
+	Mode     uint32  // Unix st_mode: ModeDir or ModeRegular plus permission bits
+	ID       ID      // set by Number
+	Parent   ID      // set by Number; the root's is 0
+	Shard    uint32  // a file's shard, an index into the shard table
+	CRC      uint32  // CRC32C of a file's bytes (zero without checksums)
+	Link     bool    // a hard link (its extent is another file's), for the indexer's counts; EncodeIndex ignores it
 }
 
+// IsDir reports whether n is a directory.
 func (n *Node) IsDir() bool { return n.Mode&ModeType == ModeDir }
 
 // Number assigns ids in index order (FORMAT.md): root 0, then the children of each directory as
@@ -68,7 +69,7 @@ func Number(root *Node) []*Node {
 	return order
 }
 
-// EncodeIndex returns the index file (version 3) for nodes (in id order, as number returns
+// EncodeIndex returns the index file (version 3) for nodes (in id order, as Number returns
 // them) and shards, with the extent order when id order is not it (tar sets), and flagged as
 // having no checksums if noCRC.
 func EncodeIndex(nodes []*Node, shards []Shard, noCRC bool) []byte {
@@ -98,7 +99,7 @@ func EncodeIndex(nodes []*Node, shards []Shard, noCRC bool) []byte {
 		w.Add(unsafe.Slice(unsafe.StringData(n.Name), len(n.Name)), e) // Add only reads it
 	}
 	if _, err := w.Finish(shards, <-orderc); err != nil {
-		panic(fmt.Sprintf("layout: encoding an index in memory: %v", err)) // the nodes are numbered by number
+		panic(fmt.Sprintf("layout: encoding an index in memory: %v", err)) // the nodes are numbered by Number
 	}
 	return out.Bytes()
 }
