@@ -43,4 +43,7 @@
 // of its own may wait on the disk when it touches a block first. Rule checks run without a lock
 // (two callers may check one block at once; both only read). A version 1 or 2 index is read and
 // checked whole at load and locks nothing afterwards.
+//
+// Verify checks shards on opt.Jobs goroutines and calls report and opt.Progress one at a time,
+// holding a mutex of the call (verify.go): they must not wait on each other.
 package layout

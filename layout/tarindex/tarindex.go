@@ -3,6 +3,9 @@
 // Options.View chooses the tree: each tar's members under its name, all merged, or WebDataset
 // samples as an ImageFolder (CLASS/KEY.EXT) with labels from their members (LabelOptions). It
 // imports layout, layout/tar and the standard library.
+//
+// IndexTars reads opt.Jobs tars at once and calls opt.Warn and opt.Progress one at a time, each
+// holding a mutex of the call (warnMu, indexer.mu), from any of its goroutines.
 package tarindex
 
 import (
