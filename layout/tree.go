@@ -128,6 +128,7 @@ func NewBuffer(size int) *Buffer { return &Buffer{b: make([]byte, 0, size)} }
 // Bytes returns what was written, up to the furthest byte; it aliases the Buffer.
 func (m *Buffer) Bytes() []byte { return m.b }
 
+// WriteAt copies p to offset off, growing the Buffer as needed; it never fails.
 func (m *Buffer) WriteAt(p []byte, off int64) (int, error) {
 	switch end := int(off) + len(p); {
 	case end <= len(m.b):
