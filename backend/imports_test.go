@@ -28,7 +28,7 @@ func TestImports(t *testing.T) {
 // no other package of aifs, the disk cache and prefetch included, depends on either.
 func TestSDKsStayInTheirPackages(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
-		"../layout", "../plan", "../prefetch", ".", "./local", "./memory", "./diskcache", "./faulty").Output()
+		"../layout/...", "../plan", "../prefetch", ".", "./local", "./memory", "./diskcache", "./faulty").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/backend/memory"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/pack"
 )
 
 // bigSize is larger than one READ window (1 MiB, mount.go's maxRead) and ends mid-page.
@@ -156,7 +157,7 @@ type shardSet struct {
 func packTree(t *testing.T, write func(t *testing.T, dir string)) *shardSet {
 	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "set")
 	write(t, src)
-	if _, err := layout.Pack(t.Context(), src, dst, layout.PackOptions{ShardSize: 1 << 20}); err != nil {
+	if _, err := pack.Pack(t.Context(), src, dst, pack.Options{ShardSize: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	x, err := layout.Load(dst)

@@ -1,16 +1,9 @@
-// Package layout defines the aifs shard set: data shards holding sample bytes end to end, and one
-// index describing the directory tree and where each sample lives. FORMAT.md is the specification;
-// this package reads it (Index), writes it (Pack, via the index builder) and checks it (Verify).
-//
-// layout imports only the standard library. It knows nothing of FUSE, backends or caching: the
-// index answers namespace questions from memory, and readers of shard bytes live elsewhere.
 package layout
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"math"
@@ -25,22 +18,39 @@ import (
 // IndexName is the file name of the index inside a shard-set directory.
 const IndexName = "index.aifs"
 
+// shardNameFormat is the form of a data shard's file name (FORMAT.md).
+const shardNameFormat = "shard-%06d.dat"
+
 // ShardName returns the file name of data shard n.
-func ShardName(n int) string { return fmt.Sprintf("shard-%06d.dat", n) }
+func ShardName(n int) string { return fmt.Sprintf(shardNameFormat, n) }
+
+// IsShardName reports whether name is a data shard's file name, as ShardName gives it.
+func IsShardName(name string) bool {
+	var n int
+	_, err := fmt.Sscanf(name, shardNameFormat, &n)
+	return err == nil && ShardName(n) == name
+}
+
+// MaxNameLen is the longest name an entry may have, in bytes (FORMAT.md).
+const MaxNameLen = 255
+
+// The Unix st_mode bits an entry's Mode holds: its type under ModeType, ModeDir or ModeRegular,
+// with the permission bits.
+const (
+	ModeType    = 0o170000
+	ModeDir     = 0o040000
+	ModeRegular = 0o100000
+)
 
 const (
 	magic         = "AIFSIDX\x00"
 	versionPack   = 1   // what Pack wrote before version 3
 	versionTars   = 2   // what IndexTars wrote before version 3: tar shards, flags 2 and 4
 	versionBlocks = 3   // what this aifs writes: checked block by block on first use (FORMAT.md)
-	headerSize    = 128 // versions 1 and 2
 	headerSize3   = 256 // version 3
 	entrySize     = 41  // version 3; versions 1 and 2 have records of oldEntrySize, converted at load
 	shardSize     = 32
-	maxNameLen    = 255
 	maxShardPath  = 4095 // a tar shard's name is a path (PATH_MAX less its NUL)
-	numSections   = 3    // in versions 1 and 2, which add the extent order, descriptor at orderDesc
-	orderDesc     = 104  // version 2: {offset u64, length u64, crc32c u32} of the extent order
 
 	// flagShardVersions: each shard record's u32 at offset 12 is the length of the shard's
 	// version (an S3 ETag, a local tar's mtime), stored in the names section right after the
@@ -52,10 +62,6 @@ const (
 	// flagExtentOrder (versions 2, 3): the extent order section is present.
 	flagExtentOrder = 4
 
-	secEntries = 0
-	secShards  = 1
-	secNames   = 2
-
 	// Version 3's header (FORMAT.md): totals, block sizes, then seven section descriptors of
 	// {offset u64, length u64, crc32c u32, reserved u32}.
 	h3Files      = 32
@@ -65,16 +71,6 @@ const (
 	h3Desc       = 56
 	h3DescSize   = 24
 	h3Reserved   = h3Desc + s3Count*h3DescSize // zero up to the header's CRC at 252
-
-	// Version 3's sections, in descriptor order.
-	s3Entries = 0
-	s3Shards  = 1
-	s3Names   = 2
-	s3Table   = 3
-	s3Order   = 4
-	s3Sums    = 5
-	s3Runs    = 6
-	s3Count   = 7
 
 	// Field offsets within a version 3 entry record (FORMAT.md). The A and B fields hold a
 	// file's offset and length, or a directory's first child and child count.
@@ -89,22 +85,18 @@ const (
 	eCRC     = 37 // u32
 	eHint    = 33 // dir: u40 offset of its first child's name, u8 that name's length, 2 bytes 0
 	maxU40   = 1<<40 - 1
+)
 
-	// The same in versions 1 and 2, where every field is as wide as its type.
-	oldEntrySize = 47
-	oldEName     = 0  // u64
-	oldEParent   = 8  // u32
-	oldEMode     = 12 // u16
-	oldENameLen  = 14 // u8
-	oldEMTime    = 15 // i64
-	oldEA        = 23 // u64
-	oldEB        = 31 // u64
-	oldEShard    = 39 // u32
-	oldECRC      = 43 // u32
-
-	modeTypeMask = 0o170000
-	modeDir      = 0o040000
-	modeRegular  = 0o100000
+// Version 3's sections, in descriptor order.
+const (
+	s3Entries = iota
+	s3Shards
+	s3Names
+	s3Table
+	s3Order
+	s3Sums
+	s3Runs
+	s3Count
 )
 
 // ShardKind says what a shard file is.
@@ -125,6 +117,22 @@ func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 // UpdateChecksum returns the CRC32C of the bytes summed in crc followed by b.
 func UpdateChecksum(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
+
+// Sum is the length and CRC32C of bytes taken in order, as a shard's Size and CRC record them.
+// The zero value is the sum of no bytes.
+type Sum struct {
+	Size uint64
+	CRC  uint32
+}
+
+// Add takes b after the bytes summed so far.
+func (s *Sum) Add(b []byte) {
+	s.Size += uint64(len(b))
+	s.CRC = UpdateChecksum(s.CRC, b)
+}
+
+// NewChecksum returns a hash.Hash32 computing the CRC32C of what is written to it.
+func NewChecksum() hash.Hash32 { return crc32.New(castagnoli) }
 
 // ErrCorrupt is wrapped by every error that reports an index or shard failing its checks.
 var ErrCorrupt = errors.New("corrupt shard set")
@@ -153,7 +161,7 @@ type Entry struct {
 }
 
 // IsDir reports whether the entry is a directory.
-func (e Entry) IsDir() bool { return e.Mode&modeTypeMask == modeDir }
+func (e Entry) IsDir() bool { return e.Mode&ModeType == ModeDir }
 
 // Shard describes one shard file of the set.
 type Shard struct {
@@ -262,9 +270,8 @@ func loadFile(f *os.File) (*Index, error) {
 		return nil, fmt.Errorf("map %d bytes for the index: %w", size, err)
 	}
 	// Huge pages where the kernel has them (transparent_hugepage=madvise or always): a lookup
-	// touches 4 random places of the index, and at 10 M samples (700 MB) each cost a TLB miss
-	// too with 4 KiB pages. Measured (integration/indexbench, one core, 10 M samples): 0.76 M
-	// lookups/s without, 1.44 M/s with. RSS then grows by 2 MiB pages, still only where used.
+	// touches 4 random places of the index, each a TLB miss with 4 KiB pages in a large index
+	// (docs/bench/layout-notes.md#huge-pages-for-the-index). RSS grows by 2 MiB pages, only where used.
 	syscall.Madvise(buf, syscall.MADV_HUGEPAGE)
 	copy(buf, head[:])
 	fill := func(off int64, b []byte) error {
@@ -319,350 +326,6 @@ func Parse(buf []byte) (*Index, error) {
 		}
 		return nil, fmt.Errorf("index version %d is not supported (this aifs reads versions %d to %d)", v, versionPack, versionBlocks)
 	}
-}
-
-// parseOld checks a version 1 or 2 index whole: section checksums, then every block's rules
-// (validate.go) and the lookup table, built in memory.
-func parseOld(buf []byte) (*Index, error) {
-	h := buf[:headerSize]
-	if got, want := crc32.Checksum(h[:124], castagnoli), le.Uint32(h[124:]); got != want {
-		return nil, corruptf("header checksum mismatch")
-	}
-	v, flags := le.Uint32(h[8:]), le.Uint32(h[12:])
-	known := uint32(flagShardVersions) // the flags version v may set
-	if v == versionTars {
-		known |= flagNoChecksums | flagExtentOrder
-	}
-	if flags&^known != 0 {
-		return nil, corruptf("unknown header flags %#x", flags)
-	}
-	nEntries, nShards := le.Uint64(h[16:]), le.Uint64(h[24:])
-	var sec [numSections + 1][]byte // and the extent order
-	secNamesText := [numSections + 1]string{"entries", "shards", "names", "extent order"}
-	for i := range sec {
-		d := h[32+24*i:]
-		if i == numSections {
-			if flags&flagExtentOrder == 0 {
-				if !allZero(h[orderDesc:124]) {
-					return nil, corruptf("nonzero reserved header bytes")
-				}
-				break
-			}
-			d = h[orderDesc:]
-		}
-		off, n, sum := le.Uint64(d), le.Uint64(d[8:]), le.Uint32(d[16:])
-		if off < headerSize || off > uint64(len(buf)) || n > uint64(len(buf))-off {
-			return nil, corruptf("%s section [%d,+%d) lies outside the %d-byte file", secNamesText[i], off, n, len(buf))
-		}
-		sec[i] = buf[off : off+n]
-		if crc32.Checksum(sec[i], castagnoli) != sum {
-			return nil, corruptf("%s section checksum mismatch", secNamesText[i])
-		}
-	}
-	if err := checkCounts(nEntries, nShards, sec[secEntries], sec[secShards], oldEntrySize); err != nil {
-		return nil, err
-	}
-	entries, err := convertOld(sec[secEntries])
-	if err != nil {
-		return nil, err
-	}
-	x := &Index{entries: entries, names: sec[secNames], order: sec[numSections], noCRC: flags&flagNoChecksums != 0,
-		sum: le.Uint32(h[124:]), size: uint64(len(buf))}
-	x.countOld()
-	if x.order != nil && uint64(len(x.order)) != 4*uint64(x.files) {
-		return nil, corruptf("extent order section is %d bytes for %d files", len(x.order), x.files)
-	}
-	// Everything is in buf and its checksums held: the blocks need only their rules checked.
-	x.v = newBlocks(x, defaultPerBlock, defaultBlockBytes, nil, nil, [4]int64{})
-	x.v.allRead()
-	if err := x.parseShards(sec[secShards], int(nShards), flags&flagShardVersions != 0, v >= versionTars); err != nil {
-		return nil, err
-	}
-	if err := x.CheckAll(); err != nil {
-		return nil, err
-	}
-	x.buildTable()
-	x.v = nil
-	return x, nil
-}
-
-func checkCounts(nEntries, nShards uint64, entries, shards []byte, recordSize int) error {
-	if nEntries == 0 || nEntries != uint64(len(entries))/uint64(recordSize) || len(entries)%recordSize != 0 ||
-		nEntries > 1<<32-1 {
-		return corruptf("entries section is %d bytes for %d entries", len(entries), nEntries)
-	}
-	// Compare by division: a hostile count could overflow the product.
-	if nShards != uint64(len(shards))/shardSize || len(shards)%shardSize != 0 {
-		return corruptf("shards section is %d bytes for %d shards", len(shards), nShards)
-	}
-	return nil
-}
-
-// convertOld returns the entry records of a version 1 or 2 index in version 3's form, so that
-// one decoder serves every version. A name offset or file size beyond version 3's 40 bits
-// (1 TiB) is refused.
-func convertOld(old []byte) ([]byte, error) {
-	out := make([]byte, len(old)/oldEntrySize*entrySize)
-	for i := range len(old) / oldEntrySize {
-		o, r := old[i*oldEntrySize:], out[i*entrySize:]
-		nameOff, b := le.Uint64(o[oldEName:]), le.Uint64(o[oldEB:])
-		if nameOff > maxU40 {
-			return nil, corruptf("entry %d has an invalid name", i)
-		}
-		if b > maxU40 {
-			return nil, corruptf("entry %d has a size or child count of %d, over 1 TiB: it runs past the end of any shard, or outside the table", i, b)
-		}
-		put40(r[eName:], nameOff)
-		r[eNameLen] = o[oldENameLen]
-		copy(r[eParent:eParent+4], o[oldEParent:])
-		copy(r[eMode:eMode+2], o[oldEMode:])
-		copy(r[eMTime:eMTime+8], o[oldEMTime:])
-		copy(r[eA:eA+8], o[oldEA:])
-		put40(r[eB:], b)
-		copy(r[eShard:eShard+4], o[oldEShard:])
-		copy(r[eCRC:eCRC+4], o[oldECRC:])
-		// A directory's hint: where its first child's name lies (Lookup's guess), when the
-		// fields are what version 1 requires (zero) and the child is in the table.
-		if le.Uint16(o[oldEMode:])&modeTypeMask == modeDir && le.Uint64(o[oldEShard:]) != 0 {
-			return nil, corruptf("directory entry %d has nonzero file fields", i)
-		}
-		if le.Uint16(o[oldEMode:])&modeTypeMask == modeDir {
-			if first := le.Uint64(o[oldEA:]); b > 0 && first < uint64(len(old)/oldEntrySize) {
-				c := old[first*oldEntrySize:]
-				if off := le.Uint64(c[oldEName:]); off <= maxU40 {
-					put40(r[eHint:], off)
-					r[eHint+5] = c[oldENameLen]
-				}
-			}
-		}
-	}
-	return out, nil
-}
-
-// u40 and put40 read and write the 40-bit little-endian fields of version 3 entries.
-func u40(b []byte) uint64 { return uint64(le.Uint32(b)) | uint64(b[4])<<32 }
-
-func put40(b []byte, v uint64) {
-	le.PutUint32(b, uint32(v))
-	b[4] = byte(v >> 32)
-}
-
-// countOld computes the totals and directory runs of a version 1 or 2 index from its modes (the
-// block checks then hold every entry to them).
-func (x *Index) countOld() {
-	for i := range x.Len() {
-		b := x.entries[i*entrySize:]
-		if le.Uint16(b[eMode:])&modeTypeMask != modeDir {
-			x.files++
-			x.fileBytes += u40(b[eB:])
-			continue
-		}
-		if r := len(x.dirRuns) - 1; r >= 0 && x.dirRuns[r].end == ID(i) {
-			x.dirRuns[r].end++
-		} else {
-			x.dirRuns = append(x.dirRuns, dirRun{start: ID(i), end: ID(i) + 1, before: ID(i - x.files)})
-		}
-	}
-}
-
-// parseBlocks checks a version 3 index's header and small sections (shards, block checksums,
-// directory runs), reading them through fill when buf is not yet whole, and leaves the blocks of
-// the others to be read and checked on first use.
-func parseBlocks(buf []byte, fill func(off int64, b []byte) error) (*Index, error) {
-	if len(buf) < headerSize3 {
-		return nil, corruptf("index is %d bytes, shorter than its %d-byte header", len(buf), headerSize3)
-	}
-	h := buf[:headerSize3]
-	if got, want := crc32.Checksum(h[:252], castagnoli), le.Uint32(h[252:]); got != want {
-		return nil, corruptf("header checksum mismatch")
-	}
-	flags := le.Uint32(h[12:])
-	if flags&^(flagShardVersions|flagNoChecksums|flagExtentOrder) != 0 {
-		return nil, corruptf("unknown header flags %#x", flags)
-	}
-	if !allZero(h[h3Reserved:252]) {
-		return nil, corruptf("nonzero reserved header bytes")
-	}
-	nEntries, nShards := le.Uint64(h[16:]), le.Uint64(h[24:])
-	perBlock, blockBytes := uint64(le.Uint32(h[h3PerBlock:])), uint64(le.Uint32(h[h3BlockBytes:]))
-	if perBlock == 0 || perBlock > 1<<20 || perBlock&(perBlock-1) != 0 ||
-		blockBytes < 64 || blockBytes > 1<<24 || blockBytes&(blockBytes-1) != 0 {
-		return nil, corruptf("block sizes %d entries and %d bytes are not powers of two in range", perBlock, blockBytes)
-	}
-	secText := [s3Count]string{"entries", "shards", "names", "lookup table", "extent order", "block checksums", "directory runs"}
-	var sec [s3Count][]byte
-	var offs [s3Count]int64
-	for i := range sec {
-		d := h[h3Desc+h3DescSize*i:]
-		off, n, sum := le.Uint64(d), le.Uint64(d[8:]), le.Uint32(d[16:])
-		if off < headerSize3 || off > uint64(len(buf)) || n > uint64(len(buf))-off {
-			return nil, corruptf("%s section [%d,+%d) lies outside the %d-byte file", secText[i], off, n, len(buf))
-		}
-		// The sections read by blocks are covered by the block checksums, not a sum of their own.
-		if lazy := i == s3Entries || i == s3Names || i == s3Table || i == s3Order; lazy && sum != 0 || le.Uint32(d[20:]) != 0 {
-			return nil, corruptf("%s section descriptor has nonzero reserved fields", secText[i])
-		}
-		sec[i], offs[i] = buf[off:off+n], int64(off)
-		if i == s3Shards || i == s3Sums || i == s3Runs {
-			if fill != nil {
-				if err := fill(offs[i], sec[i]); err != nil {
-					return nil, err
-				}
-			}
-			if crc32.Checksum(sec[i], castagnoli) != sum {
-				return nil, corruptf("%s section checksum mismatch", secText[i])
-			}
-		}
-	}
-	if err := checkCounts(nEntries, nShards, sec[s3Entries], sec[s3Shards], entrySize); err != nil {
-		return nil, err
-	}
-	x := &Index{entries: sec[s3Entries], names: sec[s3Names], table: sec[s3Table], noCRC: flags&flagNoChecksums != 0,
-		sum: le.Uint32(h[252:]), fileBytes: le.Uint64(h[h3FileBytes:]), size: uint64(len(buf)),
-		small: headerSize3 + uint64(len(sec[s3Shards])+len(sec[s3Sums])+len(sec[s3Runs]))}
-	if flags&flagExtentOrder != 0 {
-		x.order = sec[s3Order]
-	} else if len(sec[s3Order]) != 0 {
-		return nil, corruptf("extent order section without its flag")
-	}
-	if err := x.parseRuns(sec[s3Runs], le.Uint64(h[h3Files:])); err != nil {
-		return nil, err
-	}
-	if uint64(len(x.table)) != 4*tableSlots(nEntries) {
-		return nil, corruptf("lookup table section is %d bytes for %d entries", len(x.table), nEntries)
-	}
-	if x.order != nil && uint64(len(x.order)) != 4*uint64(x.files) {
-		return nil, corruptf("extent order section is %d bytes for %d files", len(x.order), x.files)
-	}
-	x.v = newBlocks(x, perBlock, blockBytes, sec[s3Sums], fill,
-		[4]int64{offs[s3Entries], offs[s3Names], offs[s3Table], offs[s3Order]})
-	if x.v == nil {
-		return nil, corruptf("block checksums section is %d bytes, not 4 per block", len(sec[s3Sums]))
-	}
-	if err := x.parseShards(sec[s3Shards], int(nShards), flags&flagShardVersions != 0, true); err != nil {
-		return nil, err
-	}
-	return x, nil
-}
-
-// parseRuns decodes the directory runs section (version 3): {start, end} u32 pairs, ascending,
-// maximal (a gap of files between runs), the first holding the root; files is the header's count,
-// which must be the entries the runs leave.
-func (x *Index) parseRuns(b []byte, files uint64) error {
-	n := uint64(x.Len())
-	if len(b)%8 != 0 || len(b) == 0 {
-		return corruptf("directory runs section is %d bytes", len(b))
-	}
-	var dirs uint64
-	for i := 0; i < len(b); i += 8 {
-		start, end := uint64(le.Uint32(b[i:])), uint64(le.Uint32(b[i+4:]))
-		prevEnd := uint64(0)
-		if k := len(x.dirRuns); k > 0 {
-			prevEnd = uint64(x.dirRuns[k-1].end) + 1 // a gap of at least one file
-		}
-		if start >= end || end > n || i == 0 && start != 0 || i > 0 && start < prevEnd {
-			return corruptf("directory run %d [%d,%d) is out of order or range", i/8, start, end)
-		}
-		x.dirRuns = append(x.dirRuns, dirRun{start: ID(start), end: ID(end), before: ID(dirs)})
-		dirs += end - start
-	}
-	if n-dirs != files {
-		return corruptf("header counts %d files but the directory runs leave %d", files, n-dirs)
-	}
-	x.files = int(files)
-	return nil
-}
-
-var le = binary.LittleEndian
-
-func corruptf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// parseShards decodes the shard table; tarPaths (version 2) lets a tar's name be a path.
-func (x *Index) parseShards(b []byte, n int, versions, tarPaths bool) error {
-	x.shards = make([]Shard, n)
-	seen := make(map[string]bool, n)
-	for i := range x.shards {
-		r := b[i*shardSize:]
-		nameOff, nameLen := le.Uint64(r), uint64(le.Uint16(r[8:]))
-		kind := ShardKind(le.Uint16(r[10:]))
-		name, err := x.checkedName(nameOff, nameLen)
-		valid := ValidName
-		if kind == ShardTar && tarPaths {
-			valid = validShardPath
-		}
-		if err != nil && err != errBadName {
-			return err
-		}
-		if err != nil || !valid(name) {
-			return corruptf("shard %d has an invalid name", i)
-		}
-		var version []byte
-		if n := le.Uint32(r[12:]); versions && n > 0 {
-			if version, err = x.checkedName(nameOff+nameLen, uint64(n)); err != nil && err != errBadName {
-				return err
-			} else if err != nil || n > maxNameLen {
-				return corruptf("shard %d has an invalid version", i)
-			}
-		} else if n != 0 {
-			return corruptf("shard %d has nonzero reserved fields", i)
-		}
-		if kind != ShardData && kind != ShardTar || le.Uint32(r[28:]) != 0 {
-			return corruptf("shard %d has unknown kind %d or nonzero reserved fields", i, kind)
-		}
-		s := Shard{Name: string(name), Kind: kind, Size: le.Uint64(r[16:]), CRC: le.Uint32(r[24:]), Version: string(version)}
-		if seen[s.Name] {
-			return corruptf("shard name %q appears twice", s.Name)
-		}
-		seen[s.Name] = true
-		x.shards[i] = s
-		x.shardBytes += s.Size
-	}
-	return nil
-}
-
-// ValidName reports whether name can be stored as a directory entry or shard name: 1 to 255
-// bytes, not "." or "..", with no '/' or NUL. Any other bytes (any encoding) are allowed.
-func ValidName(name []byte) bool {
-	return len(name) > 0 && len(name) <= maxNameLen &&
-		!(len(name) == 1 && name[0] == '.') && !(len(name) == 2 && name[0] == '.' && name[1] == '.') &&
-		bytes.IndexByte(name, '/') < 0 && bytes.IndexByte(name, 0) < 0
-}
-
-// validShardPath reports whether name can be a tar shard's path: 1 to maxShardPath bytes, no
-// NUL, not ending in '/', and no empty, "." or ".." component except leading ".." of a relative
-// path (a tar beside the index's directory), so each tar has one spelling.
-func validShardPath(name []byte) bool {
-	if len(name) == 0 || len(name) > maxShardPath || bytes.IndexByte(name, 0) >= 0 {
-		return false
-	}
-	rest, ups := name, true
-	if rest[0] == '/' {
-		rest, ups = rest[1:], false
-	}
-	for _, part := range bytes.Split(rest, []byte("/")) {
-		switch string(part) {
-		case "..":
-			if !ups {
-				return false
-			}
-		case "", ".":
-			return false
-		default:
-			ups = false
-		}
-	}
-	return true
 }
 
 // Len returns the number of entries, directories included.

@@ -12,34 +12,34 @@ import (
 
 // tree builds an in-memory tree from paths ("a/b/file" is a file, "a/dir/" an empty directory)
 // with content size len(path), packed densely into shards of shardTarget bytes.
-func tree(shardTarget uint64, paths ...string) ([]*node, []Shard) {
-	root := &node{mode: modeDir | 0o755}
+func tree(shardTarget uint64, paths ...string) ([]*Node, []Shard) {
+	root := &Node{Mode: ModeDir | 0o755}
 	for _, p := range paths {
 		d := root
 		parts := strings.Split(strings.TrimSuffix(p, "/"), "/")
 		for i, part := range parts {
-			var child *node
-			for _, c := range d.children {
-				if c.name == part {
+			var child *Node
+			for _, c := range d.Children {
+				if c.Name == part {
 					child = c
 				}
 			}
 			if child == nil {
-				child = &node{name: part, mode: modeDir | 0o755, mtime: int64(i)}
+				child = &Node{Name: part, Mode: ModeDir | 0o755, MTime: int64(i)}
 				if i == len(parts)-1 && !strings.HasSuffix(p, "/") {
-					child.mode, child.size = modeRegular|0o644, uint64(len(p))
+					child.Mode, child.Size = ModeRegular|0o644, uint64(len(p))
 				}
-				d.children = append(d.children, child)
+				d.Children = append(d.Children, child)
 			}
 			d = child
 		}
 	}
-	nodes := number(root)
-	var files []*node
+	nodes := Number(root)
+	var files []*Node
 	for _, n := range nodes {
-		if !n.isDir() {
+		if !n.IsDir() {
 			files = append(files, n)
-			n.crc = crc32.Checksum([]byte(n.name), castagnoli)
+			n.CRC = crc32.Checksum([]byte(n.Name), castagnoli)
 		}
 	}
 	return nodes, assignShards(files, shardTarget)
@@ -47,7 +47,7 @@ func tree(shardTarget uint64, paths ...string) ([]*node, []Shard) {
 
 func testIndex(t testing.TB) []byte {
 	nodes, shards := tree(64, "b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c")
-	return encodeIndex(nodes, shards, false)
+	return EncodeIndex(nodes, shards, false)
 }
 
 func TestLookupAndList(t *testing.T) {
@@ -109,11 +109,11 @@ func TestPackOrder(t *testing.T) {
 // tarLaidTree is tree as a tar set would lay it out (version 2): each shard's files stored in the
 // reverse of id order, with a gap of 512 bytes (a header) before each, and the file "c" a hard
 // link to the last file. Its index carries the extent order.
-func tarLaidTree(t testing.TB, shardTarget uint64, paths ...string) ([]*node, []Shard) {
+func tarLaidTree(t testing.TB, shardTarget uint64, paths ...string) ([]*Node, []Shard) {
 	nodes, shards := tree(shardTarget, paths...)
-	var files []*node
+	var files []*Node
 	for _, n := range nodes {
-		if !n.isDir() {
+		if !n.IsDir() {
 			files = append(files, n)
 		}
 	}
@@ -121,14 +121,14 @@ func tarLaidTree(t testing.TB, shardTarget uint64, paths ...string) ([]*node, []
 		shards[i].Kind, shards[i].Size = ShardTar, 0
 	}
 	for i := len(files) - 1; i >= 0; i-- {
-		f, s := files[i], &shards[files[i].shard]
-		f.offset = s.Size + 512
-		s.Size = f.offset + f.size
+		f, s := files[i], &shards[files[i].Shard]
+		f.Offset = s.Size + 512
+		s.Size = f.Offset + f.Size
 	}
 	last := files[len(files)-1]
 	for _, f := range files {
-		if f.name == "c" && f != last {
-			f.shard, f.offset, f.size, f.crc = last.shard, last.offset, last.size, last.crc
+		if f.Name == "c" && f != last {
+			f.Shard, f.Offset, f.Size, f.CRC = last.Shard, last.Offset, last.Size, last.CRC
 		}
 	}
 	if extentOrder(nodes) == nil {
@@ -146,14 +146,14 @@ func TestExtentPos(t *testing.T) {
 	paths := []string{"b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c", "d/e/f/g"}
 	for _, set := range []struct {
 		name  string
-		nodes func() ([]*node, []Shard)
+		nodes func() ([]*Node, []Shard)
 	}{
-		{"packed", func() ([]*node, []Shard) { return tree(8, paths...) }},
-		{"tars", func() ([]*node, []Shard) { return tarLaidTree(t, 16, paths...) }},
+		{"packed", func() ([]*Node, []Shard) { return tree(8, paths...) }},
+		{"tars", func() ([]*Node, []Shard) { return tarLaidTree(t, 16, paths...) }},
 	} {
 		t.Run(set.name, func(t *testing.T) {
 			nodes, shards := set.nodes()
-			x, err := Parse(encodeIndex(nodes, shards, false))
+			x, err := Parse(EncodeIndex(nodes, shards, false))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,8 +220,8 @@ func TestLookupAllocatesNothing(t *testing.T) {
 // versions 1 and 2 sets written before it, which must load and be checked as before.
 var formats = []struct {
 	name   string
-	encode func(nodes []*node, shards []Shard, noCRC bool) []byte
-}{{"v3", encodeIndex}, {"old", encodeOld}}
+	encode func(nodes []*Node, shards []Shard, noCRC bool) []byte
+}{{"v3", EncodeIndex}, {"old", encodeOld}}
 
 // parseAll parses buf and checks every block, as a version 1 or 2 Parse did.
 func parseAll(buf []byte) (*Index, error) {
@@ -371,7 +371,7 @@ func entryCases(at, nameAt func(buf []byte, p string) []byte) []rejectCase {
 			shapeOf(b).put(at(b, "b/y"), shapeOf(b).b, 1<<63)
 		}},
 		{"bad mode", "unsupported mode", func(b []byte) { le.PutUint16(at(b, "c")[shapeOf(b).mode:], 0o120777) }},
-		{"root is a file", "not the root", func(b []byte) { le.PutUint16(b[sectionAt(b, secEntries)+shapeOf(b).mode:], modeRegular) }},
+		{"root is a file", "not the root", func(b []byte) { le.PutUint16(b[sectionAt(b, secEntries)+shapeOf(b).mode:], ModeRegular) }},
 		{"child range past table", "outside the table", func(b []byte) { shapeOf(b).put(at(b, "a"), shapeOf(b).b, 1000) }},
 		{"child range before dir", "outside the table", func(b []byte) { le.PutUint64(at(b, "a")[shapeOf(b).a:], 0) }},
 		{"wrong parent", "names parent", func(b []byte) { le.PutUint32(at(b, "a/x1")[shapeOf(b).parent:], 2) }},
@@ -635,7 +635,7 @@ func checkParsed(t *testing.T, data []byte) {
 
 func ExampleIndex_Lookup() {
 	nodes, shards := tree(1<<20, "train/cat/1.jpg", "train/dog/2.jpg")
-	x, _ := Parse(encodeIndex(nodes, shards, false))
+	x, _ := Parse(EncodeIndex(nodes, shards, false))
 	dog, _ := x.LookupPath("train/dog")
 	id, err := x.Lookup(dog, "2.jpg")
 	fmt.Println(x.Path(id), err, x.Entry(id).Size)
@@ -650,7 +650,7 @@ func TestLookupLargeDirectory(t *testing.T) {
 		paths = append(paths, fmt.Sprintf("big/%d", i), fmt.Sprintf("small%d/x", i%3))
 	}
 	nodes, shards := tree(1<<20, paths...)
-	x, err := Parse(encodeIndex(nodes, shards, false))
+	x, err := Parse(EncodeIndex(nodes, shards, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -674,14 +674,14 @@ func TestLookupLargeDirectory(t *testing.T) {
 // present, so local shard sets stay byte-identical to those of earlier versions.
 func TestShardVersions(t *testing.T) {
 	nodes, shards := tree(2, "b/y", "a/x2", "a/x1", "c")
-	plain := encodeIndex(nodes, shards, false)
+	plain := EncodeIndex(nodes, shards, false)
 	if le.Uint32(plain[12:]) != 0 {
 		t.Fatalf("flags = %#x without versions, want 0", le.Uint32(plain[12:]))
 	}
 	for i := range shards {
 		shards[i].Version = fmt.Sprintf(`"%032x-%d"`, i*7919, i+1)
 	}
-	x, err := Parse(encodeIndex(nodes, shards, false))
+	x, err := Parse(EncodeIndex(nodes, shards, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -714,7 +714,7 @@ var factTrees = [][]string{
 func TestIndexFacts(t *testing.T) {
 	for _, paths := range factTrees {
 		nodes, shards := tree(8, paths...)
-		x, err := Parse(encodeIndex(nodes, shards, false))
+		x, err := Parse(EncodeIndex(nodes, shards, false))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -802,4 +802,18 @@ func TestLookupPathBytes(t *testing.T) {
 	}); allocs != 0 {
 		t.Errorf("LookupPathBytes allocates %.0f times", allocs)
 	}
+}
+
+// assignShards places files in pack order into shards of about target bytes each, as Pack does.
+func assignShards(files []*Node, target uint64) []Shard {
+	var shards []Shard
+	for _, f := range files {
+		if len(shards) == 0 || shards[len(shards)-1].Size > 0 && shards[len(shards)-1].Size+f.Size > target {
+			shards = append(shards, Shard{Name: ShardName(len(shards)), Kind: ShardData})
+		}
+		s := &shards[len(shards)-1]
+		f.Shard, f.Offset = uint32(len(shards)-1), s.Size
+		s.Size += f.Size
+	}
+	return shards
 }

@@ -12,28 +12,28 @@ import (
 // encodeOld returns the version 1 or 2 index file (as aifs wrote before version 3) for nodes (in id order, as number returns them) and shards:
 // version 1 for packed shards, version 2 with tar shards, then with the extent order when id
 // order is not it, and flagged as having no checksums if noCRC.
-func encodeOld(nodes []*node, shards []Shard, noCRC bool) []byte {
+func encodeOld(nodes []*Node, shards []Shard, noCRC bool) []byte {
 	var names bytes.Buffer
 	entries := make([]byte, len(nodes)*oldEntrySize)
 	for i, n := range nodes {
 		b := entries[i*oldEntrySize:]
 		le.PutUint64(b, uint64(names.Len()))
-		names.WriteString(n.name)
-		le.PutUint32(b[oldEParent:], uint32(n.parent))
-		le.PutUint16(b[oldEMode:], uint16(n.mode))
-		b[oldENameLen] = uint8(len(n.name))
-		le.PutUint64(b[oldEMTime:], uint64(n.mtime))
-		if n.isDir() {
-			if len(n.children) > 0 {
-				le.PutUint64(b[oldEA:], uint64(n.children[0].id))
-				le.PutUint64(b[oldEB:], uint64(len(n.children)))
+		names.WriteString(n.Name)
+		le.PutUint32(b[oldEParent:], uint32(n.Parent))
+		le.PutUint16(b[oldEMode:], uint16(n.Mode))
+		b[oldENameLen] = uint8(len(n.Name))
+		le.PutUint64(b[oldEMTime:], uint64(n.MTime))
+		if n.IsDir() {
+			if len(n.Children) > 0 {
+				le.PutUint64(b[oldEA:], uint64(n.Children[0].ID))
+				le.PutUint64(b[oldEB:], uint64(len(n.Children)))
 			}
 			continue
 		}
-		le.PutUint64(b[oldEA:], n.offset)
-		le.PutUint64(b[oldEB:], n.size)
-		le.PutUint32(b[oldEShard:], n.shard)
-		le.PutUint32(b[oldECRC:], n.crc)
+		le.PutUint64(b[oldEA:], n.Offset)
+		le.PutUint64(b[oldEB:], n.Size)
+		le.PutUint32(b[oldEShard:], n.Shard)
+		le.PutUint32(b[oldECRC:], n.CRC)
 	}
 	shardTable := make([]byte, len(shards)*shardSize)
 	var flags uint32

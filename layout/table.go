@@ -18,13 +18,10 @@ import (
 // read once and nothing is built at load; versions 1 and 2 get the same table built at load.
 // The hash is part of the format: nameHash below, specified in FORMAT.md.
 //
-// Measured on a 1.28 M-sample ImageNet-shaped index (BenchmarkIndexLookup, one core): binary
-// search over sorted children ~22 cache misses, 0.9 M lookups/s; one table over the whole index
-// 2.9 M/s but +80 ms of cache misses to build; regions without tags 1.3 M/s; regions with tags,
-// 2 slots per entry built at load, 1.8 M/s; stored, 1.5 slots per entry (load 2/3), 1.9 M/s,
-// which keeps the table (6 bytes a sample) and the entry (41) at version 1's 47 bytes a sample.
-// A lookup reads the directory's entry, a slot, the child's entry and its name: at 10 M samples
-// those are 4 cache misses, and the index's memory asks for huge pages (index.go).
+// A stored table of 1.5 slots per entry keeps the table (6 bytes a sample) and the entry (41) at
+// version 1's 47 bytes a sample, against binary search, one table over the whole index and
+// tables built at load (docs/bench/layout-notes.md#lookup-table). A lookup reads the directory's entry, a slot, the
+// child's entry and its name, and the index's memory asks for huge pages (index.go).
 
 // nameHash is the lookup table's hash of a name (FORMAT.md): 64 bits, mixing 8 bytes at a time.
 func nameHash(name string) uint64 {

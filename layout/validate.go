@@ -241,7 +241,7 @@ func (x *Index) CheckAll() error {
 		}
 		blk, _ := v.bytes(bEntries, b)
 		for r := 0; r < len(blk); r += entrySize {
-			if le.Uint16(blk[r+eMode:])&modeTypeMask == modeRegular {
+			if le.Uint16(blk[r+eMode:])&ModeType == ModeRegular {
 				fileBytes += u40(blk[r+eB:])
 			} else {
 				children += u40(blk[r+eB:])
@@ -276,16 +276,21 @@ func (v *blocks) section(k int) []byte {
 // checkEntries checks entries block b (reading it, and the neighbours its rules compare with).
 // Two callers may check the same block at once; the checks only read.
 func (v *blocks) checkEntries(b uint64) error {
-	g := v.first[bEntries] + b
+	return v.checkBlock(bEntries, b, b<<v.shift, min((b+1)<<v.shift, uint64(v.x.Len())), v.checkEntry)
+}
+
+// checkBlock checks block b of section k, which holds items [start, end): it reads the block,
+// applies check to each item and marks the block checked, unless it is marked already.
+func (v *blocks) checkBlock(k int, b, start, end uint64, check func(uint64) error) error {
+	g := v.first[k] + b
 	if has(v.checked, g) {
 		return nil
 	}
-	if err := v.ensureRead(bEntries, b); err != nil {
+	if err := v.ensureRead(k, b); err != nil {
 		return err
 	}
-	n := uint64(v.x.Len())
-	for i := b << v.shift; i < min((b+1)<<v.shift, n); i++ {
-		if err := v.checkEntry(i); err != nil {
+	for i := start; i < end; i++ {
+		if err := check(i); err != nil {
 			return v.fail(err)
 		}
 	}
@@ -300,12 +305,12 @@ func (v *blocks) checkEntry(i uint64) error {
 	n := uint64(x.Len())
 	b := x.entries[i*entrySize:]
 	mode := uint32(le.Uint16(b[eMode:]))
-	isDir := mode&modeTypeMask == modeDir
+	isDir := mode&ModeType == ModeDir
 	if i == 0 {
 		if !isDir || le.Uint32(b[eParent:]) != 0 || b[eNameLen] != 0 || u40(b[eName:]) > uint64(len(x.names)) {
 			return corruptf("entry 0 is not the root directory")
 		}
-	} else if !isDir && mode&modeTypeMask != modeRegular {
+	} else if !isDir && mode&ModeType != ModeRegular {
 		return corruptf("entry %d has unsupported mode %#o", i, mode)
 	}
 	if isDir != x.isDir(ID(i)) {
@@ -442,23 +447,9 @@ func (x *Index) fileBefore(id ID) (ID, bool) {
 // position before (hard links of a tar) with a larger id. Then no id can appear twice (its
 // extent would have to come back), so F positions name every file once.
 func (v *blocks) checkOrder(b uint64) error {
-	g := v.first[bOrder] + b
-	if has(v.checked, g) {
-		return nil
-	}
-	if err := v.ensureRead(bOrder, b); err != nil {
-		return err
-	}
-	x := v.x
 	perBlock := v.blockBytes / 4
 	start := b * perBlock
-	for pos := start; pos < min(start+perBlock, uint64(x.files)); pos++ {
-		if err := v.checkPosition(pos); err != nil {
-			return v.fail(err)
-		}
-	}
-	set(v.checked, g)
-	return nil
+	return v.checkBlock(bOrder, b, start, min(start+perBlock, uint64(v.x.files)), v.checkPosition)
 }
 
 func (v *blocks) checkPosition(pos uint64) error {

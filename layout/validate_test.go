@@ -51,7 +51,7 @@ func loadTree(t *testing.T, paths []string) (string, *Index) {
 	t.Helper()
 	nodes, shards := tree(1<<20, paths...)
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, IndexName), encodeIndex(nodes, shards, false), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, IndexName), EncodeIndex(nodes, shards, false), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	x, err := Load(dir)
@@ -153,7 +153,7 @@ func sectionOffset(t *testing.T, f *os.File, k int) int64 {
 func TestLazyCorruptBlock(t *testing.T) {
 	paths := manyFiles(10, 20)
 	nodes, shards := tree(1<<20, paths...)
-	buf := encodeIndex(nodes, shards, false)
+	buf := EncodeIndex(nodes, shards, false)
 	x, err := Parse(buf)
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestConcurrentFirstUse(t *testing.T) {
 // and CheckAll finds the ranges overlapping.
 func TestChildNamesParent(t *testing.T) {
 	nodes, shards := tree(64, "b/y", "a/x2", "a/x1", "a/sub/deep/f", "empty/", "zero", "c")
-	buf := encodeIndex(nodes, shards, false)
+	buf := EncodeIndex(nodes, shards, false)
 	x, err := Parse(buf)
 	if err != nil {
 		t.Fatal(err)

@@ -1,168 +1,12 @@
 package layout
 
 import (
-	"cmp"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"slices"
-	"strings"
 	"unsafe"
 )
-
-// node is one directory or file of a tree being indexed: IndexTars builds the tree from its
-// tars (Pack holds its tree flat, in a packTree); number numbers it and encodeIndex encodes it.
-// Directories hold their children sorted by name.
-//
-// IndexTars makes a node per member: its fields are ordered so that it takes 88 bytes, not 128,
-// and it points to nothing but its name and children (the parent is an id), which the
-// collector scans.
-type node struct {
-	name     string
-	children []*node
-	mtime    int64
-	size     uint64
-	offset   uint64
-	mode     uint32 // Unix st_mode
-	id       ID     // set by number
-	parent   ID     // set by number; the root's is 0
-	shard    uint32
-	crc      uint32
-	link     bool // a hard link of a tar (IndexTars): its extent is another file's
-}
-
-func (n *node) isDir() bool { return n.mode&modeTypeMask == modeDir }
-
-// number assigns ids in index order (FORMAT.md): root 0, then the children of each directory as
-// one contiguous block, directories expanded depth first in name order. It returns the nodes in
-// id order.
-func number(root *node) []*node {
-	count := 1
-	var walk func(d *node)
-	walk = func(d *node) {
-		count += len(d.children)
-		for _, c := range d.children {
-			if c.isDir() {
-				walk(c)
-			}
-		}
-	}
-	walk(root)
-	order := make([]*node, 1, count) // grown by appends, it allocated 5 times its size
-	order[0] = root
-	var expand func(d *node)
-	expand = func(d *node) {
-		byName := func(x, y *node) int { return strings.Compare(x.name, y.name) }
-		if !slices.IsSortedFunc(d.children, byName) { // a tar's are, mostly
-			slices.SortFunc(d.children, byName)
-		}
-		for _, c := range d.children {
-			c.id, c.parent = ID(len(order)), d.id
-			order = append(order, c)
-		}
-		for _, c := range d.children {
-			if c.isDir() {
-				expand(c)
-			}
-		}
-	}
-	expand(root)
-	return order
-}
-
-// encodeIndex returns the index file (version 3) for nodes (in id order, as number returns
-// them) and shards, with the extent order when id order is not it (tar sets), and flagged as
-// having no checksums if noCRC.
-func encodeIndex(nodes []*node, shards []Shard, noCRC bool) []byte {
-	// The extent order is found on another core while the entries are encoded (at 1.28 M tar
-	// members it took a fifth of the time after the last tar was read).
-	orderc := make(chan []ID, 1)
-	go func() { orderc <- extentOrder(nodes) }()
-	var names uint64
-	dirs := 0
-	for _, n := range nodes {
-		names += uint64(len(n.name))
-		if n.isDir() {
-			dirs++
-		}
-	}
-	out := memFile{b: make([]byte, 0, indexSize(len(nodes), dirs, len(nodes)-dirs, names, shards))}
-	w := NewIndexWriter(&out, len(nodes), noCRC)
-	for _, n := range nodes {
-		e := Entry{Parent: n.parent, Mode: n.mode, MTime: n.mtime}
-		if n.isDir() {
-			if len(n.children) > 0 {
-				e.FirstChild, e.NumChildren = n.children[0].id, uint32(len(n.children))
-			}
-		} else {
-			e.Shard, e.Offset, e.Size, e.CRC = n.shard, n.offset, n.size, n.crc
-		}
-		w.Add(unsafe.Slice(unsafe.StringData(n.name), len(n.name)), e) // Add only reads it
-	}
-	if _, err := w.Finish(shards, <-orderc); err != nil {
-		panic(fmt.Sprintf("layout: encoding an index in memory: %v", err)) // the nodes are numbered by number
-	}
-	return out.b
-}
-
-// indexSize returns at least the size of the index IndexWriter writes for n entries, dirs of
-// them directories, whose names take names bytes, with shards and an extent order of order ids
-// (0 without): the entries, lookup table and names, the shards' names and table, the extent
-// order, a checksum per block and a directory run per directory. Writing into a memFile made
-// with this capacity copies nothing as it grows (at 1.28 M entries, growing by appends spent
-// a quarter of IndexTars's CPU in copies).
-func indexSize(n, dirs, order int, names uint64, shards []Shard) int {
-	for _, s := range shards {
-		names += uint64(len(s.Name) + len(s.Version))
-	}
-	table := 4 * tableSlots(uint64(n))
-	blocks := uint64(n)/defaultPerBlock + names/defaultBlockBytes + table/defaultBlockBytes + uint64(order)/(defaultBlockBytes/4) + 4
-	return int(headerSize3 + entrySize*uint64(n) + table + names + shardSize*uint64(len(shards)) + 4*uint64(order) + 4*blocks + 8*uint64(dirs))
-}
-
-// memFile is an io.WriterAt over a growing buffer. Bytes not written read as zeros.
-type memFile struct{ b []byte }
-
-func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
-	switch end := int(off) + len(p); {
-	case end <= len(m.b):
-	case end <= cap(m.b):
-		// Within the capacity, make's zeros are there already: appending zeros first wrote
-		// the 73 MiB of a 1.28 M-member index twice, 2% of IndexTars's CPU.
-		m.b = m.b[:end]
-	default:
-		m.b = append(m.b, make([]byte, end-len(m.b))...)
-	}
-	return copy(m.b[off:], p), nil
-}
-
-// extentOrder returns the extent order for nodes (id order), or nil when the files' extents
-// ascend in id order without overlapping, so that id order is extent order.
-func extentOrder(nodes []*node) []ID {
-	files := make([]*node, 0, len(nodes))
-	inOrder := true
-	for _, n := range nodes {
-		if n.isDir() {
-			continue
-		}
-		if k := len(files); k > 0 {
-			p := files[k-1]
-			inOrder = inOrder && (n.shard > p.shard || n.shard == p.shard && n.offset >= p.offset+p.size)
-		}
-		files = append(files, n)
-	}
-	if inOrder {
-		return nil
-	}
-	slices.SortStableFunc(files, func(a, b *node) int {
-		return cmp.Or(cmp.Compare(a.shard, b.shard), cmp.Compare(a.offset, b.offset), cmp.Compare(a.size, b.size))
-	})
-	order := make([]ID, len(files))
-	for i, f := range files {
-		order[i] = f.id
-	}
-	return order
-}
 
 // IndexWriter writes a version 3 index entry by entry, in id order, holding nothing per entry:
 // its memory is a block of each section and the name hashes of one directory's children. It is
@@ -327,7 +171,7 @@ func (b *entryBlocks) flush(k uint64, h *heldBlock) {
 func (w *IndexWriter) Add(name []byte, e Entry) {
 	id := w.next
 	w.next++
-	if id >= w.n || len(name) > maxNameLen || w.nameOff > maxU40 {
+	if id >= w.n || len(name) > MaxNameLen || w.nameOff > maxU40 {
 		w.fail(fmt.Errorf("layout: entry %d (%q) is past the %d promised or its name is too long", id, name, w.n))
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/pack"
 )
 
 // testIndex packs a.txt, d/b.txt and d/c.txt (pack order) and loads the index.
@@ -23,7 +24,7 @@ func testIndex(t *testing.T) *layout.Index {
 		}
 	}
 	dst := filepath.Join(t.TempDir(), "set")
-	if _, err := layout.Pack(t.Context(), src, dst, layout.PackOptions{ShardSize: 1 << 20}); err != nil {
+	if _, err := pack.Pack(t.Context(), src, dst, pack.Options{ShardSize: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	x, err := layout.Load(dst)

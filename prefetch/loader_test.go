@@ -18,6 +18,7 @@ import (
 
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/pack"
 )
 
 // shard is a backend.Shard over bytes in memory that counts its reads and can be held up.
@@ -81,7 +82,7 @@ func packFiles(t testing.TB, files map[string][]byte, shardSize int64) (*layout.
 		}
 	}
 	dst := filepath.Join(t.TempDir(), "set")
-	if _, err := layout.Pack(context.Background(), src, dst, layout.PackOptions{ShardSize: shardSize}); err != nil {
+	if _, err := pack.Pack(context.Background(), src, dst, pack.Options{ShardSize: shardSize}); err != nil {
 		t.Fatal(err)
 	}
 	x, err := layout.Load(dst)

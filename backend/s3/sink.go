@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/pack"
 )
 
 // Uploads: a shard of up to uploadPartSize bytes is collected in memory and sent with one PUT
@@ -30,8 +31,8 @@ const (
 	contentType    = "application/octet-stream"
 )
 
-// NewSink returns a layout.Sink that uploads a new shard set to the Backend's location, for
-// layout.PackTo. It first lists the location's own objects (direct children of Prefix+"/";
+// NewSink returns a pack.Sink that uploads a new shard set to the Backend's location, for
+// pack.PackTo. It first lists the location's own objects (direct children of Prefix+"/";
 // deeper prefixes are other sets and are ignored) and refuses a location holding anything but
 // index.aifs and shard objects, force or not. Without force it also refuses one holding a
 // shard set or leftovers of an interrupted pack. With force it deletes the old index.aifs at
@@ -44,7 +45,7 @@ const (
 // Close returns without waiting for the upload to end (Finish waits). Abort cancels the
 // uploads in flight, aborts their multipart uploads and deletes the shard objects this Sink
 // created; the Sink deletes nothing else but the old set under force.
-func (b *Backend) NewSink(ctx context.Context, force bool) (layout.Sink, error) {
+func (b *Backend) NewSink(ctx context.Context, force bool) (pack.Sink, error) {
 	if b.closed.Load() {
 		return nil, fmt.Errorf("s3: upload to %s: %w", b.loc, fs.ErrClosed)
 	}
@@ -110,7 +111,7 @@ func (b *Backend) remove(ctx context.Context, name string) error {
 	return nil
 }
 
-// sink implements layout.Sink for NewSink.
+// sink implements pack.Sink for NewSink.
 type sink struct {
 	b      *Backend
 	old    []string      // shards of the set (or leftovers) found by NewSink, deleted by Commit

@@ -20,6 +20,7 @@ import (
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/backend/s3/s3test"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/pack"
 )
 
 // sourceTree writes n files of assorted sizes (some empty) into nested directories of a new
@@ -51,13 +52,13 @@ func sourceTree(t *testing.T, seed uint64, n, big int) string {
 }
 
 // pack packs src into prefix through NewSink(force).
-func pack(t *testing.T, b *Backend, src string, force bool, opt layout.PackOptions) (layout.PackResult, error) {
+func packSet(t *testing.T, b *Backend, src string, force bool, opt pack.Options) (pack.Result, error) {
 	t.Helper()
 	sink, err := b.NewSink(t.Context(), force)
 	if err != nil {
-		return layout.PackResult{}, err
+		return pack.Result{}, err
 	}
-	return layout.PackTo(t.Context(), src, sink, opt)
+	return pack.PackTo(t.Context(), src, sink, opt)
 }
 
 // checkSet reads the shard set at prefix back through a new Backend: every file of src is read
@@ -136,7 +137,7 @@ func TestPackRoundTrip(t *testing.T) {
 	srv := start(t)
 	src := sourceTree(t, 1, 40, 17<<20+5)
 	b := open(t, srv.Bucket, "sets/round", Options{})
-	res, err := pack(t, b, src, false, layout.PackOptions{ShardSize: 256 << 10})
+	res, err := packSet(t, b, src, false, pack.Options{ShardSize: 256 << 10})
 	if err != nil {
 		t.Fatalf("PackTo: %v", err)
 	}
@@ -170,7 +171,7 @@ func TestPackEmptyRoot(t *testing.T) {
 		os.WriteFile(filepath.Join(src, name), nil, 0o644)
 	}
 	b := open(t, srv.Bucket, "", Options{})
-	if _, err := pack(t, b, src, false, layout.PackOptions{}); err != nil {
+	if _, err := packSet(t, b, src, false, pack.Options{}); err != nil {
 		t.Fatalf("PackTo: %v", err)
 	}
 	if got, want := keys(t, srv, ""), []string{layout.IndexName, layout.ShardName(0)}; !slices.Equal(got, want) {
@@ -194,7 +195,7 @@ func TestPackForce(t *testing.T) {
 	srv := start(t)
 	b := open(t, srv.Bucket, "set", Options{})
 	srcA, srcB := sourceTree(t, 2, 30, 0), sourceTree(t, 3, 8, 0)
-	resA, err := pack(t, b, srcA, false, layout.PackOptions{ShardSize: 200 << 10})
+	resA, err := packSet(t, b, srcA, false, pack.Options{ShardSize: 200 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestPackForce(t *testing.T) {
 	put(t, srv, "settle", []byte("a sibling of the prefix"))
 	before := keys(t, srv, "")
 
-	_, err = pack(t, b, srcB, false, layout.PackOptions{})
+	_, err = packSet(t, b, srcB, false, pack.Options{})
 	if want := "s3://" + srv.Bucket + "/set already holds a shard set; use --force to replace it"; err == nil || err.Error() != want {
 		t.Errorf("pack onto a set without force: %v, want %q", err, want)
 	}
@@ -225,7 +226,7 @@ func TestPackForce(t *testing.T) {
 		t.Errorf("after an aborted forced pack: %v, want %v", got, want)
 	}
 
-	resB, err := pack(t, b, srcB, true, layout.PackOptions{ShardSize: 200 << 10})
+	resB, err := packSet(t, b, srcB, true, pack.Options{ShardSize: 200 << 10})
 	if err != nil {
 		t.Fatalf("pack with force: %v", err)
 	}
@@ -241,7 +242,7 @@ func TestPackForce(t *testing.T) {
 
 	put(t, srv, "set/notes.txt", []byte("not a shard"))
 	for _, force := range []bool{false, true} {
-		_, err := pack(t, b, srcB, force, layout.PackOptions{})
+		_, err := packSet(t, b, srcB, force, pack.Options{})
 		if want := "s3://" + srv.Bucket + "/set is not empty (it holds notes.txt, which is not part of a shard set)"; err == nil || err.Error() != want {
 			t.Errorf("pack (force %v) onto a prefix holding another object: %v, want %q", force, err, want)
 		}
@@ -250,11 +251,11 @@ func TestPackForce(t *testing.T) {
 	// Leftover shards of an interrupted pack, and no index.
 	put(t, srv, "left/"+layout.ShardName(7), []byte("leftover"))
 	lb := open(t, srv.Bucket, "left", Options{})
-	_, err = pack(t, lb, srcB, false, layout.PackOptions{})
+	_, err = packSet(t, lb, srcB, false, pack.Options{})
 	if want := "s3://" + srv.Bucket + "/left holds leftovers of an interrupted pack; use --force to replace them"; err == nil || err.Error() != want {
 		t.Errorf("pack onto leftovers without force: %v, want %q", err, want)
 	}
-	res, err := pack(t, lb, srcB, true, layout.PackOptions{})
+	res, err := packSet(t, lb, srcB, true, pack.Options{})
 	if err != nil {
 		t.Fatalf("pack onto leftovers with force: %v", err)
 	}
@@ -407,7 +408,7 @@ func TestPackCancelled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	_, err = layout.PackTo(ctx, src, sink, layout.PackOptions{ShardSize: 100 << 10, Jobs: 2, Progress: func(p layout.PackProgress) {
+	_, err = pack.PackTo(ctx, src, sink, pack.Options{ShardSize: 100 << 10, Jobs: 2, Progress: func(p pack.Progress) {
 		if p.Files == 40 {
 			cancel()
 		}
@@ -445,7 +446,7 @@ func TestUploadsInFlight(t *testing.T) {
 	}, nil)
 	b := open(t, srv.Bucket, "slow", Options{Endpoint: endpoint})
 	src := sourceTree(t, 5, 12, 0)
-	res, err := pack(t, b, src, false, layout.PackOptions{ShardSize: 50 << 10})
+	res, err := packSet(t, b, src, false, pack.Options{ShardSize: 50 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/pack"
 	"github.com/aifs/aifs/plan"
 )
 
@@ -326,11 +326,11 @@ func dropKernelCaches() error {
 }
 
 // listTree returns the "/"-separated paths relative to root of the regular files under it, in
-// pack order, as layout.ListFiles lists them for 'aifs pack': following symlinks, those out of
+// pack order, as pack.ListFiles lists them for 'aifs pack': following symlinks, those out of
 // the tree included, and skipping quietly what pack skips with a warning, and a top-level
 // ".aifs" (an aifs mount's own files).
 func listTree(ctx context.Context, root string) ([]string, error) {
-	return layout.ListFiles(ctx, root, layout.ListOptions{FollowExternal: true, SkipTop: ".aifs"})
+	return pack.ListFiles(ctx, root, pack.ListOptions{FollowExternal: true, SkipTop: ".aifs"})
 }
 
 // packLess reports whether relative path p comes before q in pack order, the order listTree

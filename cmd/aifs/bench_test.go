@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/pack"
 	"github.com/aifs/aifs/plan"
 )
 
@@ -150,7 +151,7 @@ func TestBenchSeqOrder(t *testing.T) {
 	// Pack the tree before adding the top-level .aifs that bench skips: the shard set's files in
 	// id order are pack order.
 	dst := filepath.Join(t.TempDir(), "set")
-	if _, err := layout.Pack(t.Context(), root, dst, layout.PackOptions{Jobs: 1}); err != nil {
+	if _, err := pack.Pack(t.Context(), root, dst, pack.Options{Jobs: 1}); err != nil {
 		t.Fatal(err)
 	}
 	x, err := layout.Load(dst)

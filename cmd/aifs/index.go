@@ -16,6 +16,9 @@ import (
 
 	"github.com/aifs/aifs/backend/s3"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/pack"
+	"github.com/aifs/aifs/layout/tar"
+	"github.com/aifs/aifs/layout/tarindex"
 )
 
 func runIndex(ctx context.Context, args []string) int {
@@ -55,7 +58,7 @@ index.`+s3Help)
 	force := fs.Bool("force", false, "replace an index already at DST (never one of a packed shard set)")
 	absolute := fs.Bool("absolute", false, "name the tars in the index by absolute path (S3: key from the bucket's root) instead of relative to DST")
 	quiet := fs.Bool("quiet", false, "print no progress bar and no summary")
-	imageExt := fs.String("image-ext", strings.Join(layout.DefaultImageExts, ","), "view imagefolder: extensions of a sample's image member, in order of preference")
+	imageExt := fs.String("image-ext", strings.Join(tarindex.DefaultImageExts, ","), "view imagefolder: extensions of a sample's image member, in order of preference")
 	labelKey := fs.String("label-key", "", "view imagefolder: take the class from this field of the sample's .json member (default: its .cls member)")
 	labels := fs.String("labels", "", "view imagefolder: take the class from this file of lines 'KEY CLASS' (the class is the last field)")
 	classNames := fs.String("class-names", "", "view imagefolder: name class directories from this file, line i naming class number i")
@@ -68,19 +71,19 @@ index.`+s3Help)
 	if *jobs < 1 {
 		return usageError(fs, "--jobs must be at least 1")
 	}
-	opt := layout.IndexOptions{NoChecksums: *noChecksums, Jobs: *jobs,
+	opt := tarindex.Options{NoChecksums: *noChecksums, Jobs: *jobs,
 		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "aifs index: warning: %s\n", displayName(msg)) }}
 	switch {
 	case *view == "tree" && *merge:
-		opt.View = layout.ViewMerge
+		opt.View = tarindex.ViewMerge
 	case *view == "tree":
-		opt.View = layout.ViewTree
+		opt.View = tarindex.ViewTree
 	case *view == "imagefolder" && !*merge:
-		opt.View = layout.ViewImageFolder
+		opt.View = tarindex.ViewImageFolder
 	default:
 		return usageError(fs, fmt.Sprintf("--view %q: want tree or imagefolder (--merge only with tree)", *view))
 	}
-	if opt.View != layout.ViewImageFolder && (*labelKey != "" || *labels != "" || *classNames != "") {
+	if opt.View != tarindex.ViewImageFolder && (*labelKey != "" || *labels != "" || *classNames != "") {
 		return usageError(fs, "--label-key, --labels and --class-names are for --view imagefolder")
 	}
 	if *labelKey != "" && *labels != "" {
@@ -116,11 +119,11 @@ index.`+s3Help)
 	var bar *progressBar
 	if !*quiet && isTerminal(os.Stderr) {
 		bar = newProgressBar(os.Stderr)
-		opt.Progress = func(p layout.IndexProgress) {
+		opt.Progress = func(p tarindex.Progress) {
 			bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d tars", p.Tars, p.TotalTars))
 		}
 	}
-	index, res, err := layout.IndexTars(ctx, srcs, opt)
+	index, res, err := tarindex.IndexTars(ctx, srcs, opt)
 	if err == nil {
 		err = t.write(ctx, index, *force)
 	}
@@ -139,13 +142,13 @@ index.`+s3Help)
 // compressedHint adds what to do to an error about a compressed tar, found by its name (sources)
 // or by its bytes (IndexTars).
 func compressedHint(err error) error {
-	if errors.Is(err, layout.ErrCompressedTar) {
+	if errors.Is(err, tar.ErrCompressed) {
 		return fmt.Errorf("%w; aifs reads uncompressed tars in place: decompress it (the index then names the .tar), or extract it and use aifs pack", err)
 	}
 	return err
 }
 
-func printIndexSummary(res layout.IndexResult, indexBytes int, opt layout.IndexOptions) {
+func printIndexSummary(res tarindex.Result, indexBytes int, opt tarindex.Options) {
 	secs := res.Duration.Seconds()
 	sums := "with checksums"
 	if opt.NoChecksums {
@@ -154,7 +157,7 @@ func printIndexSummary(res layout.IndexResult, indexBytes int, opt layout.IndexO
 	fmt.Printf("indexed %d tars (%s, %d members) in %.2f s (%s/s, %s): %d files (%d hard links), %d directories, %s; index %s\n",
 		res.Tars, humanBytes(res.TarBytes), res.Members, secs, humanBytes(int64(float64(res.TarBytes)/max(secs, 1e-9))), sums,
 		res.Files, res.Links, res.Dirs, humanBytes(res.Bytes), humanBytes(int64(indexBytes)))
-	if opt.View == layout.ViewImageFolder {
+	if opt.View == tarindex.ViewImageFolder {
 		fmt.Printf("image-folder view: %d samples in %d classes\n", res.Samples, res.Classes)
 	}
 	for _, c := range []struct {
@@ -279,8 +282,8 @@ func (t *tarSet) close() {
 }
 
 // sources lists the tars that args name, in order, each once.
-func (t *tarSet) sources(ctx context.Context, args []string) ([]layout.TarSource, error) {
-	var srcs []layout.TarSource
+func (t *tarSet) sources(ctx context.Context, args []string) ([]tarindex.Source, error) {
+	var srcs []tarindex.Source
 	seen := map[string]bool{}
 	for _, arg := range args {
 		paths, err := expandBraces(arg)
@@ -288,7 +291,7 @@ func (t *tarSet) sources(ctx context.Context, args []string) ([]layout.TarSource
 			return nil, err
 		}
 		for _, p := range paths {
-			var found []layout.TarSource
+			var found []tarindex.Source
 			if s3.IsURL(p) != (t.s3 != nil) {
 				return nil, fmt.Errorf("%s and the destination %s: tars in S3 take an index in S3 (in their bucket), local tars a local index", p, t.dst)
 			}
@@ -313,22 +316,22 @@ func (t *tarSet) sources(ctx context.Context, args []string) ([]layout.TarSource
 }
 
 // files lists the local tar p, or every *.tar under directory p in path order.
-func (t *tarSet) files(p string) ([]layout.TarSource, error) {
+func (t *tarSet) files(p string) ([]tarindex.Source, error) {
 	fi, err := os.Stat(p)
 	if err != nil {
 		return nil, err
 	}
 	if !fi.IsDir() {
 		if compressedName(p) {
-			return nil, fmt.Errorf("%s: %w", p, layout.ErrCompressedTar)
+			return nil, fmt.Errorf("%s: %w", p, tar.ErrCompressed)
 		}
 		if !fi.Mode().IsRegular() {
 			return nil, fmt.Errorf("%s is not a regular file", p)
 		}
 		s, err := t.file(p, fi)
-		return []layout.TarSource{s}, err
+		return []tarindex.Source{s}, err
 	}
-	var srcs []layout.TarSource
+	var srcs []tarindex.Source
 	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
@@ -336,7 +339,7 @@ func (t *tarSet) files(p string) ([]layout.TarSource, error) {
 		case d.IsDir():
 			return nil
 		case compressedName(path):
-			return fmt.Errorf("%s: %w", path, layout.ErrCompressedTar)
+			return fmt.Errorf("%s: %w", path, tar.ErrCompressed)
 		case !strings.HasSuffix(path, ".tar") || !d.Type().IsRegular():
 			return nil
 		}
@@ -355,25 +358,25 @@ func (t *tarSet) files(p string) ([]layout.TarSource, error) {
 }
 
 // file describes the local tar at path.
-func (t *tarSet) file(path string, fi os.FileInfo) (layout.TarSource, error) {
+func (t *tarSet) file(path string, fi os.FileInfo) (tarindex.Source, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return layout.TarSource{}, err
+		return tarindex.Source{}, err
 	}
 	name := abs
 	if !t.absolute {
 		if name, err = filepath.Rel(t.dst, abs); err != nil {
-			return layout.TarSource{}, err
+			return tarindex.Source{}, err
 		}
 	}
-	return layout.TarSource{Name: name, Label: abs, Size: fi.Size(), MTime: fi.ModTime().UnixNano(),
+	return tarindex.Source{Name: name, Label: abs, Size: fi.Size(), MTime: fi.ModTime().UnixNano(),
 		Version: strconv.FormatInt(fi.ModTime().UnixNano(), 10),
 		Open:    func(context.Context) (io.ReadCloser, error) { return os.Open(abs) }}, nil
 }
 
 // objects lists the tar object p, or every *.tar under p when it ends in "/" or names no
 // object.
-func (t *tarSet) objects(ctx context.Context, p string) ([]layout.TarSource, error) {
+func (t *tarSet) objects(ctx context.Context, p string) ([]tarindex.Source, error) {
 	loc, err := s3.ParseURL(p)
 	if err != nil {
 		return nil, err
@@ -382,12 +385,12 @@ func (t *tarSet) objects(ctx context.Context, p string) ([]layout.TarSource, err
 		return nil, fmt.Errorf("%s is in bucket %s, the index in %s: an index names tars in its own bucket", p, loc.Bucket, t.loc.Bucket)
 	}
 	if compressedName(loc.Prefix) {
-		return nil, fmt.Errorf("%s: %w", p, layout.ErrCompressedTar)
+		return nil, fmt.Errorf("%s: %w", p, tar.ErrCompressed)
 	}
 	if !strings.HasSuffix(p, "/") && loc.Prefix != "" {
 		obj, err := t.s3.Stat(ctx, loc.Prefix)
 		if err == nil {
-			return []layout.TarSource{t.object(obj)}, nil
+			return []tarindex.Source{t.object(obj)}, nil
 		}
 	}
 	be, err := openS3(ctx, loc.String(), t.s3c, zap.NewNop())
@@ -399,11 +402,11 @@ func (t *tarSet) objects(ctx context.Context, p string) ([]layout.TarSource, err
 	if err != nil {
 		return nil, err
 	}
-	var srcs []layout.TarSource
+	var srcs []tarindex.Source
 	for _, o := range objs {
 		switch {
 		case compressedName(o.Key):
-			return nil, fmt.Errorf("s3://%s/%s: %w", loc.Bucket, o.Key, layout.ErrCompressedTar)
+			return nil, fmt.Errorf("s3://%s/%s: %w", loc.Bucket, o.Key, tar.ErrCompressed)
 		case strings.HasSuffix(o.Key, ".tar"):
 			srcs = append(srcs, t.object(o))
 		}
@@ -415,12 +418,12 @@ func (t *tarSet) objects(ctx context.Context, p string) ([]layout.TarSource, err
 }
 
 // object describes the tar object o of the destination's bucket.
-func (t *tarSet) object(o s3.Object) layout.TarSource {
+func (t *tarSet) object(o s3.Object) tarindex.Source {
 	name := "/" + o.Key
 	if !t.absolute {
 		name, _ = filepath.Rel("/"+t.loc.Prefix, name) // both absolute: no error
 	}
-	return layout.TarSource{Name: name, Label: "s3://" + t.loc.Bucket + "/" + o.Key, Size: o.Size, MTime: o.MTime.UnixNano(),
+	return tarindex.Source{Name: name, Label: "s3://" + t.loc.Bucket + "/" + o.Key, Size: o.Size, MTime: o.MTime.UnixNano(),
 		Version: o.ETag,
 		Open:    func(ctx context.Context) (io.ReadCloser, error) { return t.s3.OpenObject(ctx, o.Key, o.ETag) }}
 }
@@ -447,7 +450,7 @@ func (t *tarSet) write(ctx context.Context, index []byte, force bool) error {
 	case !errors.Is(err, os.ErrNotExist):
 		return err
 	}
-	return layout.WriteIndexFile(t.dst, index)
+	return pack.WriteIndexFile(t.dst, index)
 }
 
 // expandBraces expands the brace patterns of s as a shell does and WebDataset writes them:

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aifs/aifs/backend/s3"
-	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/pack"
 )
 
 func runPack(ctx context.Context, args []string) int {
@@ -41,7 +41,7 @@ leaves nothing that aifs accepts as a shard set, and removes its temporary files
 	if *jobs < 1 {
 		return usageError(fs, "--jobs must be at least 1")
 	}
-	opt := layout.PackOptions{
+	opt := pack.Options{
 		ShardSize:      int64(shardSize),
 		Jobs:           *jobs,
 		Force:          *force,
@@ -51,11 +51,11 @@ leaves nothing that aifs accepts as a shard set, and removes its temporary files
 	var bar *progressBar
 	if !*quiet && isTerminal(os.Stderr) {
 		bar = newProgressBar(os.Stderr)
-		opt.Progress = func(p layout.PackProgress) {
+		opt.Progress = func(p pack.Progress) {
 			bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d files", p.Files, p.TotalFiles))
 		}
 	}
-	res, err := pack(ctx, pos[0], pos[1], &s3c, opt)
+	res, err := packSet(ctx, pos[0], pos[1], &s3c, opt)
 	if bar != nil {
 		bar.clear()
 	}
@@ -70,19 +70,19 @@ leaves nothing that aifs accepts as a shard set, and removes its temporary files
 	return exitOK
 }
 
-// pack packs src into the directory or s3:// URL dst.
-func pack(ctx context.Context, src, dst string, s3c *s3Config, opt layout.PackOptions) (layout.PackResult, error) {
+// packSet packs src into the directory or s3:// URL dst.
+func packSet(ctx context.Context, src, dst string, s3c *s3Config, opt pack.Options) (pack.Result, error) {
 	if !s3.IsURL(dst) {
-		return layout.Pack(ctx, src, dst, opt)
+		return pack.Pack(ctx, src, dst, opt)
 	}
 	be, err := openS3(ctx, dst, s3c, zap.NewNop())
 	if err != nil {
-		return layout.PackResult{}, err
+		return pack.Result{}, err
 	}
 	defer be.Close()
 	sink, err := be.NewSink(ctx, opt.Force)
 	if err != nil {
-		return layout.PackResult{}, err
+		return pack.Result{}, err
 	}
-	return layout.PackTo(ctx, src, sink, opt)
+	return pack.PackTo(ctx, src, sink, opt)
 }

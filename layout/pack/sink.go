@@ -1,4 +1,4 @@
-package layout
+package pack
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/aifs/aifs/layout"
 )
 
 // Sink is where PackTo writes a shard set: a directory (Pack), or an object store (backend/s3).
@@ -86,7 +88,7 @@ func (d *dirSink) createTemp(name string) (*os.File, error) {
 // Commit makes the new shard set live: write the index under a temporary name, invalidate any
 // previous set by removing its index, rename the shards into place, then rename the index.
 func (d *dirSink) Commit(_ context.Context, index []byte) error {
-	f, err := d.createTemp(IndexName)
+	f, err := d.createTemp(layout.IndexName)
 	if err != nil {
 		return err
 	}
@@ -96,7 +98,7 @@ func (d *dirSink) Commit(_ context.Context, index []byte) error {
 	if err := d.dst.removeOld(); err != nil {
 		return err
 	}
-	for _, name := range append(d.shards, IndexName) {
+	for _, name := range append(d.shards, layout.IndexName) {
 		from, to := filepath.Join(d.dst.path, tmpPrefix+name), filepath.Join(d.dst.path, name)
 		if err := os.Rename(from, to); err != nil {
 			return fmt.Errorf("rename into place: %w", err)
@@ -140,7 +142,7 @@ func writeSynced(f *os.File, index []byte) error {
 // then renamed over any index there, so that dir holds the old index or the new one, never a
 // part. It is how aifs index writes beside tars, where nothing else is aifs's to replace.
 func WriteIndexFile(dir string, index []byte) error {
-	tmp := filepath.Join(dir, tmpPrefix+IndexName)
+	tmp := filepath.Join(dir, tmpPrefix+layout.IndexName)
 	os.Remove(tmp) // an interrupted run's
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -150,7 +152,7 @@ func WriteIndexFile(dir string, index []byte) error {
 		os.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, IndexName)); err != nil {
+	if err := os.Rename(tmp, filepath.Join(dir, layout.IndexName)); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("rename into place: %w", err)
 	}

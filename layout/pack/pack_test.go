@@ -1,4 +1,4 @@
-package layout
+package pack
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/aifs/aifs/layout"
 )
 
 // writeTree creates files (path → content) and empty directories (path ending in "/") under dir.
@@ -43,12 +45,12 @@ var edgeTree = map[string]string{
 	"big":                    strings.Repeat("0123456789", 600_000), // > streamLimit: streamed
 }
 
-func pack(t *testing.T, src, dst string, opt PackOptions) *Index {
+func pack(t *testing.T, src, dst string, opt Options) *layout.Index {
 	t.Helper()
 	if _, err := Pack(context.Background(), src, dst, opt); err != nil {
 		t.Fatal(err)
 	}
-	x, err := Load(dst)
+	x, err := layout.Load(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func pack(t *testing.T, src, dst string, opt PackOptions) *Index {
 }
 
 // readSample returns the bytes of a packed file straight from its shard.
-func readSample(t *testing.T, dir string, x *Index, id ID) []byte {
+func readSample(t *testing.T, dir string, x *layout.Index, id layout.ID) []byte {
 	t.Helper()
 	e := x.Entry(id)
 	f, err := os.Open(filepath.Join(dir, x.Shards()[e.Shard].Name))
@@ -74,7 +76,7 @@ func readSample(t *testing.T, dir string, x *Index, id ID) []byte {
 func TestPackRoundTrip(t *testing.T) {
 	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "set")
 	writeTree(t, src, edgeTree)
-	x := pack(t, src, dst, PackOptions{ShardSize: 4096, Jobs: 3})
+	x := pack(t, src, dst, Options{ShardSize: 4096, Jobs: 3})
 	if len(x.Shards()) < 3 {
 		t.Errorf("%d shards, want several with a 4 KiB target", len(x.Shards()))
 	}
@@ -94,21 +96,21 @@ func TestPackRoundTrip(t *testing.T) {
 			t.Errorf("%q: content differs (%d bytes, want %d)", p, len(got), len(content))
 		}
 		fi, _ := os.Stat(filepath.Join(src, p))
-		if e.Mode != modeRegular|0o640 || e.MTime != fi.ModTime().UnixNano() {
-			t.Errorf("%q: mode %#o mtime %d, want %#o %d", p, e.Mode, e.MTime, modeRegular|0o640, fi.ModTime().UnixNano())
+		if e.Mode != layout.ModeRegular|0o640 || e.MTime != fi.ModTime().UnixNano() {
+			t.Errorf("%q: mode %#o mtime %d, want %#o %d", p, e.Mode, e.MTime, layout.ModeRegular|0o640, fi.ModTime().UnixNano())
 		}
 	}
 	dog, _ := x.LookupPath("train/dog")
 	d := x.Entry(dog)
 	var names []string
-	for c := d.FirstChild; c < d.FirstChild+ID(d.NumChildren); c++ {
+	for c := d.FirstChild; c < d.FirstChild+layout.ID(d.NumChildren); c++ {
 		names = append(names, string(x.Name(c)))
 	}
 	if !sort.StringsAreSorted(names) || len(names) != 3 {
 		t.Errorf("train/dog lists %q", names)
 	}
-	var problems []Problem
-	if _, err := Verify(context.Background(), dst, x, VerifyOptions{}, func(p Problem) { problems = append(problems, p) }); err != nil || len(problems) > 0 {
+	var problems []layout.Problem
+	if _, err := layout.Verify(context.Background(), dst, x, layout.VerifyOptions{}, func(p layout.Problem) { problems = append(problems, p) }); err != nil || len(problems) > 0 {
 		t.Errorf("Verify = %v, %v", problems, err)
 	}
 }
@@ -117,8 +119,8 @@ func TestPackIsDeterministic(t *testing.T) {
 	src := t.TempDir()
 	writeTree(t, src, edgeTree)
 	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
-	pack(t, src, a, PackOptions{ShardSize: 4096, Jobs: 1})
-	pack(t, src, b, PackOptions{ShardSize: 4096, Jobs: 8})
+	pack(t, src, a, Options{ShardSize: 4096, Jobs: 1})
+	pack(t, src, b, Options{ShardSize: 4096, Jobs: 8})
 	ents, _ := os.ReadDir(a)
 	for _, e := range ents {
 		x, _ := os.ReadFile(filepath.Join(a, e.Name()))
@@ -152,7 +154,7 @@ func TestPackRefusesBadDestinations(t *testing.T) {
 	notEmpty := t.TempDir()
 	os.WriteFile(filepath.Join(notEmpty, "mine.txt"), []byte("keep"), 0o644)
 	existing := filepath.Join(t.TempDir(), "set")
-	pack(t, src, existing, PackOptions{})
+	pack(t, src, existing, Options{})
 	for _, c := range []struct {
 		dst   string
 		force bool
@@ -164,7 +166,7 @@ func TestPackRefusesBadDestinations(t *testing.T) {
 		{existing, false, "already holds a shard set"},
 		{filepath.Join(src, "a"), false, "inside the source"},
 	} {
-		if _, err := Pack(context.Background(), src, c.dst, PackOptions{Force: c.force}); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := Pack(context.Background(), src, c.dst, Options{Force: c.force}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Pack to %s (force %v) = %v, want %q", c.dst, c.force, err, c.want)
 		}
 	}
@@ -176,8 +178,8 @@ func TestPackRefusesBadDestinations(t *testing.T) {
 	}
 	// Replacing with --force: the new set is valid and the old set's surplus shards are gone.
 	writeTree(t, src, map[string]string{"b": strings.Repeat("y", 10000)})
-	pack(t, src, existing, PackOptions{Force: true, ShardSize: 4096})
-	pack(t, src, existing, PackOptions{Force: true})
+	pack(t, src, existing, Options{Force: true, ShardSize: 4096})
+	pack(t, src, existing, Options{Force: true})
 	ents, _ := os.ReadDir(existing)
 	if len(ents) != 2 {
 		t.Errorf("after replacing, the destination holds %d files, want index and 1 shard", len(ents))
@@ -187,7 +189,7 @@ func TestPackRefusesBadDestinations(t *testing.T) {
 func TestVerifyFindsCorruptSamples(t *testing.T) {
 	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "set")
 	writeTree(t, src, edgeTree)
-	x := pack(t, src, dst, PackOptions{ShardSize: 4096})
+	x := pack(t, src, dst, Options{ShardSize: 4096})
 	id, _ := x.LookupPath("train/dog/a b.jpg")
 	e := x.Entry(id)
 	shard := filepath.Join(dst, x.Shards()[e.Shard].Name)
@@ -198,19 +200,19 @@ func TestVerifyFindsCorruptSamples(t *testing.T) {
 	var got []string
 	verify := func() {
 		got = nil
-		Verify(context.Background(), dst, x, VerifyOptions{Jobs: 2}, func(p Problem) {
+		layout.Verify(context.Background(), dst, x, layout.VerifyOptions{Jobs: 2}, func(p layout.Problem) {
 			got = append(got, p.Path+": "+p.Reason)
 		})
 		sort.Strings(got)
 	}
 	verify()
 	if len(got) != 2 || !strings.HasPrefix(got[0], ": shard checksum mismatch") || !strings.HasPrefix(got[1], "train/dog/a b.jpg: content checksum mismatch") {
-		t.Errorf("after flipping a byte of one sample, Verify reports %q", got)
+		t.Errorf("after flipping a byte of one sample, layout.Verify reports %q", got)
 	}
 	os.Remove(shard)
 	verify()
 	if len(got) < 2 || !strings.Contains(strings.Join(got, "\n"), "train/dog/a b.jpg: shard missing") {
-		t.Errorf("after deleting its shard, Verify reports %q", got)
+		t.Errorf("after deleting its shard, layout.Verify reports %q", got)
 	}
 }
 
@@ -232,7 +234,7 @@ func TestPackRelativeSource(t *testing.T) {
 	for _, c := range []struct{ cwd, src string }{{base, "t"}, {base, "t/"}, {base, "./t/b/.."}, {filepath.Join(base, "t"), "."}, {filepath.Join(base, "t/a"), ".."}} {
 		t.Chdir(c.cwd)
 		dst := filepath.Join(t.TempDir(), "set")
-		x := pack(t, c.src, dst, PackOptions{})
+		x := pack(t, c.src, dst, Options{})
 		for _, p := range []string{"a/f", "b/l", "b/dir/f"} {
 			id, err := x.LookupPath(p)
 			if err != nil {
@@ -246,7 +248,7 @@ func TestPackRelativeSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(filepath.Join(base, "t"))
-	_, err := Pack(context.Background(), ".", filepath.Join(t.TempDir(), "set"), PackOptions{})
+	_, err := Pack(context.Background(), ".", filepath.Join(t.TempDir(), "set"), Options{})
 	if err == nil || !strings.Contains(err.Error(), "outside the source tree") || !strings.Contains(err.Error(), "b/out") {
 		t.Errorf("pack . with b/out -> ../../outside: err %v, want the symlink refused as outside the source tree", err)
 	}
@@ -264,7 +266,7 @@ func TestListFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	x := pack(t, src, filepath.Join(t.TempDir(), "set"), PackOptions{})
+	x := pack(t, src, filepath.Join(t.TempDir(), "set"), Options{})
 	var want []string
 	for i := range x.Files() {
 		if p := x.Path(x.FileAt(i)); !strings.HasPrefix(p, ".aifs/") {
@@ -290,22 +292,22 @@ func TestListFiles(t *testing.T) {
 }
 
 // assignShards places files in pack order into shards of about target bytes each, as Pack does.
-func assignShards(files []*node, target uint64) []Shard {
-	var shards []Shard
+func assignShards(files []*layout.Node, target uint64) []layout.Shard {
+	var shards []layout.Shard
 	for _, f := range files {
-		if len(shards) == 0 || shards[len(shards)-1].Size > 0 && shards[len(shards)-1].Size+f.size > target {
-			shards = append(shards, Shard{Name: ShardName(len(shards)), Kind: ShardData})
+		if len(shards) == 0 || shards[len(shards)-1].Size > 0 && shards[len(shards)-1].Size+f.Size > target {
+			shards = append(shards, layout.Shard{Name: layout.ShardName(len(shards)), Kind: layout.ShardData})
 		}
 		s := &shards[len(shards)-1]
-		f.shard, f.offset = uint32(len(shards)-1), s.Size
-		s.Size += f.size
+		f.Shard, f.Offset = uint32(len(shards)-1), s.Size
+		s.Size += f.Size
 	}
 	return shards
 }
 
 // TestPackIndexAsNodeTree checks that Pack writes, byte for byte, the index that Pack wrote when
-// it held a *node per entry: a tree walked as entries came, numbered by number, shards
-// assigned by assignShards, encoded by encodeIndex. The tree has symlinks followed and skipped,
+// it held a *Node per entry: a tree walked as entries came, numbered by number, shards
+// assigned by assignShards, encoded by EncodeIndex. The tree has symlinks followed and skipped,
 // an empty directory, an empty file, one streamed and deep directories. It also checks that
 // the index's size hint is not short.
 func TestPackIndexAsNodeTree(t *testing.T) {
@@ -317,16 +319,16 @@ func TestPackIndexAsNodeTree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, opt := range []PackOptions{{ShardSize: 4096, Jobs: 3}, {Jobs: 1}} {
+	for _, opt := range []Options{{ShardSize: 4096, Jobs: 3}, {Jobs: 1}} {
 		dst := filepath.Join(t.TempDir(), "set")
 		x := pack(t, src, dst, opt)
 		t.Cleanup(func() { x.Close() })
-		got, err := os.ReadFile(filepath.Join(dst, IndexName))
+		got, err := os.ReadFile(filepath.Join(dst, layout.IndexName))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if want := nodeTreeIndex(t, src, cmp.Or(opt.ShardSize, 1<<30)); !bytes.Equal(got, want) {
-			t.Errorf("shard size %d: the index differs from the node tree's (%d bytes, want %d)", opt.ShardSize, len(got), len(want))
+			t.Errorf("shard size %d: the index differs from the layout.Node tree's (%d bytes, want %d)", opt.ShardSize, len(got), len(want))
 		}
 		p := &packer{w: walker{warn: func(string) {}, statFiles: true}}
 		tr, err := p.walkTree(t.Context(), src)
@@ -339,16 +341,16 @@ func TestPackIndexAsNodeTree(t *testing.T) {
 	}
 }
 
-// nodeTreeIndex returns the index of src that Pack's node tree gave.
+// nodeTreeIndex returns the index of src that Pack's Node tree gave.
 func nodeTreeIndex(t *testing.T, src string, shardSize int64) []byte {
 	w := walker{warn: func(string) {}, statFiles: true}
 	fi, err := w.root(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srcs := map[*node]string{}
-	var walk func(dir string, d *node, ancestors []fileID)
-	walk = func(dir string, d *node, ancestors []fileID) {
+	srcs := map[*layout.Node]string{}
+	var walk func(dir string, d *layout.Node, ancestors []fileID)
+	walk = func(dir string, d *layout.Node, ancestors []fileID) {
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -361,21 +363,21 @@ func nodeTreeIndex(t *testing.T, src string, shardSize int64) []byte {
 			if !ok {
 				continue
 			}
-			n := &node{name: e.name, mode: unixMode(e.info), mtime: e.info.ModTime().UnixNano()}
+			n := &layout.Node{Name: e.name, Mode: unixMode(e.info), MTime: e.info.ModTime().UnixNano()}
 			if !e.dir {
-				srcs[n], n.size = e.path, uint64(e.info.Size())
+				srcs[n], n.Size = e.path, uint64(e.info.Size())
 			} else {
 				walk(e.path, n, append(ancestors, e.id))
 			}
-			d.children = append(d.children, n)
+			d.Children = append(d.Children, n)
 		}
 	}
-	root := &node{mode: unixMode(fi), mtime: fi.ModTime().UnixNano()}
+	root := &layout.Node{Mode: unixMode(fi), MTime: fi.ModTime().UnixNano()}
 	walk(src, root, []fileID{idOf(fi)})
-	nodes := number(root)
-	var files []*node
+	nodes := layout.Number(root)
+	var files []*layout.Node
 	for _, n := range nodes {
-		if !n.isDir() {
+		if !n.IsDir() {
 			files = append(files, n)
 		}
 	}
@@ -385,10 +387,10 @@ func nodeTreeIndex(t *testing.T, src string, shardSize int64) []byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.crc = Checksum(b)
-		shards[f.shard].CRC = UpdateChecksum(shards[f.shard].CRC, b)
+		f.CRC = layout.Checksum(b)
+		shards[f.Shard].CRC = layout.UpdateChecksum(shards[f.Shard].CRC, b)
 	}
-	return encodeIndex(nodes, shards, false)
+	return layout.EncodeIndex(nodes, shards, false)
 }
 
 // TestPackTreeStores fills a packTree's entries and names past several chunks and reads them
@@ -398,8 +400,8 @@ func TestPackTreeStores(t *testing.T) {
 	var offs []uint64
 	for i := range entryChunk + 1000 {
 		name := strings.Repeat(string(rune('a'+i%26)), 1+i%255)
-		id, off, err := tr.add(packEntry{size: uint64(i), mode: modeRegular}, name)
-		if err != nil || id != ID(i) {
+		id, off, err := tr.add(packEntry{size: uint64(i), mode: layout.ModeRegular}, name)
+		if err != nil || id != layout.ID(i) {
 			t.Fatalf("add %d = %d, %v", i, id, err)
 		}
 		offs = append(offs, off)
@@ -409,7 +411,7 @@ func TestPackTreeStores(t *testing.T) {
 	}
 	var off uint64
 	for i := range tr.len() {
-		e := tr.entries.at(ID(i))
+		e := tr.entries.at(layout.ID(i))
 		off = nameStart(off, int(e.nameLen))
 		want := strings.Repeat(string(rune('a'+i%26)), 1+i%255)
 		if e.size != uint64(i) || off != offs[i] || string(tr.names.at(off, e.nameLen)) != want {

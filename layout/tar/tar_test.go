@@ -1,4 +1,4 @@
-package layout
+package tar
 
 import (
 	"archive/tar"
@@ -21,7 +21,7 @@ import (
 // tarEntry is one path of the tree the tool tests archive, as the archive should describe it.
 type tarEntry struct {
 	name   string
-	typ    TarType
+	typ    Type
 	mode   uint32 // permission bits (not checked for symlinks)
 	data   []byte // files
 	target string // symlinks and hard links
@@ -45,20 +45,20 @@ func tarTree(t *testing.T) (string, []tarEntry) {
 	rng.Read(big)
 	small := []byte("hello, tar\n")
 	ents := []tarEntry{
-		{name: "small.txt", typ: TarFile, mode: 0o640, data: small},
-		{name: "empty", typ: TarFile, mode: 0o600, data: []byte{}},
-		{name: tarN99, typ: TarFile, mode: 0o644, data: []byte("99\n")},
-		{name: tarN100, typ: TarFile, mode: 0o644, data: []byte("100\n")},
-		{name: tarN101, typ: TarFile, mode: 0o644, data: []byte("101\n")},
-		{name: "dir", typ: TarDir, mode: 0o750},
-		{name: tarD155, typ: TarDir, mode: 0o755},
-		{name: tarL255, typ: TarFile, mode: 0o644, data: bytes.Repeat([]byte("255"), 700)},
-		{name: tarL309, typ: TarFile, mode: 0o644, data: []byte("309\n")},
-		{name: "link", typ: TarSymlink, target: "small.txt"},
-		{name: "longlink", typ: TarSymlink, target: tarTarget},
-		{name: "hard.txt", typ: TarHardLink, mode: 0o640, target: "small.txt"},
-		{name: "big.bin", typ: TarFile, mode: 0o755, data: big},
-		{name: "ünïcødé-名前.txt", typ: TarFile, mode: 0o644, data: []byte("utf-8\n")},
+		{name: "small.txt", typ: TypeFile, mode: 0o640, data: small},
+		{name: "empty", typ: TypeFile, mode: 0o600, data: []byte{}},
+		{name: tarN99, typ: TypeFile, mode: 0o644, data: []byte("99\n")},
+		{name: tarN100, typ: TypeFile, mode: 0o644, data: []byte("100\n")},
+		{name: tarN101, typ: TypeFile, mode: 0o644, data: []byte("101\n")},
+		{name: "dir", typ: TypeDir, mode: 0o750},
+		{name: tarD155, typ: TypeDir, mode: 0o755},
+		{name: tarL255, typ: TypeFile, mode: 0o644, data: bytes.Repeat([]byte("255"), 700)},
+		{name: tarL309, typ: TypeFile, mode: 0o644, data: []byte("309\n")},
+		{name: "link", typ: TypeSymlink, target: "small.txt"},
+		{name: "longlink", typ: TypeSymlink, target: tarTarget},
+		{name: "hard.txt", typ: TypeHardLink, mode: 0o640, target: "small.txt"},
+		{name: "big.bin", typ: TypeFile, mode: 0o755, data: big},
+		{name: "ünïcødé-名前.txt", typ: TypeFile, mode: 0o644, data: []byte("utf-8\n")},
 	}
 	dir := t.TempDir()
 	mtime := time.Unix(1700000000, 123456789)
@@ -66,16 +66,16 @@ func tarTree(t *testing.T) (string, []tarEntry) {
 		p := filepath.Join(dir, e.name)
 		var err error
 		switch e.typ {
-		case TarFile:
+		case TypeFile:
 			err = os.WriteFile(p, e.data, 0o600)
-		case TarDir:
+		case TypeDir:
 			err = os.Mkdir(p, 0o700)
-		case TarSymlink:
+		case TypeSymlink:
 			err = os.Symlink(e.target, p)
-		case TarHardLink:
+		case TypeHardLink:
 			err = os.Link(filepath.Join(dir, e.target), p)
 		}
-		if err == nil && e.typ != TarSymlink {
+		if err == nil && e.typ != TypeSymlink {
 			err = os.Chmod(p, os.FileMode(e.mode))
 		}
 		if err != nil {
@@ -83,7 +83,7 @@ func tarTree(t *testing.T) (string, []tarEntry) {
 		}
 	}
 	for i := len(ents) - 1; i >= 0; i-- { // children first, so that directory times stay
-		if ents[i].typ != TarSymlink {
+		if ents[i].typ != TypeSymlink {
 			if err := os.Chtimes(filepath.Join(dir, ents[i].name), mtime, mtime); err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +96,7 @@ func tarTree(t *testing.T) (string, []tarEntry) {
 // for link targets silently truncate them).
 func tarHolds(format string, e tarEntry) bool {
 	name := e.name
-	if e.typ == TarDir {
+	if e.typ == TypeDir {
 		name += "/"
 	}
 	if len(e.target) > 100 && (format == "v7" || format == "ustar") {
@@ -218,11 +218,11 @@ func checkToolArchive(t *testing.T, path string, want []tarEntry) {
 		if err != nil {
 			t.Fatalf("archive/tar at %q: %v", m.Name, err)
 		}
-		size, typ := h.Size, map[byte]TarType{tar.TypeReg: TarFile, tar.TypeLink: TarHardLink, tar.TypeSymlink: TarSymlink, tar.TypeDir: TarDir}[h.Typeflag]
-		if typ != TarFile {
+		size, typ := h.Size, map[byte]Type{tar.TypeReg: TypeFile, tar.TypeLink: TypeHardLink, tar.TypeSymlink: TypeSymlink, tar.TypeDir: TypeDir}[h.Typeflag]
+		if typ != TypeFile {
 			size = 0
 		}
-		w := TarMember{Name: h.Name, Linkname: h.Linkname, Type: typ, Mode: uint32(h.Mode & 0o7777), MTime: h.ModTime.UnixNano(), Size: size, Offset: m.Offset, Header: m.Header}
+		w := Member{Name: h.Name, Linkname: h.Linkname, Type: typ, Mode: uint32(h.Mode & 0o7777), MTime: h.ModTime.UnixNano(), Size: size, Offset: m.Offset, Header: m.Header}
 		if m != w {
 			t.Errorf("member differs from archive/tar's:\n got %+v\nwant %+v", m, w)
 		}
@@ -239,10 +239,10 @@ func checkToolArchive(t *testing.T, path string, want []tarEntry) {
 		if name != e.name || m.Type != e.typ || m.Linkname != e.target || m.Size != int64(len(e.data)) {
 			t.Errorf("member %d: %q %v size %d link %q; want %q %v size %d link %q", i, name, m.Type, m.Size, m.Linkname, e.name, e.typ, len(e.data), e.target)
 		}
-		if e.typ != TarSymlink && m.Mode != e.mode {
+		if e.typ != TypeSymlink && m.Mode != e.mode {
 			t.Errorf("%q: mode %#o, want %#o", e.name, m.Mode, e.mode)
 		}
-		if e.typ != TarSymlink && m.MTime/1e9 != 1700000000 { // os.Chtimes follows symlinks
+		if e.typ != TypeSymlink && m.MTime/1e9 != 1700000000 { // os.Chtimes follows symlinks
 			t.Errorf("%q: mtime %d", e.name, m.MTime)
 		}
 		if m.Offset+m.Size > int64(len(archive)) || !bytes.Equal(archive[m.Offset:m.Offset+m.Size], e.data) {
@@ -253,10 +253,10 @@ func checkToolArchive(t *testing.T, path string, want []tarEntry) {
 
 // readTarMembers reads all members of r, reading their data (checked against archive) if
 // archive is set, and checks the end.
-func readTarMembers(t *testing.T, r io.Reader, archive []byte) []TarMember {
+func readTarMembers(t *testing.T, r io.Reader, archive []byte) []Member {
 	t.Helper()
-	tr := NewTarReader(r)
-	var ms []TarMember
+	tr := NewReader(r)
+	var ms []Member
 	for {
 		m, err := tr.Next()
 		if err == io.EOF {
@@ -290,7 +290,7 @@ func (s *seekCounter) Seek(off int64, whence int) (int64, error) {
 }
 
 // TestTarGNUSparse checks that sparse members, old GNU ones with extension blocks among them,
-// are TarSparse and that the offsets of the members after them stay exact.
+// are TypeSparse and that the offsets of the members after them stay exact.
 func TestTarGNUSparse(t *testing.T) {
 	dir := t.TempDir()
 	f, err := os.Create(filepath.Join(dir, "sparse"))
@@ -318,7 +318,7 @@ func TestTarGNUSparse(t *testing.T) {
 			t.Fatal(err)
 		}
 		ms := readTarMembers(t, bytes.NewReader(archive), archive)
-		if len(ms) != 2 || ms[0].Type != TarSparse || ms[1].Type != TarFile || ms[1].Name != "after" ||
+		if len(ms) != 2 || ms[0].Type != TypeSparse || ms[1].Type != TypeFile || ms[1].Name != "after" ||
 			!bytes.Equal(archive[ms[1].Offset:ms[1].Offset+ms[1].Size], after) {
 			t.Errorf("%v: members %+v", args, ms)
 		}
@@ -489,7 +489,7 @@ func TestTarCrafted(t *testing.T) {
 			if !seekable {
 				r = struct{ io.Reader }{r}
 			}
-			tr := NewTarReader(r)
+			tr := NewReader(r)
 			var got []string
 			for {
 				m, err := tr.Next()
@@ -501,8 +501,8 @@ func TestTarCrafted(t *testing.T) {
 					if strings.Contains(err.Error(), "truncated") != errors.Is(err, io.ErrUnexpectedEOF) {
 						t.Errorf("%s: error %q and errors.Is(io.ErrUnexpectedEOF) disagree", tc.name, err)
 					}
-					if strings.Contains(err.Error(), "compressed") != errors.Is(err, ErrCompressedTar) {
-						t.Errorf("%s: error %q and errors.Is(ErrCompressedTar) disagree", tc.name, err)
+					if strings.Contains(err.Error(), "compressed") != errors.Is(err, ErrCompressed) {
+						t.Errorf("%s: error %q and errors.Is(ErrCompressed) disagree", tc.name, err)
 					}
 					if _, err2 := tr.Next(); err2 != err {
 						t.Errorf("%s: error not sticky: %v then %v", tc.name, err, err2)
@@ -538,7 +538,7 @@ func TestTarPAXTimes(t *testing.T) {
 			archive = tarExt('x', paxRecords("mtime", tc.mtime))
 		}
 		archive = tarJoin(archive, tarHeader("f", '0', 0, "ustar"))
-		m, err := NewTarReader(bytes.NewReader(archive)).Next()
+		m, err := NewReader(bytes.NewReader(archive)).Next()
 		if err != nil || m.MTime != tc.want {
 			t.Errorf("mtime %q: got %d, %v; want %d", tc.mtime, m.MTime, err, tc.want)
 		}
@@ -557,7 +557,7 @@ func TestTarSkipOnPipe(t *testing.T) {
 		pw.Close()
 	}()
 	defer pr.Close()
-	tr := NewTarReader(pr)
+	tr := NewReader(pr)
 	var names []string
 	for {
 		m, err := tr.Next()
@@ -578,7 +578,7 @@ func TestTarSkipOnPipe(t *testing.T) {
 func TestTarReadAllocations(t *testing.T) {
 	archive, n := tarShard(1000, 1000)
 	allocs := testing.AllocsPerRun(5, func() {
-		tr := NewTarReader(bytes.NewReader(archive))
+		tr := NewReader(bytes.NewReader(archive))
 		for {
 			if _, err := tr.Next(); err != nil {
 				break
@@ -612,7 +612,7 @@ func BenchmarkTarReader(b *testing.B) {
 	b.SetBytes(int64(len(archive)))
 	b.ReportAllocs()
 	for b.Loop() {
-		tr := NewTarReader(bytes.NewReader(archive))
+		tr := NewReader(bytes.NewReader(archive))
 		for {
 			if _, err := tr.Next(); err != nil {
 				if err != io.EOF {

@@ -1,21 +1,29 @@
-package layout
+// Package pack writes a new shard set (layout's format) from a directory tree: it walks the tree
+// (ListFiles), copies the files' bytes densely into shards in pack order and writes the index
+// last, through a Sink (a local directory, or backend/s3's upload); WriteIndexFile replaces an
+// index alone. It imports layout and the standard library.
+package pack
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aifs/aifs/layout"
 )
 
-// PackOptions configure Pack. The zero value packs with the defaults given on each field.
-type PackOptions struct {
+// DefaultShardSize is the target shard size when Options.ShardSize is not set: 1 GiB.
+const DefaultShardSize = 1 << 30
+
+// Options configure Pack. The zero value packs with the defaults given on each field.
+type Options struct {
 	// ShardSize is the target shard size in bytes. Default 1 GiB.
 	ShardSize int64
 	// Jobs is the number of source files read in parallel. Default 16.
@@ -31,17 +39,17 @@ type PackOptions struct {
 	// symlinks, symlink cycles). Default: discard.
 	Warn func(msg string)
 	// Progress, if set, is called from one goroutine after each file is written.
-	Progress func(PackProgress)
+	Progress func(Progress)
 }
 
-// PackProgress is a snapshot of a running pack.
-type PackProgress struct {
+// Progress is a snapshot of a running pack.
+type Progress struct {
 	Files, TotalFiles int
 	Bytes, TotalBytes int64
 }
 
-// PackResult summarises a finished pack.
-type PackResult struct {
+// Result summarises a finished pack.
+type Result struct {
 	Files, Dirs, Shards int
 	Bytes               int64
 	Duration            time.Duration
@@ -67,10 +75,10 @@ const (
 // Shards and index are written under temporary names; the index is renamed into place last, after
 // everything else is on disk. On failure or cancellation Pack removes what it wrote, and an
 // existing shard set at dst (with Force) stays valid until the new data is fully written.
-func Pack(ctx context.Context, src, dst string, opt PackOptions) (PackResult, error) {
+func Pack(ctx context.Context, src, dst string, opt Options) (Result, error) {
 	d, err := prepareDest(src, dst, opt.Force)
 	if err != nil {
-		return PackResult{}, err
+		return Result{}, err
 	}
 	return PackTo(ctx, src, &dirSink{dst: d}, opt)
 }
@@ -78,10 +86,10 @@ func Pack(ctx context.Context, src, dst string, opt PackOptions) (PackResult, er
 // PackTo packs the tree at src like Pack, into sink (Pack's sink writes a directory; backend/s3
 // has one that uploads). opt.Force is the sink's business and ignored here. On failure or
 // cancellation PackTo aborts the sink; on success it has committed it.
-func PackTo(ctx context.Context, src string, sink Sink, opt PackOptions) (PackResult, error) {
+func PackTo(ctx context.Context, src string, sink Sink, opt Options) (Result, error) {
 	start := time.Now()
 	if opt.ShardSize <= 0 {
-		opt.ShardSize = 1 << 30
+		opt.ShardSize = DefaultShardSize
 	}
 	if opt.Jobs <= 0 {
 		opt.Jobs = 16
@@ -93,7 +101,7 @@ func PackTo(ctx context.Context, src string, sink Sink, opt PackOptions) (PackRe
 	res, err := p.run(ctx, src)
 	if err != nil {
 		sink.Abort()
-		return PackResult{}, err
+		return Result{}, err
 	}
 	res.Duration = time.Since(start)
 	return res, nil
@@ -101,29 +109,23 @@ func PackTo(ctx context.Context, src string, sink Sink, opt PackOptions) (PackRe
 
 // packer runs one PackTo. Its memory per file is the packTree's, 24 bytes and the name, held
 // from the walk to the end, plus while it commits the index (47 bytes and the name, Sink.Commit
-// takes it whole): about 110 bytes a file of a 20-byte name at the peak, against some 330 with a
-// *node per entry before. Measured on 300,000 files of 100 bytes in 300 directories of 1,000,
-// names of 20 bytes, on a 2-core VM with Go 1.26:
-//
-//	/usr/bin/time -v aifs pack SRC DST: max RSS 187-207 MB with the node tree (bbeb3ce),
-//	  67-68 MB now; 12 MB for a tree of one file, either way
-//	go test ./layout -run '^$' -bench PackMemory -benchtime 1x (100,000 files): live heap once
-//	  the last file is written, 259 B/file with the node tree, 43 now; the index 70 B/file
+// takes it whole): about 110 bytes a file of a 20-byte name at the peak
+// (docs/bench/layout-notes.md#pack-memory-per-file).
 type packer struct {
-	opt  PackOptions
+	opt  Options
 	sink Sink
 	w    walker
 }
 
-func (p *packer) run(ctx context.Context, src string) (PackResult, error) {
+func (p *packer) run(ctx context.Context, src string) (Result, error) {
 	t, err := p.walkTree(ctx, src)
 	if err != nil {
-		return PackResult{}, err
+		return Result{}, err
 	}
-	var res PackResult
+	var res Result
 	place := shardPlacer{target: uint64(p.opt.ShardSize)}
 	for id := range t.len() {
-		if e := t.entries.at(ID(id)); e.isDir() {
+		if e := t.entries.at(layout.ID(id)); e.isDir() {
 			res.Dirs++
 		} else {
 			res.Files++
@@ -133,24 +135,24 @@ func (p *packer) run(ctx context.Context, src string) (PackResult, error) {
 	}
 	shards := place.shards
 	if err := p.writeData(ctx, src, t, res.Files, shards, res.Bytes); err != nil {
-		return PackResult{}, err
+		return Result{}, err
 	}
 	versions, err := p.sink.Finish(ctx)
 	if err != nil {
-		return PackResult{}, err
+		return Result{}, err
 	}
 	if len(versions) != len(shards) {
-		return PackResult{}, fmt.Errorf("internal error: sink finished %d shards, planned %d", len(versions), len(shards))
+		return Result{}, fmt.Errorf("internal error: sink finished %d shards, planned %d", len(versions), len(shards))
 	}
 	for i := range shards {
 		shards[i].Version = versions[i]
 	}
 	index, err := t.encodeIndex(shards, place.target)
 	if err != nil {
-		return PackResult{}, err
+		return Result{}, err
 	}
 	if err := p.sink.Commit(ctx, index); err != nil {
-		return PackResult{}, err
+		return Result{}, err
 	}
 	res.Shards = len(shards)
 	return res, nil
@@ -169,16 +171,16 @@ func unixMode(fi os.FileInfo) uint32 {
 		m |= 0o1000
 	}
 	if fi.IsDir() {
-		return m | modeDir
+		return m | layout.ModeDir
 	}
-	return m | modeRegular
+	return m | layout.ModeRegular
 }
 
 // slot carries one file from the dispatcher to a reader, and its content to the writer.
 type slot struct {
-	id    ID     // set by the dispatcher
-	path  string // set by the dispatcher
-	size  uint64 // set by the dispatcher
+	id    layout.ID // set by the dispatcher
+	path  string    // set by the dispatcher
+	size  uint64    // set by the dispatcher
 	data  []byte
 	crc   uint32
 	err   error
@@ -187,7 +189,7 @@ type slot struct {
 
 // writeData reads the files of t (files of them, total bytes) with opt.Jobs parallel readers,
 // at most window files ahead of the writer, and writes them in order into the shards planned.
-func (p *packer) writeData(ctx context.Context, src string, t *packTree, files int, shards []Shard, total int64) error {
+func (p *packer) writeData(ctx context.Context, src string, t *packTree, files int, shards []layout.Shard, total int64) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	window := 4 * p.opt.Jobs
@@ -236,7 +238,7 @@ func (p *packer) writeData(ctx context.Context, src string, t *packTree, files i
 				s.data, s.crc, s.err = nil, 0, nil
 				if s.size <= streamLimit {
 					s.data, s.err = readWhole(s.path, s.size)
-					s.crc = crc32.Checksum(s.data, castagnoli)
+					s.crc = layout.Checksum(s.data)
 				}
 				s.ready <- struct{}{}
 			}
@@ -249,7 +251,7 @@ func (p *packer) writeData(ctx context.Context, src string, t *packTree, files i
 }
 
 // writeInOrder writes the files as the readers deliver them, recording each one's CRC32C in t.
-func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shards []Shard, total int64, slots []slot, free chan struct{}) error {
+func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shards []layout.Shard, total int64, slots []slot, free chan struct{}) error {
 	var (
 		w       *shardWriter
 		done    int64
@@ -303,7 +305,7 @@ func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shard
 		done += int64(s.size)
 		free <- struct{}{}
 		if p.opt.Progress != nil {
-			p.opt.Progress(PackProgress{Files: i + 1, TotalFiles: files, Bytes: done, TotalBytes: total})
+			p.opt.Progress(Progress{Files: i + 1, TotalFiles: files, Bytes: done, TotalBytes: total})
 		}
 	}
 	if w != nil {
@@ -333,7 +335,7 @@ func streamFile(w io.Writer, path string, size uint64, buf []byte) (uint32, erro
 		return 0, err
 	}
 	defer f.Close()
-	h := crc32.New(castagnoli)
+	h := layout.NewChecksum()
 	if _, err := io.CopyBuffer(io.MultiWriter(w, h), io.LimitReader(f, int64(size)), buf); err != nil {
 		return 0, fmt.Errorf("copy %s: %w", path, err)
 	}
@@ -384,14 +386,12 @@ type shardWriter struct {
 	name  string
 	w     io.WriteCloser
 	bw    *bufio.Writer
-	size  uint64
-	crc   uint32
+	sum   layout.Sum
 }
 
 func (w *shardWriter) Write(b []byte) (int, error) {
 	n, err := w.bw.Write(b)
-	w.size += uint64(n)
-	w.crc = crc32.Update(w.crc, castagnoli, b[:n])
+	w.sum.Add(b[:n])
 	if err != nil {
 		return n, fmt.Errorf("write %s: %w", w.name, err)
 	}
@@ -399,14 +399,14 @@ func (w *shardWriter) Write(b []byte) (int, error) {
 }
 
 // finish flushes and closes the shard and records its checksum; the size was planned in advance.
-func (w *shardWriter) finish(s *Shard) error {
+func (w *shardWriter) finish(s *layout.Shard) error {
 	if err := w.bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", w.name, err)
 	}
-	if w.size != s.Size {
-		return fmt.Errorf("internal error: %s holds %d bytes, planned %d", w.name, w.size, s.Size)
+	if w.sum.Size != s.Size {
+		return fmt.Errorf("internal error: %s holds %d bytes, planned %d", w.name, w.sum.Size, s.Size)
 	}
-	s.CRC = w.crc
+	s.CRC = w.sum.CRC
 	err := w.w.Close()
 	w.w = nil
 	if err != nil {
@@ -416,7 +416,7 @@ func (w *shardWriter) finish(s *Shard) error {
 }
 
 func (p *packer) createShard(ctx context.Context, index int, size uint64) (*shardWriter, error) {
-	name := ShardName(index)
+	name := layout.ShardName(index)
 	wc, err := p.sink.CreateShard(ctx, name, int64(size))
 	if err != nil {
 		return nil, err
@@ -472,7 +472,7 @@ func prepareDest(src, dst string, force bool) (*dest, error) {
 func replaceable(dst string, ents []os.DirEntry, force bool) (*dest, error) {
 	ours := map[string]bool{}
 	hasIndex := false
-	if x, err := Load(dst); err == nil {
+	if x, err := layout.Load(dst); err == nil {
 		for _, s := range x.Shards() {
 			ours[s.Name] = true
 		}
@@ -480,8 +480,8 @@ func replaceable(dst string, ents []os.DirEntry, force bool) (*dest, error) {
 	d := &dest{path: dst}
 	for _, e := range ents {
 		name := e.Name()
-		hasIndex = hasIndex || name == IndexName
-		if !ours[name] && name != IndexName && !isShardName(name) && !strings.HasPrefix(name, tmpPrefix) {
+		hasIndex = hasIndex || name == layout.IndexName
+		if !ours[name] && name != layout.IndexName && !layout.IsShardName(name) && !strings.HasPrefix(name, tmpPrefix) {
 			return nil, fmt.Errorf("destination %s is not empty (it holds %q, which is not part of a shard set); "+
 				"pack into a new or empty directory", dst, name)
 		}
@@ -505,26 +505,19 @@ func replaceable(dst string, ents []os.DirEntry, force bool) (*dest, error) {
 	return d, nil
 }
 
-// isShardName reports whether name has the form ShardName gives.
-func isShardName(name string) bool {
-	var n int
-	_, err := fmt.Sscanf(name, "shard-%06d.dat", &n)
-	return err == nil && ShardName(n) == name
-}
-
 // removeOld removes the previous shard set's index (making it invalid) and then its shards.
 func (d *dest) removeOld() error {
 	if len(d.old) == 0 {
 		return nil
 	}
-	if err := os.Remove(filepath.Join(d.path, IndexName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(filepath.Join(d.path, layout.IndexName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove previous shard set: %w", err)
 	}
 	if err := syncDir(d.path); err != nil {
 		return err
 	}
 	for _, name := range d.old {
-		if name == IndexName || strings.HasPrefix(name, tmpPrefix) {
+		if name == layout.IndexName || strings.HasPrefix(name, tmpPrefix) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(d.path, name)); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -1,4 +1,4 @@
-package layout
+package tarindex
 
 import (
 	"archive/tar"
@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/aifs/aifs/layout"
 )
 
 // tarMem is one member of a tar written by makeTar: a file with data, a directory (name ending
@@ -44,20 +46,20 @@ func makeTar(t testing.TB, members ...tarMem) []byte {
 	return buf.Bytes()
 }
 
-// memTar is a TarSource over bytes.
-func memTar(name string, b []byte) TarSource {
-	return TarSource{Name: name, Label: name, Size: int64(len(b)), MTime: 1e18, Version: "7",
+// memTar is a Source over bytes.
+func memTar(name string, b []byte) Source {
+	return Source{Name: name, Label: name, Size: int64(len(b)), MTime: 1e18, Version: "7",
 		Open: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }}
 }
 
 // indexed indexes srcs and returns the loaded index, failing the test on an error.
-func indexed(t *testing.T, srcs []TarSource, opt IndexOptions) (*Index, IndexResult) {
+func indexed(t *testing.T, srcs []Source, opt Options) (*layout.Index, Result) {
 	t.Helper()
 	b, res, err := IndexTars(context.Background(), srcs, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := Parse(b)
+	x, err := layout.Parse(b)
 	if err != nil {
 		t.Fatalf("the index IndexTars wrote does not load: %v", err)
 	}
@@ -65,15 +67,15 @@ func indexed(t *testing.T, srcs []TarSource, opt IndexOptions) (*Index, IndexRes
 }
 
 // contents returns every file of x as path → its bytes read from the tars (by shard name).
-func contents(t *testing.T, x *Index, tars map[string][]byte) map[string]string {
+func contents(t *testing.T, x *layout.Index, tars map[string][]byte) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for id := x.NextFile(Root); int(id) < x.Len(); id = x.NextFile(id) {
+	for id := x.NextFile(layout.Root); int(id) < x.Len(); id = x.NextFile(id) {
 		e := x.Entry(id)
 		s := x.Shards()[e.Shard]
 		data := tars[s.Name][e.Offset : e.Offset+e.Size]
-		if x.Checksums() && Checksum(data) != e.CRC {
-			t.Errorf("%s: checksum %08x, index says %08x", x.Path(id), Checksum(data), e.CRC)
+		if x.Checksums() && layout.Checksum(data) != e.CRC {
+			t.Errorf("%s: checksum %08x, index says %08x", x.Path(id), layout.Checksum(data), e.CRC)
 		}
 		out[x.Path(id)] = string(data)
 	}
@@ -92,9 +94,9 @@ func TestIndexTarsTreeViews(t *testing.T) {
 	)
 	b := makeTar(t, tarMem{name: "d/x.jpg", data: "from b"}, tarMem{name: "implied/dir/z", data: "z"})
 	tars := map[string][]byte{"../t/a.tar": a, "/abs/b.tar": b}
-	srcs := []TarSource{memTar("../t/a.tar", a), memTar("/abs/b.tar", b)}
+	srcs := []Source{memTar("../t/a.tar", a), memTar("/abs/b.tar", b)}
 	var warnings []string
-	opt := IndexOptions{Warn: func(m string) { warnings = append(warnings, m) }}
+	opt := Options{Warn: func(m string) { warnings = append(warnings, m) }}
 
 	x, res := indexed(t, srcs, opt)
 	want := map[string]string{
@@ -111,11 +113,11 @@ func TestIndexTarsTreeViews(t *testing.T) {
 		t.Errorf("warnings %q, want one naming the symlink", warnings)
 	}
 	for i, s := range x.Shards() {
-		if s.Kind != ShardTar || s.Name != srcs[i].Name || s.Size != uint64(srcs[i].Size) || s.Version != "7" || s.CRC != Checksum(tars[s.Name]) {
+		if s.Kind != layout.ShardTar || s.Name != srcs[i].Name || s.Size != uint64(srcs[i].Size) || s.Version != "7" || s.CRC != layout.Checksum(tars[s.Name]) {
 			t.Errorf("shard %d: %+v", i, s)
 		}
 	}
-	if id, err := x.LookupPath("a/d"); err != nil || x.Entry(id).Mode != modeDir|0o755 {
+	if id, err := x.LookupPath("a/d"); err != nil || x.Entry(id).Mode != layout.ModeDir|0o755 {
 		t.Errorf("a/d: the directory member's mode is not kept")
 	}
 
@@ -137,15 +139,15 @@ func TestIndexTarsTreeViews(t *testing.T) {
 
 func TestIndexTarsNoChecksums(t *testing.T) {
 	a := makeTar(t, tarMem{name: "f", data: strings.Repeat("x", 3<<20)}, tarMem{name: "g", data: "g"})
-	x, _ := indexed(t, []TarSource{memTar("a.tar", a)}, IndexOptions{NoChecksums: true})
+	x, _ := indexed(t, []Source{memTar("a.tar", a)}, Options{NoChecksums: true})
 	if x.Checksums() || x.Shards()[0].CRC != 0 {
 		t.Error("an index without checksums says it has them")
 	}
 	if got := contents(t, x, map[string][]byte{"a.tar": a}); got["a/g"] != "g" || len(got["a/f"]) != 3<<20 {
 		t.Errorf("extents without checksums are wrong")
 	}
-	if _, err := Verify(context.Background(), "", x, VerifyOptions{}, func(Problem) {}); !errors.Is(err, ErrNoChecksums) {
-		t.Errorf("Verify of a set without checksums = %v, want ErrNoChecksums", err)
+	if _, err := layout.Verify(context.Background(), "", x, layout.VerifyOptions{}, func(layout.Problem) {}); !errors.Is(err, layout.ErrNoChecksums) {
+		t.Errorf("Verify of a set without checksums = %v, want layout.ErrNoChecksums", err)
 	}
 }
 
@@ -154,21 +156,21 @@ func TestIndexTarsRefuses(t *testing.T) {
 	gz := append([]byte{0x1f, 0x8b, 8, 0}, make([]byte, 600)...)
 	for _, c := range []struct {
 		name string
-		srcs []TarSource
+		srcs []Source
 		want string
 	}{
-		{"dot-dot", []TarSource{memTar("a.tar", makeTar(t, tarMem{name: "../etc/passwd", data: "x"}))}, `".." component`},
-		{"long component", []TarSource{memTar("a.tar", makeTar(t, tarMem{name: strings.Repeat("n", 256), data: "x"}))}, "longer than 255"},
-		{"file and directory", []TarSource{memTar("a.tar", makeTar(t, tarMem{name: "p", data: "x"}, tarMem{name: "p/q", data: "y"}))}, "both a file and a directory"},
-		{"directory and file", []TarSource{memTar("a.tar", makeTar(t, tarMem{name: "p/q", data: "x"}, tarMem{name: "p", data: "y"}))}, "both a directory and a file"},
-		{"same directory name", []TarSource{memTar("x/a.tar", good), memTar("y/a.tar", good)}, "would both be the directory"},
-		{"truncated", []TarSource{memTar("a.tar", good[:700])}, "truncated"},
-		{"compressed", []TarSource{memTar("a.tar", gz)}, "gzip"},
-		{"size changed", []TarSource{func() TarSource { s := memTar("a.tar", good); s.Size++; return s }()}, "changed while it was indexed"},
+		{"dot-dot", []Source{memTar("a.tar", makeTar(t, tarMem{name: "../etc/passwd", data: "x"}))}, `".." component`},
+		{"long component", []Source{memTar("a.tar", makeTar(t, tarMem{name: strings.Repeat("n", 256), data: "x"}))}, "longer than 255"},
+		{"file and directory", []Source{memTar("a.tar", makeTar(t, tarMem{name: "p", data: "x"}, tarMem{name: "p/q", data: "y"}))}, "both a file and a directory"},
+		{"directory and file", []Source{memTar("a.tar", makeTar(t, tarMem{name: "p/q", data: "x"}, tarMem{name: "p", data: "y"}))}, "both a directory and a file"},
+		{"same directory name", []Source{memTar("x/a.tar", good), memTar("y/a.tar", good)}, "would both be the directory"},
+		{"truncated", []Source{memTar("a.tar", good[:700])}, "truncated"},
+		{"compressed", []Source{memTar("a.tar", gz)}, "gzip"},
+		{"size changed", []Source{func() Source { s := memTar("a.tar", good); s.Size++; return s }()}, "changed while it was indexed"},
 		{"no tars", nil, "no tars"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := IndexTars(context.Background(), c.srcs, IndexOptions{})
+			_, _, err := IndexTars(context.Background(), c.srcs, Options{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("IndexTars = %v, want an error containing %q", err, c.want)
 			}
@@ -219,9 +221,9 @@ func TestIndexTarsImageFolder(t *testing.T) {
 		tarMem{name: "nodot", data: "x"},
 	)
 	tars := map[string][]byte{"a.tar": a, "b.tar": b}
-	srcs := []TarSource{memTar("a.tar", a), memTar("b.tar", b)}
+	srcs := []Source{memTar("a.tar", a), memTar("b.tar", b)}
 	var warnings []string
-	opt := IndexOptions{View: ViewImageFolder, Warn: func(m string) { warnings = append(warnings, m) }}
+	opt := Options{View: ViewImageFolder, Warn: func(m string) { warnings = append(warnings, m) }}
 
 	x, res := indexed(t, srcs, opt)
 	want := map[string]string{"03/s1.jpg": "dup", "10/s2.PNG": "img:s2", "00/dir/s3.webp": "img:s3", "03/s4.jpg": "img:s4"}
@@ -263,7 +265,7 @@ func equalMaps(a, b map[string]string) bool {
 // BenchmarkIndexTars indexes 100 tars of 1,280 members of 1 KB each, in memory, with
 // checksums: the cost of parsing and building the tree, without I/O.
 func BenchmarkIndexTars(b *testing.B) {
-	var srcs []TarSource
+	var srcs []Source
 	var total int64
 	for i := range 100 {
 		var m []tarMem
@@ -277,7 +279,7 @@ func BenchmarkIndexTars(b *testing.B) {
 	b.SetBytes(total)
 	b.ResetTimer()
 	for range b.N {
-		if _, _, err := IndexTars(context.Background(), srcs, IndexOptions{View: ViewMerge}); err != nil {
+		if _, _, err := IndexTars(context.Background(), srcs, Options{View: ViewMerge}); err != nil {
 			b.Fatal(err)
 		}
 	}

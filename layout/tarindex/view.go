@@ -1,10 +1,12 @@
-package layout
+package tarindex
 
 import (
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/aifs/aifs/layout"
 )
 
 // LabelOptions configure the image-folder view of IndexTars (ViewImageFolder), in which each
@@ -63,7 +65,7 @@ type sample struct {
 }
 
 // leftOut warns of the first few samples of one kind left out of the view; the counts are in
-// IndexResult.
+// Result.
 type leftOut struct {
 	what string
 	n    *int
@@ -232,15 +234,57 @@ func (o LabelOptions) classNames(samples []sample) (map[string]string, error) {
 		case o.ClassNames != nil && (err != nil || n >= uint64(len(o.ClassNames))):
 			continue
 		case o.ClassNames != nil:
-			if !ValidName([]byte(o.ClassNames[n])) {
+			if !layout.ValidName([]byte(o.ClassNames[n])) {
 				return nil, fmt.Errorf("class name %q (class %d) cannot name a directory", o.ClassNames[n], n)
 			}
 			names[s.label] = o.ClassNames[n]
 		case numeric:
 			names[s.label] = fmt.Sprintf("%0*d", max(widest, 1), n)
-		case ValidName([]byte(s.label)):
+		case layout.ValidName([]byte(s.label)):
 			names[s.label] = s.label
 		}
 	}
 	return names, nil
+}
+
+// viewBuilder builds a view's tree from the tars' scans, given in the order of srcs.
+type viewBuilder interface {
+	add(b *treeBuilder, i int, sc *tarScan) error
+	finish(b *treeBuilder) error
+}
+
+// treeView builds ViewTree and ViewMerge: each scan's members placed as they come.
+type treeView struct {
+	ix   *indexer
+	tops map[string]int // ViewTree: the tar that has each top directory
+}
+
+func (v *treeView) add(b *treeBuilder, i int, sc *tarScan) error {
+	top, src := b.root, v.ix.srcs[i]
+	b.mtime = src.MTime
+	if v.ix.opt.View == ViewTree {
+		name := tarDirName(src.Name)
+		if j, ok := v.tops[name]; ok {
+			return fmt.Errorf("%s and %s would both be the directory %q; rename one, or use --merge", v.ix.srcs[j].Label, src.Label, name)
+		}
+		v.tops[name] = i
+		top = b.dir(b.root, name)
+	}
+	for _, e := range sc.entries {
+		b.put(top, e, uint32(i))
+	}
+	return nil
+}
+
+func (v *treeView) finish(*treeBuilder) error { return nil }
+
+// tarDirName is the directory a tar's members go under in ViewTree: its base name less ".tar".
+func tarDirName(name string) string {
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	if n := strings.TrimSuffix(name, ".tar"); n != "" {
+		return n
+	}
+	return name
 }

@@ -1,4 +1,4 @@
-package layout
+package tar
 
 import (
 	"archive/tar"
@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// FuzzTarReader feeds arbitrary bytes to TarReader. It must not panic and must end; each member
+// FuzzTarReader feeds arbitrary bytes to Reader. It must not panic and must end; each member
 // it returns starts after the last one, and once its data has been read in full (by Read or ReadBuffered), that data is
 // the input's bytes at [Offset, Offset+Size). Where archive/tar also reads a regular file, the
 // two agree on its name and size. The seeds (testdata/fuzz/FuzzTarReader: small archives written
@@ -19,8 +19,8 @@ func FuzzTarReader(f *testing.F) {
 		tarHeader("f", '0', 0, "ustar"), tarPadded("abc"), tarExt('L', "long\x00"), tarHeader("g", '0', 1, "gnu"), tarPadded("x")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// A small buffer, of a size that varies, runs faster and moves the buffer's edges around.
-		tr := newTarReader(bytes.NewReader(data), 64<<(len(data)%7))
-		var members []TarMember
+		tr := newReader(bytes.NewReader(data), 64<<(len(data)%7))
+		var members []Member
 		for i := 0; ; i++ {
 			m, err := tr.Next()
 			if err != nil {
@@ -46,7 +46,7 @@ func FuzzTarReader(f *testing.F) {
 }
 
 // readMemberData reads the rest of the current member's data with Read, or ReadBuffered.
-func readMemberData(tr *TarReader, buffered bool) ([]byte, error) {
+func readMemberData(tr *Reader, buffered bool) ([]byte, error) {
 	if !buffered {
 		return io.ReadAll(tr)
 	}
@@ -66,17 +66,17 @@ func readMemberData(tr *TarReader, buffered bool) ([]byte, error) {
 // compareArchiveTar checks members against archive/tar's reading of data, as far as both read it
 // and their rules agree: archive/tar does not apply PAX global headers, lets a GNU long name beat
 // a PAX path, and reads some malformed GNU headers' atime and ctime as a ustar prefix.
-func compareArchiveTar(t *testing.T, data []byte, members []TarMember) {
+func compareArchiveTar(t *testing.T, data []byte, members []Member) {
 	oracle := tar.NewReader(bytes.NewReader(data))
 	for _, m := range members {
 		h, err := oracle.Next()
 		if err != nil || h.Typeflag == tar.TypeXGlobalHeader {
 			return
 		}
-		if m.Type == TarDir && h.Typeflag == tar.TypeReg {
+		if m.Type == TypeDir && h.Typeflag == tar.TypeReg {
 			return // a v7 "name/" of type '0': archive/tar reads it as a file with data
 		}
-		if m.Type != TarFile {
+		if m.Type != TypeFile {
 			continue
 		}
 		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeCont || h.Size != m.Size {

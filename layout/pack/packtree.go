@@ -1,10 +1,12 @@
-package layout
+package pack
 
 import (
 	"context"
 	"fmt"
 	"math"
 	"path/filepath"
+
+	"github.com/aifs/aifs/layout"
 )
 
 // packTree is the tree Pack walks, held flat so that a file costs 24 bytes and its name: one
@@ -34,32 +36,32 @@ type packEntry struct {
 	nameLen uint8
 }
 
-func (e *packEntry) isDir() bool { return e.mode&modeTypeMask == modeDir }
+func (e *packEntry) isDir() bool { return e.mode&layout.ModeType == layout.ModeDir }
 
 // packDir is one directory of a packTree.
 type packDir struct {
-	nameOff uint64 // of its name, in packTree.names
-	id      ID     // its entry
-	parent  uint32 // its parent's index in packTree.dirs; 0 for the root
-	first   ID     // its children are entries [first, first+num)
+	nameOff uint64    // of its name, in packTree.names
+	id      layout.ID // its entry
+	parent  uint32    // its parent's index in packTree.dirs; 0 for the root
+	first   layout.ID // its children are entries [first, first+num)
 	num     uint32
 }
 
 // add appends an entry named name and returns its id and where its name lies in the arena.
-func (t *packTree) add(e packEntry, name string) (ID, uint64, error) {
+func (t *packTree) add(e packEntry, name string) (layout.ID, uint64, error) {
 	if t.entries.n >= math.MaxUint32 {
 		return 0, 0, fmt.Errorf("more than %d files and directories: ids are 32 bits", uint32(math.MaxUint32))
 	}
 	e.nameLen = uint8(len(name)) // checked by walker.entry: at most 255 bytes
 	t.entries.add(e)
-	return ID(t.entries.n - 1), t.names.add(name), nil
+	return layout.ID(t.entries.n - 1), t.names.add(name), nil
 }
 
 func (t *packTree) len() int { return t.entries.n }
 
 // packItem is an entry of a packTree as inOrder yields it.
 type packItem struct {
-	id   ID
+	id   layout.ID
 	dir  int    // its parent's index in packTree.dirs
 	name []byte // in the arena: not to be changed
 	*packEntry
@@ -70,7 +72,7 @@ func (t *packTree) inOrder(yield func(packItem) bool) {
 	var off uint64 // the arena's end as the names were added; the root's name is empty
 	for k := range t.dirs {
 		d := &t.dirs[k]
-		for id := d.first; id < d.first+ID(d.num); id++ {
+		for id := d.first; id < d.first+layout.ID(d.num); id++ {
 			e := t.entries.at(id)
 			off = nameStart(off, int(e.nameLen))
 			if !yield(packItem{id: id, dir: k, name: t.names.at(off, e.nameLen), packEntry: e}) {
@@ -91,14 +93,14 @@ func (t *packTree) dirPath(root string, k int) string {
 	return filepath.Join(t.dirPath(root, int(d.parent)), string(t.names.at(d.nameOff, t.entries.at(d.id).nameLen)))
 }
 
-// encodeIndex returns the index of the tree written into shards, each file placed as
+// EncodeIndex returns the index of the tree written into shards, each file placed as
 // shardPlacer places it with target.
-func (t *packTree) encodeIndex(shards []Shard, target uint64) ([]byte, error) {
-	out := memFile{b: make([]byte, 0, t.indexSizeHint(shards))}
-	w := NewIndexWriter(&out, t.len(), false)
+func (t *packTree) encodeIndex(shards []layout.Shard, target uint64) ([]byte, error) {
+	out := layout.NewBuffer(t.indexSizeHint(shards))
+	w := layout.NewIndexWriter(out, t.len(), false)
 	place := shardPlacer{target: target}
-	entry := func(e *packEntry, parent ID) Entry {
-		x := Entry{Parent: parent, Mode: uint32(e.mode), MTime: e.mtime}
+	entry := func(e *packEntry, parent layout.ID) layout.Entry {
+		x := layout.Entry{Parent: parent, Mode: uint32(e.mode), MTime: e.mtime}
 		if !e.isDir() {
 			x.Shard, x.Offset = place.place(e.size)
 			x.Size, x.CRC = e.size, e.crc
@@ -107,20 +109,20 @@ func (t *packTree) encodeIndex(shards []Shard, target uint64) ([]byte, error) {
 		}
 		return x
 	}
-	w.Add(nil, entry(t.entries.at(Root), Root))
+	w.Add(nil, entry(t.entries.at(layout.Root), layout.Root))
 	for it := range t.inOrder {
 		w.Add(it.name, entry(it.packEntry, t.dirs[it.dir].id))
 	}
 	if _, err := w.Finish(shards, nil); err != nil {
 		return nil, err
 	}
-	return out.b, nil
+	return out.Bytes(), nil
 }
 
 // indexSizeHint returns at least the size of the index IndexWriter writes for the tree and
-// shards (indexSize).
-func (t *packTree) indexSizeHint(shards []Shard) int {
-	return indexSize(t.len(), len(t.dirs), 0, t.names.end, shards) // the arena's end is at least the names' total
+// shards (IndexSize).
+func (t *packTree) indexSizeHint(shards []layout.Shard) int {
+	return layout.IndexSize(t.len(), len(t.dirs), 0, t.names.end, shards) // the arena's end is at least the names' total
 }
 
 // walkTree walks the tree at src into a packTree, following symlinks and skipping what cannot
@@ -145,13 +147,13 @@ func (p *packer) expand(ctx context.Context, t *packTree, k int, dir string, anc
 		return err
 	}
 	type subdir struct {
-		id      ID
+		id      layout.ID
 		nameOff uint64
 		path    string
 		fid     fileID
 	}
 	var subdirs []subdir
-	first := ID(t.len())
+	first := layout.ID(t.len())
 	for _, de := range ents { // sorted by name: the block's order
 		e, ok, err := p.w.entry(dir, de, ancestors)
 		if err != nil {
@@ -172,7 +174,7 @@ func (p *packer) expand(ctx context.Context, t *packTree, k int, dir string, anc
 			subdirs = append(subdirs, subdir{id, nameOff, e.path, e.id})
 		}
 	}
-	t.dirs[k].first, t.dirs[k].num = first, uint32(ID(t.len())-first)
+	t.dirs[k].first, t.dirs[k].num = first, uint32(layout.ID(t.len())-first)
 	for _, s := range subdirs {
 		t.entries.at(s.id).size = uint64(len(t.dirs))
 		t.dirs = append(t.dirs, packDir{nameOff: s.nameOff, id: s.id, parent: uint32(k)})
@@ -187,13 +189,13 @@ func (p *packer) expand(ctx context.Context, t *packTree, k int, dir string, anc
 // shard starts when the next file would take the current one past target.
 type shardPlacer struct {
 	target uint64
-	shards []Shard // the shards so far; the last one is being filled
+	shards []layout.Shard // the shards so far; the last one is being filled
 }
 
 // place places the next file, of size bytes, returning its shard and offset.
 func (p *shardPlacer) place(size uint64) (shard uint32, offset uint64) {
 	if k := len(p.shards); k == 0 || p.shards[k-1].Size > 0 && p.shards[k-1].Size+size > p.target {
-		p.shards = append(p.shards, Shard{Name: ShardName(k), Kind: ShardData})
+		p.shards = append(p.shards, layout.Shard{Name: layout.ShardName(k), Kind: layout.ShardData})
 	}
 	s := &p.shards[len(p.shards)-1]
 	shard, offset = uint32(len(p.shards)-1), s.Size
@@ -219,7 +221,7 @@ func (s *entryStore) add(e packEntry) {
 	s.n++
 }
 
-func (s *entryStore) at(id ID) *packEntry { return &s.chunks[id/entryChunk][id%entryChunk] }
+func (s *entryStore) at(id layout.ID) *packEntry { return &s.chunks[id/entryChunk][id%entryChunk] }
 
 const arenaChunk = 1 << 16
 

@@ -1,4 +1,4 @@
-package layout
+package pack
 
 import (
 	"context"
@@ -7,17 +7,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/aifs/aifs/layout"
 )
 
 // ListOptions configure ListFiles. The zero value lists what Pack would pack.
 type ListOptions struct {
-	// FollowExternal follows symlinks out of the tree, as PackOptions.FollowExternal. Default
+	// FollowExternal follows symlinks out of the tree, as Options.FollowExternal. Default
 	// false: such a symlink fails the listing, naming it.
 	FollowExternal bool
 	// SkipTop is a name left out of the root directory: aifs bench leaves out an aifs mount's
 	// ".aifs". Default "": nothing is left out.
 	SkipTop string
-	// Warn receives one line per entry skipped, as PackOptions.Warn. Default: discard.
+	// Warn receives one line per entry skipped, as Options.Warn. Default: discard.
 	Warn func(msg string)
 }
 
@@ -122,8 +124,8 @@ func readDir(ctx context.Context, dir string) ([]os.DirEntry, error) {
 // be stored, a symlink out of the tree (unless followExternal) and a failed stat.
 func (w *walker) entry(dir string, de os.DirEntry, ancestors []fileID) (e walkEntry, ok bool, err error) {
 	e.name = de.Name()
-	if !ValidName([]byte(e.name)) {
-		return e, false, fmt.Errorf("%s: name cannot be stored (1-255 bytes, no '/' or NUL)", filepath.Join(dir, e.name))
+	if !layout.ValidName([]byte(e.name)) {
+		return e, false, fmt.Errorf("%s: name cannot be stored (1-%d bytes, no '/' or NUL)", filepath.Join(dir, e.name), layout.MaxNameLen)
 	}
 	typ := de.Type()
 	if typ.IsRegular() && !w.statFiles {

@@ -1,108 +1,107 @@
-package layout
+// Package tar reads tar archives (ustar, GNU, PAX, v7) member by member, giving each member's
+// header and data offsets in the archive: what indexing a tar in place needs, and what
+// archive/tar hides across PAX and GNU extension blocks. It knows nothing of aifs's index and
+// imports only the standard library; layout/tarindex is its user.
+package tar
 
 import (
 	"bufio"
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 )
 
-// A tar is read here without archive/tar because indexing a shard in place needs what archive/tar
-// hides: the exact archive offset of every member's data, across PAX and GNU extension blocks.
-
 const (
 	tarBlock   = 512
-	tarBufSize = 1 << 20 // the bufio.Reader of each TarReader
+	tarBufSize = 1 << 20 // the bufio.Reader of each Reader
 	tarMaxExt  = 1 << 20 // largest PAX or GNU long-name payload, or GNU sparse map, accepted
 	tarSeekMin = 1 << 20 // skips at least this long seek when the input is an io.Seeker
 	// tarMaxSize bounds member sizes, so that offset + size + padding cannot overflow an int64.
 	tarMaxSize = 1 << 62
 )
 
-// ErrCompressedTar is wrapped by the error NewTarReader's first Next returns for a compressed tar;
+// ErrCompressed is wrapped by the error NewReader's first Next returns for a compressed tar;
 // the message names the compression. Such a tar must be decompressed before it can be indexed.
-var ErrCompressedTar = errors.New("tar is compressed")
+var ErrCompressed = errors.New("tar is compressed")
 
 var tarCompressions = []struct{ magic, name string }{
 	{"\x1f\x8b", "gzip"}, {"BZh", "bzip2"}, {"\xfd7zXZ\x00", "xz"},
 	{"\x28\xb5\x2f\xfd", "zstd"}, {"\x04\x22\x4d\x18", "lz4"}, {"LZIP", "lzip"},
 }
 
-// TarType says what a tar member is.
-type TarType uint8
+// Type says what a tar member is.
+type Type uint8
 
 const (
-	TarFile     TarType = iota // regular file ('0', '\0', '7' contiguous file)
-	TarHardLink                // '1': Linkname names an earlier member; no data of its own
-	TarDir                     // '5', or a '\0' (or v7 '0') member whose name ends in '/'
-	TarSymlink                 // '2'
-	TarOther                   // devices, FIFOs, GNU 'D', 'M', 'V' and any typeflag not understood
-	TarSparse                  // GNU sparse 'S', or a PAX GNU.sparse.* file: its data is not the file's bytes
+	TypeFile     Type = iota // regular file ('0', '\0', '7' contiguous file)
+	TypeHardLink             // '1': Linkname names an earlier member; no data of its own
+	TypeDir                  // '5', or a '\0' (or v7 '0') member whose name ends in '/'
+	TypeSymlink              // '2'
+	TypeOther                // devices, FIFOs, GNU 'D', 'M', 'V' and any typeflag not understood
+	TypeSparse               // GNU sparse 'S', or a PAX GNU.sparse.* file: its data is not the file's bytes
 )
 
-func (t TarType) String() string {
+func (t Type) String() string {
 	if int(t) < len(tarTypeNames) {
 		return tarTypeNames[t]
 	}
-	return "TarType(" + strconv.Itoa(int(t)) + ")"
+	return "Type(" + strconv.Itoa(int(t)) + ")"
 }
 
 // tarTypeOf returns the type of a member of typeflag flag, before its name and PAX records have
-// their say. (A map of the flags understood cost 3% of aifs index's CPU, hashing a byte a member.)
-func tarTypeOf(flag byte) TarType {
+// their say. It is a switch, not a map, hashing nothing (docs/bench/layout-notes.md#tar-header-parsing).
+func tarTypeOf(flag byte) Type {
 	switch flag {
 	case 0, '0', '7':
-		return TarFile
+		return TypeFile
 	case '1':
-		return TarHardLink
+		return TypeHardLink
 	case '2':
-		return TarSymlink
+		return TypeSymlink
 	case '5':
-		return TarDir
+		return TypeDir
 	case 'S':
-		return TarSparse
+		return TypeSparse
 	}
-	return TarOther
+	return TypeOther
 }
 
 var tarTypeNames = []string{"file", "hard link", "directory", "symlink", "other", "sparse file"}
 
-// TarMember is one member as the archive describes it. Directories, links, devices and FIFOs
+// Member is one member as the archive describes it. Directories, links, devices and FIFOs
 // have no data: their Size is 0 whatever their header says, as for archive/tar and tarfile.
-type TarMember struct {
-	Name     string  // PAX "path", else GNU long name ('L'), else ustar prefix + "/" + name; not cleaned
-	Linkname string  // PAX "linkpath", else GNU long link name ('K'), else the header's linkname
-	Type     TarType // see TarType; the type decides whether there is data
-	Mode     uint32  // permission bits only (& 07777)
-	MTime    int64   // nanoseconds since the Unix epoch (PAX "mtime" with its fraction, else the header's), saturating
-	Size     int64   // bytes of data that follow the header in the archive (PAX "size" overrides)
-	Offset   int64   // offset in the archive of the member's first data byte
-	Header   int64   // offset of the member's first header block, extension blocks included
+type Member struct {
+	Name     string // PAX "path", else GNU long name ('L'), else ustar prefix + "/" + name; not cleaned
+	Linkname string // PAX "linkpath", else GNU long link name ('K'), else the header's linkname
+	Type     Type   // see Type; the type decides whether there is data
+	Mode     uint32 // permission bits only (& 07777)
+	MTime    int64  // nanoseconds since the Unix epoch (PAX "mtime" with its fraction, else the header's), saturating
+	Size     int64  // bytes of data that follow the header in the archive (PAX "size" overrides)
+	Offset   int64  // offset in the archive of the member's first data byte
+	Header   int64  // offset of the member's first header block, extension blocks included
 }
 
-// TarReader reads the members of an uncompressed tar sequentially. It is not safe for concurrent
+// Reader reads the members of an uncompressed tar sequentially. It is not safe for concurrent
 // use. Errors are sticky: after one, Next and Read return it again.
 //
 // Formats read: v7, ustar, GNU (long names 'L'/'K', old sparse 'S' with its extension blocks)
 // and PAX ('x' records apply to the next member, a later 'x' replacing an earlier; 'g' records
 // apply to every later member until a later 'g' overrides or, with an empty value, removes them).
 // 'g', 'x', 'L' and 'K' headers are consumed, not returned; GNU volume labels ('V') are returned
-// as TarOther. The end is two zero blocks, one zero block followed by the end of the input, or the
+// as TypeOther. The end is two zero blocks, one zero block followed by the end of the input, or the
 // end of the input at a header boundary; a zero block followed by anything else is an error.
-type TarReader struct {
+type Reader struct {
 	r      io.Reader
 	br     *bufio.Reader
 	seeker io.Seeker // r, if it is one and seeking has not failed
 	off    int64     // archive bytes consumed
 	remain int64     // unread data of the current member
 	pad    int64     // padding after it
-	name   []byte    // the current member's name (Next makes TarMember.Name of it)
+	name   []byte    // the current member's name (Next makes Member.Name of it)
 	err    error     // sticky: io.EOF at the end, or the first error
 	global tarPAX    // PAX 'g' records in effect
 	local  tarPAX    // PAX 'x' records for the member being read
@@ -126,60 +125,59 @@ const (
 	paxMTime
 )
 
-// NewTarReader returns a reader of the tar in r. If r is an io.Seeker, large skips seek; where
+// NewReader returns a reader of the tar in r. If r is an io.Seeker, large skips seek; where
 // Seek fails (a pipe), they read.
-func NewTarReader(r io.Reader) *TarReader { return newTarReader(r, tarBufSize) }
+func NewReader(r io.Reader) *Reader { return newReader(r, tarBufSize) }
 
-// newTarReader returns a TarReader with a buffer of size bytes (the fuzz test's are small).
-func newTarReader(r io.Reader, size int) *TarReader {
-	t := &TarReader{r: r, br: bufio.NewReaderSize(r, size)}
+// newReader returns a Reader with a buffer of size bytes (the fuzz test's are small).
+func newReader(r io.Reader, size int) *Reader {
+	t := &Reader{r: r, br: bufio.NewReaderSize(r, size)}
 	t.seeker, _ = r.(io.Seeker)
 	return t
 }
 
-// Reset makes t read the tar in r from its start, as NewTarReader(r) would, keeping t's buffers:
+// Reset makes t read the tar in r from its start, as NewReader(r) would, keeping t's buffers:
 // one reader can read many tars in turn.
-func (t *TarReader) Reset(r io.Reader) {
+func (t *Reader) Reset(r io.Reader) {
 	br, ext, name := t.br, t.ext[:0], t.name[:0]
 	br.Reset(r)
-	*t = TarReader{r: r, br: br, ext: ext, name: name}
+	*t = Reader{r: r, br: br, ext: ext, name: name}
 	t.seeker, _ = r.(io.Seeker)
 }
 
 // Offset returns the number of archive bytes consumed so far; at the end, the archive's length
 // as far as it was read (the end-of-archive blocks included, anything after them not).
-func (t *TarReader) Offset() int64 { return t.off }
+func (t *Reader) Offset() int64 { return t.off }
 
 // Next advances to the next member, skipping whatever of the previous member's data was not read
 // (by seeking when the input is an io.Seeker and the skip is large, else by reading). It returns
 // io.EOF at the end of the archive, an error wrapping io.ErrUnexpectedEOF if the archive is
-// truncated, ErrCompressedTar for compressed input, and otherwise an error naming the header's
+// truncated, ErrCompressed for compressed input, and otherwise an error naming the header's
 // offset.
-func (t *TarReader) Next() (TarMember, error) {
-	m, name, err := t.nextName()
+func (t *Reader) Next() (Member, error) {
+	m, name, err := t.NextName()
 	m.Name = string(name)
 	return m, err
 }
 
-// nextName is Next leaving TarMember.Name empty: the name is returned as bytes that stay valid
-// until the next call of Next, nextName or Reset. (IndexTars copies the names of a tar end to
-// end, and makes one string of them: a string a member was 3% of its CPU, with the collector's
-// share.)
-func (t *TarReader) nextName() (TarMember, []byte, error) {
+// NextName is Next leaving Member.Name empty: the name is returned as bytes that stay valid
+// until the next call of Next, NextName or Reset, so that IndexTars copies the names of a tar
+// end to end and makes one string of them (docs/bench/layout-notes.md#tar-header-parsing).
+func (t *Reader) NextName() (Member, []byte, error) {
 	if t.err != nil {
-		return TarMember{}, nil, t.err
+		return Member{}, nil, t.err
 	}
 	m, err := t.next()
 	if err != nil {
 		t.err, t.remain, t.pad = err, 0, 0
-		return TarMember{}, nil, err
+		return Member{}, nil, err
 	}
 	t.remain, t.pad = m.Size, -m.Size&(tarBlock-1)
 	return m, t.name, nil
 }
 
 // Read reads the current member's data, returning io.EOF at its end, like archive/tar.Reader.
-func (t *TarReader) Read(p []byte) (int, error) {
+func (t *Reader) Read(p []byte) (int, error) {
 	if t.err != nil || t.remain == 0 {
 		return 0, cmp.Or(t.err, io.EOF)
 	}
@@ -193,9 +191,9 @@ func (t *TarReader) Read(p []byte) (int, error) {
 
 // ReadBuffered returns the next bytes of the current member's data without copying them: those
 // the reader's buffer holds (filled first if empty), up to the member's end. They stay valid
-// until the next call on t. At the member's end it returns io.EOF. (IndexTars checksums members
-// so: copying them out, as Read does, cost a tenth of its CPU.)
-func (t *TarReader) ReadBuffered() ([]byte, error) {
+// until the next call on t. At the member's end it returns io.EOF. IndexTars checksums members
+// so, without the copy Read makes (docs/bench/layout-notes.md#tar-header-parsing).
+func (t *Reader) ReadBuffered() ([]byte, error) {
 	if t.err != nil || t.remain == 0 {
 		return nil, cmp.Or(t.err, io.EOF)
 	}
@@ -213,12 +211,12 @@ func (t *TarReader) ReadBuffered() ([]byte, error) {
 
 // next skips the rest of the current member and reads the next one's headers, leaving t at its
 // data.
-func (t *TarReader) next() (TarMember, error) {
+func (t *Reader) next() (Member, error) {
 	need := t.off + t.remain + t.pad
 	if err := t.skip(t.remain + t.pad); err != nil {
-		return TarMember{}, t.readErr(err, fmt.Sprintf("member %q", t.name), need)
+		return Member{}, t.readErr(err, fmt.Sprintf("member %q", t.name), need)
 	}
-	m := TarMember{Header: t.off}
+	m := Member{Header: t.off}
 	t.local, t.long = tarPAX{}, [2]string{}
 	pending := int64(-1) // the first 'x', 'L' or 'K' header before the member
 	for {
@@ -271,15 +269,15 @@ func (t *TarReader) next() (TarMember, error) {
 		m.Type = tarTypeOf(flag)
 		switch {
 		case (flag == 0 || flag == '0' && v7) && bytes.HasSuffix(t.name, []byte("/")):
-			m.Type = TarDir
-		case m.Type == TarFile && t.local.sparse:
-			m.Type = TarSparse
+			m.Type = TypeDir
+		case m.Type == TypeFile && t.local.sparse:
+			m.Type = TypeSparse
 		case flag == 'S':
 			if err := t.skipSparseMap(at); err != nil { // overwrites t.blk
 				return m, err
 			}
 		}
-		if m.Type == TarDir || flag >= '1' && flag <= '6' {
+		if m.Type == TypeDir || flag >= '1' && flag <= '6' {
 			m.Size = 0 // header-only types: archive/tar and tarfile ignore their size too
 		}
 		m.Offset = t.off
@@ -289,7 +287,7 @@ func (t *TarReader) next() (TarMember, error) {
 
 // readHeader reads the next header block into t.blk and checks it. It returns io.EOF at the end
 // of the archive.
-func (t *TarReader) readHeader() error {
+func (t *Reader) readHeader() error {
 	at := t.off
 	n, err := t.read(t.blk[:])
 	if n == 0 && err == io.EOF {
@@ -312,7 +310,7 @@ func (t *TarReader) readHeader() error {
 	}
 	for _, c := range tarCompressions { // a short or bad first block may be a compressed tar
 		if at == 0 && bytes.HasPrefix(t.blk[:n], []byte(c.magic)) {
-			return fmt.Errorf("tar: compressed with %s: %w", c.name, ErrCompressedTar)
+			return fmt.Errorf("tar: compressed with %s: %w", c.name, ErrCompressed)
 		}
 	}
 	if err != nil {
@@ -324,7 +322,7 @@ func (t *TarReader) readHeader() error {
 
 // readExt reads the payload of the extension header at byte at, of type flag and size bytes, and
 // applies it: PAX records to t.local or t.global, GNU long names to t.long.
-func (t *TarReader) readExt(flag byte, size, at int64) error {
+func (t *Reader) readExt(flag byte, size, at int64) error {
 	if size > tarMaxExt {
 		return fmt.Errorf("tar: %q header at byte %d: payload of %d bytes is over the %d accepted", flag, at, size, tarMaxExt)
 	}
@@ -352,7 +350,7 @@ func (t *TarReader) readExt(flag byte, size, at int64) error {
 }
 
 // skipSparseMap skips the extension blocks of the old GNU sparse header at byte at, in t.blk.
-func (t *TarReader) skipSparseMap(at int64) error {
+func (t *Reader) skipSparseMap(at int64) error {
 	if string(t.blk[257:265]) != "ustar  \x00" {
 		return nil // not GNU: no extension blocks that we know of
 	}
@@ -368,7 +366,7 @@ func (t *TarReader) skipSparseMap(at int64) error {
 }
 
 // read reads len(p) archive bytes, fewer only with an error.
-func (t *TarReader) read(p []byte) (int, error) {
+func (t *Reader) read(p []byte) (int, error) {
 	n, err := io.ReadFull(t.br, p)
 	t.off += int64(n)
 	return n, err
@@ -376,7 +374,7 @@ func (t *TarReader) read(p []byte) (int, error) {
 
 // skip discards n archive bytes, seeking if it can and n is large. At the end of the input it
 // returns io.ErrUnexpectedEOF, with t.off at the end.
-func (t *TarReader) skip(n int64) error {
+func (t *Reader) skip(n int64) error {
 	if b := int64(t.br.Buffered()); t.seeker != nil && n-b >= tarSeekMin {
 		pos, err := t.seeker.Seek(0, io.SeekCurrent)
 		if err != nil {
@@ -411,195 +409,10 @@ func (t *TarReader) skip(n int64) error {
 
 // readErr describes err, met while reading what, which ends at byte need: the end of the input
 // there means that the archive is truncated.
-func (t *TarReader) readErr(err error, what string, need int64) error {
+func (t *Reader) readErr(err error, what string, need int64) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return fmt.Errorf("tar: truncated: %s needs bytes up to %d, the archive ends at %d: %w",
 			what, need, t.off, io.ErrUnexpectedEOF)
 	}
 	return fmt.Errorf("tar: read %s at byte %d: %w", what, t.off, err)
-}
-
-// parse applies PAX records ("%d %s=%s\n", the length counting the whole record) to x. An empty
-// value removes the key: an 'x' key then falls back to the 'g' records, then to the header.
-func (x *tarPAX) parse(p []byte, global bool) error {
-	for len(p) > 0 && !isZeroBlock(p) { // some writers pad with NULs
-		sp := bytes.IndexByte(p, ' ')
-		n, err := strconv.Atoi(string(p[:max(sp, 0)]))
-		if sp <= 0 || err != nil || n <= sp+1 || n > len(p) || p[n-1] != '\n' {
-			return fmt.Errorf("bad PAX record length in %q", p[:min(len(p), 40)])
-		}
-		key, val, ok := bytes.Cut(p[sp+1:n-1], []byte("="))
-		if !ok || len(key) == 0 {
-			return fmt.Errorf("PAX record %q has no key", p[:n])
-		}
-		p = p[n:]
-		var bit uint8
-		switch string(key) {
-		case "path":
-			bit, x.path = paxPath, string(val)
-		case "linkpath":
-			bit, x.linkpath = paxLinkpath, string(val)
-		case "size":
-			bit = paxSize
-			if x.size, err = strconv.ParseInt(string(val), 10, 64); len(val) > 0 && (err != nil || x.size < 0 || x.size > tarMaxSize) {
-				return fmt.Errorf("PAX size %q is not a size", val)
-			}
-		case "mtime":
-			bit = paxMTime
-			if x.mtime, ok = paxTime(string(val)); len(val) > 0 && !ok {
-				return fmt.Errorf("PAX mtime %q is not a time", val)
-			}
-		default:
-			x.sparse = x.sparse || !global && bytes.HasPrefix(key, []byte("GNU.sparse."))
-			continue
-		}
-		if x.set |= bit; len(val) == 0 {
-			x.set &^= bit
-		}
-	}
-	return nil
-}
-
-// pick returns the records that give field bit: x's if set there, else global's.
-func (x *tarPAX) pick(global *tarPAX, bit uint8) (*tarPAX, bool) {
-	if x.set&bit != 0 {
-		return x, true
-	}
-	return global, global.set&bit != 0
-}
-
-// paxTime parses a PAX time, decimal seconds with an optional fraction, into nanoseconds.
-func paxTime(s string) (int64, bool) {
-	secs, frac, _ := strings.Cut(s, ".")
-	sec, err := strconv.ParseInt(secs, 10, 64)
-	var ns int64
-	for i := range 9 {
-		if ns *= 10; i < len(frac) {
-			ns += int64(frac[i] - '0')
-		}
-	}
-	if strings.HasPrefix(secs, "-") {
-		ns = -ns
-	}
-	return tarNanos(sec, ns), err == nil && strings.Trim(frac, "0123456789") == ""
-}
-
-// tarNanos returns sec seconds and ns nanoseconds as nanoseconds, saturating.
-func tarNanos(sec, ns int64) int64 {
-	const limit = math.MaxInt64/1_000_000_000 - 1
-	switch {
-	case sec > limit:
-		return math.MaxInt64
-	case sec < -limit:
-		return math.MinInt64
-	}
-	return sec*1_000_000_000 + ns
-}
-
-// tarNumber parses a numeric field: octal padded with spaces and NULs, or GNU base-256 (the first
-// byte's top bit set, its next bit the sign of a big-endian two's complement number). The
-// padding is trimmed by hand: bytes.Trim builds its set of bytes on each call, and was 4% of
-// aifs index's CPU time over 1.28 M members (four fields a header).
-func tarNumber(b []byte) (int64, bool) {
-	if len(b) == 0 || b[0]&0x80 == 0 {
-		i, j := 0, len(b)
-		for i < j && (b[i] == ' ' || b[i] == 0) {
-			i++
-		}
-		for j > i && (b[j-1] == ' ' || b[j-1] == 0) {
-			j--
-		}
-		var x int64
-		for _, c := range b[i:j] {
-			if c < '0' || c > '7' || x>>60 != 0 {
-				return 0, false
-			}
-			x = x<<3 | int64(c-'0')
-		}
-		return x, true
-	}
-	inv := byte(0)
-	if b[0]&0x40 != 0 {
-		inv = 0xff
-	}
-	x := uint64((b[0] ^ inv) & 0x7f)
-	for _, c := range b[1:] {
-		if x>>55 != 0 {
-			return 0, false
-		}
-		x = x<<8 | uint64(c^inv)
-	}
-	if inv != 0 {
-		return ^int64(x), true
-	}
-	return int64(x), true
-}
-
-// tarChecksum returns the sum of the bytes of h, its checksum field (bytes 148 to 155) counting
-// as spaces. It sums sixteen bytes a step, in the 16-bit lanes of two words (the even bytes
-// and the odd), which cannot overflow over one block (at most 64 × 2 × 255), and corrects
-// for the field after. Summing byte by byte was 14% of aifs index's CPU time over 1.28 M
-// members; eight bytes a step, also counting the bytes over 127 for the signed sum and
-// replacing the field inside the loop, about 2,000 instructions a header (callgrind) and 10%;
-// this takes 620, a quarter of the time.
-func tarChecksum(h *[tarBlock]byte) int64 {
-	const lanes = 0x00ff00ff00ff00ff
-	var even, odd uint64
-	for i := 0; i < tarBlock; i += 16 {
-		w, v := binary.LittleEndian.Uint64(h[i:]), binary.LittleEndian.Uint64(h[i+8:])
-		even += w&lanes + v&lanes
-		odd += w>>8&lanes + v>>8&lanes
-	}
-	sum := even + odd
-	unsigned := int64(sum&0xffff + sum>>16&0xffff + sum>>32&0xffff + sum>>48)
-	for _, c := range h[148:156] {
-		unsigned += ' ' - int64(c)
-	}
-	return unsigned
-}
-
-// tarSignedChecksum returns the sum of the bytes of h as signed chars, as some old tars (Sun's)
-// wrote it, the checksum field counting as spaces. It is only asked when tarChecksum's sum
-// does not match.
-func tarSignedChecksum(h *[tarBlock]byte) int64 {
-	var signed int64
-	for i, c := range h {
-		if i >= 148 && i < 156 {
-			c = ' '
-		}
-		signed += int64(int8(c))
-	}
-	return signed
-}
-
-// appendTarName appends the name in header h to dst, joined to the ustar prefix (star's shorter
-// one for star).
-func appendTarName(dst []byte, h *[tarBlock]byte) []byte {
-	var prefix []byte
-	if string(h[257:263]) == "ustar\x00" && string(h[508:512]) == "tar\x00" {
-		prefix = tarString(h[345:476])
-	} else if string(h[257:263]) == "ustar\x00" {
-		prefix = tarString(h[345:500])
-	}
-	if len(prefix) > 0 {
-		dst = append(append(dst, prefix...), '/')
-	}
-	return append(dst, tarString(h[:100])...)
-}
-
-// tarString returns b up to its first NUL.
-func tarString(b []byte) []byte {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		return b[:i]
-	}
-	return b
-}
-
-func isZeroBlock(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -1,0 +1,49 @@
+// Package layout is the aifs shard-set format (FORMAT.md): data shards holding sample bytes, and
+// one index file describing the directory tree and where each file's bytes lie. This package
+// reads an index (Load, Parse: an Index answering lookups, listings and extents from memory),
+// writes one (IndexWriter entry by entry, or EncodeIndex of a tree of Nodes built in memory) and
+// checks a shard set against its index (Verify). It knows nothing of FUSE, backends or caching.
+//
+// # Packages
+//
+// layout is the bottom of aifs's import graph. Each subpackage holds one concern and imports the
+// standard library and, downwards only, what this table says (layout/imports_test.go keeps it so):
+//
+//	package          holds                                                   imports
+//	layout           the index format: Index, IndexWriter, Node, Verify      standard library
+//	layout/tar       a tar reader that gives each member's data offset       standard library
+//	layout/pack      a directory tree copied into new shards: Pack, PackTo,  layout
+//	                 Sink, ListFiles, WriteIndexFile
+//	layout/tarindex  tars indexed in place, as a tree or an ImageFolder      layout, layout/tar
+//	                 (IndexTars, Options, views and labels)
+//
+// # Where a new source format goes
+//
+// A format whose files are indexed in place, where they lie (TFRecord, ZIP, Arrow/Parquet), takes
+// two packages, as tar does. Its reader, layout/<format>, imports only the standard library and
+// yields each record's name and the extent of its bytes in the file. Its indexer,
+// layout/<format>index, reads the files with it and builds a tree of Nodes whose files point at
+// those extents, with the source files as shards (Shard, a ShardKind of its own in FORMAT.md);
+// Number and EncodeIndex turn the tree into an index. The tree and ImageFolder views and the label
+// rules are tarindex's today (view.go, tree.go); the second format that needs them moves them
+// into a package both import, rather than copying them. A format that is converted into new
+// shards instead is a source of layout/pack.
+//
+// # Concurrency and locks
+//
+// An Index is immutable once loaded and safe for concurrent use. A version 3 index is read
+// lazily, block by block (validate.go): a bit per block says that its bytes are read and their
+// CRC32C held, another that the rules of its entries or extent-order positions held. The bits are
+// atomics and take no lock. The 64 mutexes of blocks.mu, striped by block number, serialise
+// reading a block: the first touch of a block (an answer needing an entry, a name, a lookup-table
+// slot or an extent-order position in it) takes its stripe's mutex and, holding it, reads the
+// block from the index file (for an Index from Load; one from Parse holds its bytes already) and
+// checks its CRC32C; later touches see the bit and lock nothing. Nothing else is locked while a
+// stripe's mutex is held, so the stripes are leaves in any lock order, but a caller holding a lock
+// of its own may wait on the disk when it touches a block first. Rule checks run without a lock
+// (two callers may check one block at once; both only read). A version 1 or 2 index is read and
+// checked whole at load and locks nothing afterwards.
+//
+// Verify checks shards on opt.Jobs goroutines and calls report and opt.Progress one at a time,
+// holding a mutex of the call (verify.go): they must not wait on each other.
+package layout
