@@ -8,14 +8,16 @@ import (
 )
 
 // TestImports keeps layout at the bottom of the import graph (doc.go, docs/design.md): layout
-// and its subpackages import the standard library and, downwards only, each other.
+// and its subpackages import the standard library, the module's internal packages of plain
+// data structures (internal/bitset), and, downwards only, each other.
 func TestImports(t *testing.T) {
 	const mod = "github.com/aifs/aifs/layout"
+	const bitset = "github.com/aifs/aifs/internal/bitset"
 	allowed := map[string][]string{
-		".":          nil,
+		".":          {bitset},
 		"./tar":      nil,
-		"./pack":     {mod},
-		"./tarindex": {mod, mod + "/tar"},
+		"./pack":     {mod, bitset},
+		"./tarindex": {mod, mod + "/tar", bitset},
 	}
 	for dir, may := range allowed {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", dir).Output()

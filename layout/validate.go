@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/aifs/aifs/internal/bitset"
 )
 
 // A version 3 index is checked block by block, the first time a block is used, so that a mount
@@ -53,8 +55,8 @@ type blocks struct {
 	first      [4]uint64
 	fileOff    [4]int64                        // where each section lies in the file, for fill
 	fill       func(off int64, b []byte) error // reads file bytes into the buffer; nil when it is whole
-	read       []atomic.Uint64                 // bit per block: bytes present and their checksum held
-	checked    []atomic.Uint64                 // bit per entries or order block: rules held
+	read       bitset.Atomic                   // bit per block: bytes present and their checksum held
+	checked    bitset.Atomic                   // bit per entries or order block: rules held
 	mu         [64]sync.Mutex                  // serialises reading a block (by block number)
 	readBytes  atomic.Uint64                   // bytes of the blocks read
 	err        atomic.Pointer[error]           // the first failure found
@@ -80,21 +82,16 @@ func newBlocks(x *Index, perBlock, blockBytes uint64, sums []byte, fill func(int
 	if sums != nil && uint64(len(sums)) != 4*n {
 		return nil
 	}
-	v.read = make([]atomic.Uint64, (n+63)/64)
-	v.checked = make([]atomic.Uint64, (n+63)/64)
+	v.read = bitset.NewAtomic(int(n))
+	v.checked = bitset.NewAtomic(int(n))
 	return v
 }
 
 func (v *blocks) byteBlocks(n int) uint64 { return (uint64(n) + v.blockBytes - 1) / v.blockBytes }
 
-func has(bits []atomic.Uint64, g uint64) bool { return bits[g/64].Load()&(1<<(g%64)) != 0 }
-func set(bits []atomic.Uint64, g uint64)      { bits[g/64].Or(1 << (g % 64)) }
-
 // allRead marks every block read: a version 1 or 2 index, whose section checksums held.
 func (v *blocks) allRead() {
-	for i := range v.read {
-		v.read[i].Store(^uint64(0))
-	}
+	v.read.Fill()
 }
 
 // bytes returns block b of section k.
@@ -115,13 +112,13 @@ func (v *blocks) bytes(k int, b uint64) (blk []byte, off uint64) {
 // ensureRead makes block b of section k present and checks its checksum.
 func (v *blocks) ensureRead(k int, b uint64) error {
 	g := v.first[k] + b
-	if has(v.read, g) {
+	if v.read.Has(g) {
 		return nil
 	}
 	m := &v.mu[g%uint64(len(v.mu))]
 	m.Lock()
 	defer m.Unlock()
-	if has(v.read, g) {
+	if v.read.Has(g) {
 		return nil
 	}
 	blk, off := v.bytes(k, b)
@@ -134,7 +131,7 @@ func (v *blocks) ensureRead(k int, b uint64) error {
 		return v.fail(corruptf("%s block %d checksum mismatch", blockSectionText[k], b))
 	}
 	v.readBytes.Add(uint64(len(blk)))
-	set(v.read, g)
+	v.read.Add(g)
 	return nil
 }
 
@@ -173,7 +170,7 @@ func (x *Index) ready(id ID) bool {
 		return true
 	}
 	b := uint64(id) >> v.shift
-	if has(v.checked, v.first[bEntries]+b) {
+	if v.checked.Has(v.first[bEntries] + b) {
 		return true
 	}
 	return v.checkEntries(b) == nil
@@ -190,7 +187,7 @@ func (x *Index) orderReady(pos int) bool {
 		return true
 	}
 	b := uint64(pos) * 4 / v.blockBytes
-	if has(v.checked, v.first[bOrder]+b) {
+	if v.checked.Has(v.first[bOrder] + b) {
 		return true
 	}
 	return v.checkOrder(b) == nil
@@ -283,7 +280,7 @@ func (v *blocks) checkEntries(b uint64) error {
 // applies check to each item and marks the block checked, unless it is marked already.
 func (v *blocks) checkBlock(k int, b, start, end uint64, check func(uint64) error) error {
 	g := v.first[k] + b
-	if has(v.checked, g) {
+	if v.checked.Has(g) {
 		return nil
 	}
 	if err := v.ensureRead(k, b); err != nil {
@@ -294,7 +291,7 @@ func (v *blocks) checkBlock(k int, b, start, end uint64, check func(uint64) erro
 			return v.fail(err)
 		}
 	}
-	set(v.checked, g)
+	v.checked.Add(g)
 	return nil
 }
 

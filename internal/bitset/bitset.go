@@ -59,3 +59,10 @@ func (a Atomic) Remove(i uint64) bool {
 	bit := uint64(1) << (i % 64)
 	return a[i/64].And(^bit)&bit != 0
 }
+
+// Fill puts every item in the set (and the unused bits of its last word, which no item names).
+func (a Atomic) Fill() {
+	for i := range a {
+		a[i].Store(^uint64(0))
+	}
+}

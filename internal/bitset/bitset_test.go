@@ -57,4 +57,9 @@ func TestAtomicOnce(t *testing.T) {
 	if !a.Remove(5) || a.Remove(5) || a.Has(5) {
 		t.Error("Remove: the first call must report the item, the second not")
 	}
+	b := NewAtomic(70)
+	b.Fill()
+	if !b.Has(0) || !b.Has(69) || b.Add(33) {
+		t.Error("Fill must put every item in the set")
+	}
 }
