@@ -7,12 +7,12 @@ import (
 	"github.com/aifs/aifs/layout"
 )
 
-// Read-ahead: the fetches the planner asks for go through a bounded queue to Workers
-// goroutines (worker); one that does not fit in the queue or the budget is dropped, never
+// Read-ahead: the fetches the Policy asks for go through a bounded queue to Workers
+// goroutines (worker); one that does not fit in the queue or the budget is shed, never
 // waited for.
 
 // queueFetches reserves each fetch's bytes and queues it; what does not fit in the budget or
-// the queue is dropped (and its reservation returned).
+// the queue is shed (and its reservation returned).
 func (l *Loader) queueFetches(fetches []Fetch) {
 	for _, f := range fetches {
 		var n int64
@@ -20,7 +20,7 @@ func (l *Loader) queueFetches(fetches []Fetch) {
 			n += int64(l.x.Entry(id).Size)
 		}
 		if !l.reserveAhead(n) {
-			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
+			l.stats.aheadShed.Add(uint64(len(f.IDs)))
 			if f.Chunk {
 				l.chunkFlights.Add(-1)
 			}
@@ -36,7 +36,7 @@ func (l *Loader) queueFetches(fetches []Fetch) {
 			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
 		default:
 			l.aheadBytes.Add(-n)
-			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
+			l.stats.aheadShed.Add(uint64(len(f.IDs)))
 			if f.Chunk {
 				l.chunkFlights.Add(-1)
 			}
@@ -56,7 +56,7 @@ func (l *Loader) worker() {
 	}
 }
 
-// prefetch runs one read the planner asked for, whose bytes were reserved in aheadBytes:
+// prefetch runs one read the Policy asked for, whose bytes were reserved in aheadBytes:
 // samples that another fetch took meanwhile are skipped, the rest become cached read-ahead
 // (and, with Options.Push, are pushed into the page cache).
 func (l *Loader) prefetch(f Fetch) {
@@ -69,16 +69,7 @@ func (l *Loader) prefetch(f Fetch) {
 	}
 	claims := make([]claim, 0, len(f.IDs))
 	var unclaimed int64
-	late := make([]bool, len(f.IDs))
-	l.lockPlanner()
-	for i, id := range f.IDs {
-		if f.Run {
-			late[i] = l.planner.ReadByReader(id)
-		} else {
-			late[i] = l.planner.ReadThisEpoch(id)
-		}
-	}
-	l.unlockPlanner()
+	late := l.d.late(f)
 	for i, id := range f.IDs {
 		var fl *flight.Flight[*Sample]
 		if !late[i] { // else the readers got there first

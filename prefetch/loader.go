@@ -82,6 +82,13 @@ func CheckSample(x *layout.Index, id layout.ID, e layout.Entry, sum uint32) erro
 // DefaultCacheBytes is Options.CacheBytes when not set (-o mem_cache).
 const DefaultCacheBytes = 1 << 30
 
+// With KeepRead and a set larger than CacheBytes, read-ahead gets 1/aheadShare of CacheBytes,
+// at most maxAheadBytes, and the stable subset the rest.
+const (
+	aheadShare    = 16
+	maxAheadBytes = 256 << 20
+)
+
 func (o *Options) defaults() {
 	if o.CacheBytes <= 0 {
 		o.CacheBytes = DefaultCacheBytes
@@ -103,12 +110,14 @@ func (o *Options) defaults() {
 // Loader serves samples to the FUSE layer (ReadRange): whole ones from its memory cache, from
 // a fetch already in flight for the same sample (one fetch however many readers wait:
 // backend/flight), or by fetching the sample's whole extent from its shard; those over
-// MaxWhole range by range from the shard, never cached nor read ahead. A Planner, told of every sample read and every plan
-// written, decides what to fetch ahead; prefetch runs on Workers goroutines, in a bounded
-// queue, and a prefetch that does not fit in the queue or the budget is dropped, never waited
-// for. Files: shared fetches (flights.go), read-ahead (ahead.go), the memory budget
-// (budget.go), the push into the page cache (push.go), the planner's lock (observe.go),
-// samples over MaxWhole (large.go), plans written (plan.go), stats (stats.go).
+// MaxWhole range by range from the shard, never cached nor read ahead. It decides nothing
+// itself: it tells its Policy (policy.go, through decider.go, which owns the lock) of every
+// first READ, plan, push, budget and tick, and carries out the actions it returns: reads
+// ahead on Workers goroutines in a bounded queue (ahead.go; one that does not fit in the queue
+// or the budget is shed, never waited for), chunk reads (chunks.go), pushes into the page
+// cache (push.go) and drops from it (pagecache.go). Files: shared fetches (flights.go), the
+// memory budget (budget.go), samples over MaxWhole (large.go), plans written (plan.go), stats
+// (stats.go).
 //
 // Memory: every sample held (cached or fetched ahead) is counted against CacheBytes before it
 // is fetched or kept; samples being written to the kernel are held a moment longer by their
@@ -117,15 +126,18 @@ func (o *Options) defaults() {
 // Cache policy (docs/design.md): a shuffled epoch reads each sample once, so a sample just
 // read is the one least likely to be needed soon, and LRU keeps exactly the wrong ones. With
 // KeepRead the Loader keeps a stable subset instead: a sample is kept iff its hash ranks below
-// (CacheBytes less the read-ahead share, 1/16) ÷ dataset bytes, the same samples every epoch,
-// so the next shuffled epoch hits about that fraction of its reads. A sample fetched ahead is
-// dropped as soon as it is read unless it belongs to the subset: its next use is in the next
-// epoch, the furthest possible, which is eviction by next use once the order is known.
+// (CacheBytes less the read-ahead share, 1/aheadShare) ÷ dataset bytes, the same samples every
+// epoch, so the next shuffled epoch hits about that fraction of its reads. A sample fetched
+// ahead leaves the cache as soon as it is read unless it belongs to the subset: its next use is
+// in the next epoch, the furthest possible, which is eviction by next use once the order is
+// known.
 //
-// All methods are safe for concurrent use. Lock order: mu (the planner) → a flight stripe's
-// lock (flights) or a pending stripe's lock (observe.go); no lock is held across I/O. A cache
-// hit waits for no lock but a pending stripe's: it takes the planner's only if it is free,
-// once per sample (observe.go).
+// All methods are safe for concurrent use. Lock order: the decisions' lock (decider.mu) → a
+// flight stripe's lock (flights) or a pending stripe's lock → layout's index block locks
+// (decider.go). The lock is never held across a shard read, a push or a drop; it is held while
+// the Policy reads index entries, which the first time may read an index block from disk. A
+// cache hit waits for no lock but a pending stripe's: it tries the decisions' lock (TryLock)
+// once per sample, on its first READ, and leaves the READ pending if it is taken.
 type Loader struct {
 	x       *layout.Index
 	shards  []backend.Shard
@@ -141,24 +153,17 @@ type Loader struct {
 
 	flights flight.Group[layout.ID, *Sample]
 
-	mu      sync.Mutex // guards planner, parsers
-	planner *Planner
-	parsers map[uint32]*planParser
-	pending pendingReads // first READs not yet told to the planner (observe.go)
+	// d owns the mutex and every decision (Policy): what to read ahead, what to read as
+	// chunks, what to push, what the page cache keeps and drops. The Loader carries out its
+	// actions, never under its lock.
+	d decider
 
-	// res, when not nil (Push and Drop set), decides what the page cache keeps; guarded by mu,
-	// like the planner, with resSource. readers holds the pids of recent READs (noteReader).
-	res          *Residency
-	resSource    string
-	resFits      atomic.Bool      // res.Fits(), readable without mu
-	scopes       [scopeSpan]int64 // the plans' bytes at the last refreshes (planScope), under mu
-	scopeAt      int
+	// pageCache: Push and Drop are set, so the page cache's policy is on (Policy.res).
+	// readers holds the pids of recent READs (noteReader).
+	pageCache    bool
 	readers      [8]atomic.Uint32
 	chunkFlights atomic.Int32 // chunk reads queued, reading or pushing (chunks.go)
-	chunksOpen   atomic.Bool  // chunk reads may start: the READs miss fast (chunkGate)
-	gate         chunkGate    // owned by the page cache's ticks (tick)
-	sweepEpoch   int          // the epoch the sweep's cursor is in (chunks.go), under mu
-	sweepPos     int          // the sweep's cursor, an extent position, under mu
+	maxFlights   int32        // bound of chunkFlights (maxChunkFlights)
 
 	verified []atomic.Uint64 // with Verify: the samples over MaxWhole whose checksum matched, one bit each
 
@@ -202,7 +207,8 @@ func NewLoader(ctx context.Context, x *layout.Index, b backend.Backend, opt Opti
 // newLoader returns a Loader over shards, opened (indexed as x.Shards()), which it owns.
 func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, error) {
 	opt.defaults()
-	l := &Loader{x: x, shards: shards, opt: opt, parsers: map[uint32]*planParser{}}
+	l := &Loader{x: x, shards: shards, opt: opt, pageCache: opt.Push != nil && opt.Drop != nil}
+	l.maxFlights = maxChunkFlights(opt.ChunkBytes)
 	for i, sh := range shards {
 		if st, ok := sh.(backend.Stager); ok {
 			if l.stagers == nil {
@@ -216,13 +222,13 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, e
 		data := int64(x.ShardBytes())
 		// When the dataset fits, all of it is kept and read-ahead gets what is left over.
 		// Otherwise read-ahead, which needs little (a plan's depth, a sequential window),
-		// gets 1/16 of the budget (at most 256 MiB) and the subset, which sets the next
-		// epoch's hit rate, the rest.
+		// gets 1/aheadShare of the budget (at most maxAheadBytes) and the subset, which sets
+		// the next epoch's hit rate, the rest.
 		l.keepFraction = ^uint64(0)
 		l.keepBudget = data
 		l.aheadBudget = opt.CacheBytes - data
 		if data > opt.CacheBytes {
-			l.aheadBudget = min(opt.CacheBytes/16, 256<<20)
+			l.aheadBudget = min(opt.CacheBytes/aheadShare, maxAheadBytes)
 			l.keepBudget = opt.CacheBytes - l.aheadBudget
 			l.keepFraction = uint64(float64(l.keepBudget) / float64(data) * (1 << 64))
 		}
@@ -243,7 +249,16 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, e
 	}
 	l.cache = cache
 	l.flights.Init(func(id layout.ID) uint { return uint(id) })
-	l.planner = NewPlanner(x, opt.Planner)
+	l.d = decider{
+		p: NewPolicy(x, PolicyConfig{Planner: opt.Planner, MaxWhole: opt.MaxWhole, PageCache: l.pageCache,
+			ChunkReads: opt.ChunkReads, ChunkBytes: opt.ChunkBytes}),
+		parsers: map[uint32]*planParser{},
+		have:    l.have,
+		busy:    l.flights.Busy,
+		room:    func() int64 { return l.aheadBudget - l.aheadBytes.Load() },
+		queue:   l.queueFetches,
+	}
+	l.d.fits.Store(true)
 	// Room for every plan's depth: a fetch that does not fit is dropped for good (the
 	// planner does not ask twice), and the bytes queued are bounded by the budget anyway.
 	l.queue = make(chan Fetch, 1024)
@@ -252,8 +267,7 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, e
 		l.wg.Add(1)
 		go l.worker()
 	}
-	if opt.Push != nil && opt.Drop != nil {
-		l.res = NewResidency(x, opt.MaxWhole)
+	if l.pageCache {
 		l.refreshBudget() // before any READ: nothing is resident yet, so nothing is dropped
 		l.wg.Add(1)
 		go l.residencyLoop(tickEvery)
@@ -306,7 +320,7 @@ func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e lay
 		return nil, fmt.Errorf("%s: %w", l.x.Path(id), errTooLarge)
 	}
 	if off == 0 {
-		l.observe(firstRead{id, reader})
+		l.d.observe(firstRead{id, reader})
 	}
 	if s, ok := l.cache.Get(uint32(id)); ok && s.blk.acquire() {
 		l.stats.hits.Add(1)
@@ -319,7 +333,7 @@ func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e lay
 		l.stats.waits.Add(1)
 		return l.wait(id, f, cancel, end)
 	}
-	if off == 0 && l.opt.ChunkReads && l.res != nil {
+	if off == 0 && l.opt.ChunkReads && l.pageCache {
 		l.readChunk(id, e)
 	}
 	s, err := l.fetchOne(id, e)
@@ -417,29 +431,11 @@ func (l *Loader) readShard(shard uint32, off int64, p []byte, n int64) (view bac
 	return nil, p, nil
 }
 
-// have reports whether sample id is cached or being fetched, or is over MaxWhole: the planner
-// does not ask for those. A sample over MaxWhole is read range by range and never from the
-// cache, so one fetched whole ahead would be read twice and held, whole, until evicted (after
-// md5sum of a tree with files of hundreds of MB: 436 MB of live heap, issue 28).
+// have reports whether sample id is cached or being fetched: the Policy reads none of those
+// ahead. Called under the decisions' lock.
 func (l *Loader) have(id layout.ID) bool {
-	if int64(l.x.Entry(id).Size) > l.opt.MaxWhole {
-		return true
-	}
 	if _, ok := l.cache.Get(uint32(id)); ok {
 		return true
 	}
 	return l.flights.Busy(id)
-}
-
-// haveAhead is have for the planner's read-ahead (Planner.Next): it also skips a sample that
-// the page cache holds (inPageCache). Such a sample, read ahead again by a sequential run over
-// the misses, was pushed again for nothing, and a beacon among them waited in the cache for a
-// READ that its page-cache hit never sends (detach). mu is held.
-func (l *Loader) haveAhead(id layout.ID) bool { return l.have(id) || l.inPageCache(id) }
-
-// inPageCache reports whether the page cache's policy believes sample id resident and the set
-// does not fit (mu held). When the set fits the belief is stale after drop_caches (a miss says
-// the epoch is cold), so read-ahead and chunk reads do not trust it there.
-func (l *Loader) inPageCache(id layout.ID) bool {
-	return l.res != nil && !l.res.Fits() && l.res.Resident(id)
 }

@@ -295,12 +295,12 @@ func TestLoaderArrived(t *testing.T) {
 			t.Errorf("sample %d pushed with wrong bytes", id)
 		default:
 			want++
-			if !l.planner.ReadThisEpoch(id) {
+			if !l.d.p.planner.ReadThisEpoch(id) {
 				t.Errorf("pushed sample %d does not count as read this epoch", id)
 			}
 		}
 	}
-	if l.planner.ReadThisEpoch(refused) || l.planner.ReadThisEpoch(corrupt) {
+	if l.d.p.planner.ReadThisEpoch(refused) || l.d.p.planner.ReadThisEpoch(corrupt) {
 		t.Error("a sample the kernel refused, or a corrupt one, counts as read this epoch")
 	}
 	if st := l.Stats(); st.Prefetch.Arrived != uint64(want) || st.Backend.Corrupt != 1 || want < 10 {
@@ -318,7 +318,7 @@ func TestLoaderArrived(t *testing.T) {
 	writePathPlan(t, planned, in0)
 	planned.Arrived(0, int64(x.Entry(in0[0]).Offset), shards[0].b[x.Entry(in0[0]).Offset:end])
 	for i, id := range in0 {
-		if got, beacon := planned.planner.ReadThisEpoch(id), planned.planner.IsPlanBeacon(id); beacon && got {
+		if got, beacon := planned.d.p.planner.ReadThisEpoch(id), planned.d.p.planner.IsPlanBeacon(id); beacon && got {
 			t.Errorf("plan beacon %d (position %d) was pushed", id, i)
 		} else if !beacon && !got && id < in0[18] && len(content[id]) > pageSize {
 			t.Errorf("sample %d (position %d) of the plan was not pushed", id, i)
@@ -591,7 +591,7 @@ func TestLoaderPush(t *testing.T) {
 	for _, id := range order {
 		b, ok := pushed[id]
 		switch {
-		case l.planner.IsBeacon(id) || len(content[id]) <= pageSize:
+		case l.d.p.planner.IsBeacon(id) || len(content[id]) <= pageSize:
 			beacons++
 			if ok {
 				t.Errorf("beacon or one-page sample %d was pushed", id)
@@ -689,7 +689,7 @@ func TestLoaderBeaconDetached(t *testing.T) {
 	for _, id := range sortedIDs(content) {
 		if s, ok := l.cache.Get(uint32(id)); ok && s.ahead.Load() {
 			held++
-			if !l.planner.IsBeacon(id) {
+			if !l.d.p.planner.IsBeacon(id) {
 				t.Errorf("sample %d held for its READ, not a beacon", id)
 			}
 			if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {

@@ -135,11 +135,11 @@ func (k *kernelCache) settle(t testing.TB, l *Loader) {
 	t.Helper()
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		busy := len(l.queue) > 0
-		l.lockPlanner()
+		l.d.lock()
 		for id := range k.content {
-			busy = busy || l.flights.Busy(id) || l.res != nil && l.res.isPushing(id)
+			busy = busy || l.flights.Busy(id) || l.d.p.res != nil && l.d.p.res.isPushing(id)
 		}
-		l.unlockPlanner()
+		l.d.unlock()
 		if !busy {
 			return
 		}
@@ -176,13 +176,13 @@ func TestLoaderPageCacheSubset(t *testing.T) {
 	for e := 2; e <= 3; e++ {
 		reached := k.epoch(t, l, ids, rng)
 		pushed := k.pushedIDs() // read ahead (a sequential run by chance): they may wait 2 s in the window
-		l.lockPlanner()
+		l.d.lock()
 		for _, id := range ids {
-			if keep := l.res.Keeps(id); keep == reached[id] && !(pushed[id] && !keep) {
+			if keep := l.d.p.res.Keeps(id); keep == reached[id] && !(pushed[id] && !keep) {
 				t.Errorf("epoch %d: sample %d in the subset %v, reached the Loader %v", e, id, keep, reached[id])
 			}
 		}
-		l.unlockPlanner()
+		l.d.unlock()
 		if n := k.bytes(); n > data/2 {
 			t.Errorf("epoch %d: %d bytes in the page cache, over the budget of %d", e, n, data/2)
 		}
@@ -423,7 +423,7 @@ func TestLoaderSortedPasses(t *testing.T) {
 	const passes = 6
 	for pass := range passes {
 		before := l.Stats()
-		epoch, _, _ := l.planner.Epoch()
+		epoch, _, _ := l.d.p.planner.Epoch()
 		k.dropAll()
 		reached := k.pass(t, l, sorted)
 		st := l.Stats()
@@ -433,7 +433,7 @@ func TestLoaderSortedPasses(t *testing.T) {
 		if n := st.PageCache.ChunkReads - before.PageCache.ChunkReads; n != 0 {
 			t.Errorf("pass %d: %d chunk reads beside the run's read-ahead", pass, n)
 		}
-		if e, _, _ := l.planner.Epoch(); e != epoch+1 {
+		if e, _, _ := l.d.p.planner.Epoch(); e != epoch+1 {
 			t.Errorf("pass %d: epoch %d after %d; want one more", pass, e, epoch)
 		}
 	}

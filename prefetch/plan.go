@@ -128,26 +128,7 @@ func truncate(s string) string {
 // the plan being sent. The samples are planned as they arrive. An error wraps ErrBadPlan; the
 // samples before the bad line stay planned.
 func (l *Loader) WritePlan(writer uint32, start bool, data []byte) error {
-	l.lockPlanner()
-	pp := l.parsers[writer]
-	if pp == nil || start {
-		if pp == nil && len(l.parsers) >= maxWriters {
-			clear(l.parsers) // writers come and go with training runs; a writer mid-plan restarts
-		}
-		pp = &planParser{}
-		l.parsers[writer] = pp
-	}
-	ids, err := pp.parse(l.x, data, nil)
-	l.stage(ids)
-	if start {
-		l.planner.SetPlan(writer, ids)
-	} else {
-		l.planner.AppendPlan(writer, ids)
-	}
-	if err != nil {
-		delete(l.parsers, writer)
-	}
-	l.unlockPlannerNext(true)
+	err := l.d.writePlan(l.x, writer, start, data, l.stage)
 	if err != nil {
 		l.stats.planWriteError.Add(1)
 	}
