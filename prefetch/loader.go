@@ -344,14 +344,10 @@ func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e lay
 			// the rest for the READs that follow, which come at once, so wait until the cache
 			// shows it (ristretto applies a Set asynchronously) before the flight goes. With a
 			// page cache (Push), such a READ is one past a sample's first (readHead pushed the
-			// rest, and the kernel dropped part of it), and the READs that would read the kept
+			// rest, and the kernel evicted part of it), and the READs that would read the kept
 			// sample to its end need not come: the kernel may hold the other pages. So the
 			// cache keeps an exact copy, not the read's pooled buffer, which can be 8 times the
-			// sample (1 MiB for a sample just over 128 KiB). Holding the buffers, 8 readers in a
-			// memory cgroup of half the set left 29-39 buffers of 1 MiB lent after each epoch,
-			// and the daemon's RSS, which the page cache's budget leaves out, reached 73-80 MB
-			// by the fifth epoch; with copies 1-2 stayed lent and the RSS 38-50 MB
-			// (docs/bench/README.md, "Run 15").
+			// sample. Why: docs/bench/prefetch-notes.md, "Buffers held for READs that never come".
 			if l.opt.Push != nil {
 				l.cacheCopy(s, false)
 			} else {

@@ -79,12 +79,8 @@ const streamSlots = 16
 // it, when it was among the last recentReads READs with fewer than recentReads samples read or
 // pushed since.
 //
-// The reader rule holds however late the retry comes. In a memory cgroup at its limit (the
-// reader's own pages reclaimed, or dropped by the page-cache policy while a starved reader had
-// not yet copied them) one reader re-READs a sample 20-80 ms later, up to three times, while
-// others read and chunk reads push hundreds of samples: judged by the ring alone, those
-// retries started 1-2 spurious epochs in each of 5 runs of TestPageCacheMemoryCgroup beside two
-// busy loops, and once in CI's race pass; with the reader rule, none in 4 such runs.
+// The reader rule holds however late the retry comes (docs/bench/prefetch-notes.md, "Repeated
+// READs and epochs").
 //
 // Pushes count in the ring so that a sorted scan, whose read-ahead pushes all but a READ in 32
 // (its beacons), starts its next pass at its first READ: counting READs alone, the few READs
@@ -95,10 +91,9 @@ const recentReads = 256
 
 // readerSlots is how many readers' last samples are kept, by pid modulo readerSlots (a reader
 // whose slot another took falls back on the ring). Each keeps its last two: the reads left in
-// pendingReads (observe.go) are told to the planner stripe by stripe, not in the order they
-// came, so a reader's previous sample may be told after the one it is reading (with the
-// latest only, 1 run of TestPageCacheMemoryCgroup in about 30 beside two busy loops still
-// found a spurious epoch; this order is a likely cause, not a confirmed one).
+// pendingReads (decider.go) are told to the planner stripe by stripe, not in the order they
+// came, so a reader's previous sample may be told after the one it is reading
+// (docs/bench/prefetch-notes.md, "Repeated READs and epochs").
 const readerSlots = 256
 
 // Planner watches the samples read and the plans written and decides what to fetch ahead. It

@@ -8,8 +8,9 @@ import (
 
 // Residency decides which samples the kernel's page cache keeps (kernel_cache=on), within a
 // budget of bytes (-o page_cache). It is a pure state machine, like the Planner: no I/O, no
-// clock (Tick is its clock), not safe for concurrent use; the Loader holds it under the
-// planner's mutex and carries out its decisions (drops, refused pushes) outside it.
+// clock (Tick is its clock), not safe for concurrent use. It is part of the Policy, which the
+// Loader holds under one mutex (decider) and whose actions (drops, refused pushes) it carries
+// out outside it.
 //
 // The policy (docs/prefetch.md, "The page cache"):
 //   - When the samples it tracks (regular files of at most MaxWhole bytes: the dataset) fit
