@@ -59,6 +59,11 @@ type Options struct {
 	// KiB, for local shards read with O_DIRECT; over S3, where a GET costs a round trip, the
 	// mount sets 4 MiB).
 	ChunkBytes int64
+	// StagePlans passes every sample a plan names to its shard's Stage (backend.Stager), so
+	// that a disk cache with staging on (-o prefetch_shards=on) stages what this node will
+	// read (docs/multinode.md). Every shard opened must then be a backend.Stager: NewLoader
+	// refuses a shard that is not. Default off.
+	StagePlans bool
 	// Verify checks every sample fetched against the CRC32C the index records for it, before
 	// any reader sees it (-o verify=on): one whose bytes differ fails with ErrCorrupt and is
 	// not cached. A sample over MaxWhole is read whole once more, in pieces, on its first
@@ -141,7 +146,7 @@ func (o *Options) defaults() {
 type Loader struct {
 	x       *layout.Index
 	shards  []backend.Shard
-	stagers []backend.Stager // by shard, where the shard is one (a disk cache); nil if none is
+	stagers []backend.Stager // by shard, with StagePlans; nil without
 	opt     Options
 
 	cache *ristretto.Cache[uint32, *Sample]
@@ -209,10 +214,12 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, e
 	opt.defaults()
 	l := &Loader{x: x, shards: shards, opt: opt, pageCache: opt.Push != nil && opt.Drop != nil}
 	l.maxFlights = maxChunkFlights(opt.ChunkBytes)
-	for i, sh := range shards {
-		if st, ok := sh.(backend.Stager); ok {
-			if l.stagers == nil {
-				l.stagers = make([]backend.Stager, len(shards))
+	if opt.StagePlans {
+		l.stagers = make([]backend.Stager, len(shards))
+		for i, sh := range shards {
+			st, ok := sh.(backend.Stager)
+			if !ok {
+				return nil, fmt.Errorf("prefetch: StagePlans: shard %s does not stage", x.Shards()[i].Name)
 			}
 			l.stagers[i] = st
 		}

@@ -804,7 +804,14 @@ func TestLoaderPlanStages(t *testing.T) {
 		stagers[i] = &stagingShard{shard: s, staged: map[[2]int64]int{}}
 		bs[i] = stagers[i]
 	}
-	l, err := newLoader(x, bs, Options{})
+	plain := make([]backend.Shard, len(shards))
+	for i, s := range shards {
+		plain[i] = s
+	}
+	if _, err := newLoader(x, plain, Options{StagePlans: true}); err == nil {
+		t.Fatal("StagePlans over shards that do not stage: no error")
+	}
+	l, err := newLoader(x, bs, Options{StagePlans: true})
 	if err != nil {
 		t.Fatal(err)
 	}
