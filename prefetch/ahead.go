@@ -26,15 +26,9 @@ func (l *Loader) queueFetches(fetches []Fetch) {
 			}
 			continue
 		}
-		if l.inline {
+		if l.queue.offer(f) {
 			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
-			l.prefetch(f)
-			continue
-		}
-		select {
-		case l.queue <- f:
-			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
-		default:
+		} else {
 			l.aheadBytes.Add(-n)
 			l.stats.aheadShed.Add(uint64(len(f.IDs)))
 			if f.Chunk {
@@ -44,13 +38,35 @@ func (l *Loader) queueFetches(fetches []Fetch) {
 	}
 }
 
+// fetchQueue takes the reads ahead that queueFetches has reserved, without blocking: the
+// Loader's is workQueue, drained by its Workers goroutines; tests run each read in the caller
+// instead, so that replays are deterministic (loader_test.go).
+type fetchQueue interface {
+	offer(f Fetch) bool // starts or queues f; false: the queue is full
+	depth() int         // the reads queued
+}
+
+// workQueue is the bounded queue of the Workers goroutines (worker).
+type workQueue chan Fetch
+
+func (q workQueue) offer(f Fetch) bool {
+	select {
+	case q <- f:
+		return true
+	default:
+		return false
+	}
+}
+
+func (q workQueue) depth() int { return len(q) }
+
 func (l *Loader) worker() {
 	defer l.wg.Done()
 	for {
 		select {
 		case <-l.ctx.Done():
 			return
-		case f := <-l.queue:
+		case f := <-l.work:
 			l.prefetch(f)
 		}
 	}

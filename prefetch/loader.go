@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
 
@@ -172,8 +173,8 @@ type Loader struct {
 
 	verified []atomic.Uint64 // with Verify: the samples over MaxWhole whose checksum matched, one bit each
 
-	queue  chan Fetch
-	inline bool // tests: run prefetch in plan's caller, so that replays are deterministic
+	queue  fetchQueue // l.work, or the tests' (ahead.go)
+	work   workQueue
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -201,7 +202,7 @@ func NewLoader(ctx context.Context, x *layout.Index, b backend.Backend, opt Opti
 		}
 		shards = append(shards, sh)
 	}
-	l, err := newLoader(x, shards, opt)
+	l, err := newLoader(x, shards, opt, tickEvery)
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -209,8 +210,9 @@ func NewLoader(ctx context.Context, x *layout.Index, b backend.Backend, opt Opti
 	return l, nil
 }
 
-// newLoader returns a Loader over shards, opened (indexed as x.Shards()), which it owns.
-func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, error) {
+// newLoader returns a Loader over shards, opened (indexed as x.Shards()), which it owns, whose
+// page cache's policy ticks every every (tests that tick by hand pass an hour).
+func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.Duration) (*Loader, error) {
 	opt.defaults()
 	l := &Loader{x: x, shards: shards, opt: opt, pageCache: opt.Push != nil && opt.Drop != nil}
 	l.maxFlights = maxChunkFlights(opt.ChunkBytes)
@@ -268,7 +270,8 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, e
 	l.d.fits.Store(true)
 	// Room for every plan's depth: a fetch that does not fit is dropped for good (the
 	// planner does not ask twice), and the bytes queued are bounded by the budget anyway.
-	l.queue = make(chan Fetch, 1024)
+	l.work = make(workQueue, 1024)
+	l.queue = l.work
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	for range opt.Workers {
 		l.wg.Add(1)
@@ -277,7 +280,7 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, e
 	if l.pageCache {
 		l.refreshBudget() // before any READ: nothing is resident yet, so nothing is dropped
 		l.wg.Add(1)
-		go l.residencyLoop(tickEvery)
+		go l.residencyLoop(every)
 	}
 	return l, nil
 }

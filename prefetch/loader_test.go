@@ -113,7 +113,7 @@ func newTestLoader(t testing.TB, x *layout.Index, shards []*shard, opt Options) 
 	for i, s := range shards {
 		bs[i] = s
 	}
-	l, err := newLoader(x, bs, opt)
+	l, err := newLoader(x, bs, opt, testTickEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,11 +121,21 @@ func newTestLoader(t testing.TB, x *layout.Index, shards []*shard, opt Options) 
 	return l
 }
 
+// testTickEvery is the page cache's tick of the Loaders tests make; a test that ticks by hand
+// (Loader.tick) sets an hour.
+var testTickEvery = tickEvery
+
+// inlineQueue runs each read ahead in the caller of queueFetches, at once.
+type inlineQueue struct{ l *Loader }
+
+func (q inlineQueue) offer(f Fetch) bool { q.l.prefetch(f); return true }
+func (q inlineQueue) depth() int         { return 0 }
+
 // newInlineLoader is newTestLoader with prefetch run by the reader that triggers it, so that
 // what is read ahead does not depend on goroutine scheduling.
 func newInlineLoader(t testing.TB, x *layout.Index, shards []*shard, opt Options) *Loader {
 	l := newTestLoader(t, x, shards, opt)
-	l.inline = true
+	l.queue = inlineQueue{l}
 	return l
 }
 
@@ -652,11 +662,11 @@ func newPushingViewLoader(t *testing.T, x *layout.Index, shards []*shard) (*Load
 		views[i] = &viewShard{shard: s}
 		bs[i] = views[i]
 	}
-	l, err := newLoader(x, bs, Options{Push: func(layout.ID, int64, []byte) bool { return true }})
+	l, err := newLoader(x, bs, Options{Push: func(layout.ID, int64, []byte) bool { return true }}, testTickEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.inline = true
+	l.queue = inlineQueue{l}
 	t.Cleanup(l.Close)
 	return l, views
 }
@@ -808,10 +818,10 @@ func TestLoaderPlanStages(t *testing.T) {
 	for i, s := range shards {
 		plain[i] = s
 	}
-	if _, err := newLoader(x, plain, Options{StagePlans: true}); err == nil {
+	if _, err := newLoader(x, plain, Options{StagePlans: true}, testTickEvery); err == nil {
 		t.Fatal("StagePlans over shards that do not stage: no error")
 	}
-	l, err := newLoader(x, bs, Options{StagePlans: true})
+	l, err := newLoader(x, bs, Options{StagePlans: true}, testTickEvery)
 	if err != nil {
 		t.Fatal(err)
 	}

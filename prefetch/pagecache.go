@@ -11,8 +11,8 @@ import (
 // budgetEvery ticks. Drops never happen on a READ's path: the kernel locks a file's pages to
 // drop them, and a READ may be holding them.
 
-// tickEvery is a variable so that tests can tick by hand (Loader.tick) and nothing else.
-var tickEvery = 10 * time.Millisecond
+// tickEvery is how often the page cache's policy ticks.
+const tickEvery = 10 * time.Millisecond
 
 const budgetEvery = 100 // ticks: the budget is asked for every second
 

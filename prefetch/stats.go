@@ -83,7 +83,7 @@ func (l *Loader) Stats() Stats {
 		Backend: BackendStats{Reads: st.backendReads.Load(), Bytes: st.backendBytes.Load(), Corrupt: st.corrupt.Load()},
 		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Dropped: st.aheadShed.Load(),
 			HeldBytes: l.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
-			QueueDepth: len(l.queue), PlanErrors: st.planWriteError.Load(), Stored: st.pushedAhead.Load(),
+			QueueDepth: l.queue.depth(), PlanErrors: st.planWriteError.Load(), Stored: st.pushedAhead.Load(),
 			Arrived: st.pushedArrived.Load(), DroppedEarly: ps.lost},
 		Epoch:     EpochStats{Number: epoch, PreviousUnseen: ps.unseen},
 		Plans:     ps.plans,
