@@ -254,7 +254,6 @@ func (d *decider) writePlan(x *layout.Index, writer uint32, start bool, data []b
 type policyStats struct {
 	epoch, covered, files int
 	plans                 []PlanPosition
-	lost                  uint64
 	unseen                int
 	pageCache             *ResidencyStats
 }
@@ -267,7 +266,6 @@ func (d *decider) stats() policyStats {
 	var s policyStats
 	s.epoch, s.covered, s.files = p.planner.Epoch()
 	s.plans = p.planner.Plans()
-	s.lost = p.planner.LostPushes()
 	s.unseen = p.planner.PreviousUnseen()
 	if p.res != nil {
 		r := p.res.Stats()

@@ -113,18 +113,17 @@ type Planner struct {
 	cfg PlannerConfig
 
 	// epoch tracking
-	seen       []uint64 // bit per id: read in this epoch
-	pushed     []uint64 // bit per id: Pushed in this epoch and not READ since
-	lostPushes uint64   // READs of Pushed samples (the kernel evicted them first), ever
-	covered    int      // samples read in this epoch
-	unseen     int      // samples the previous epoch never read (nor pushed): page-cache hits
-	epoch      int
-	recent     [recentReads]layout.ID
-	eventAt    [recentReads]uint64 // events when recent[i] was read
-	nrecent    int
-	events     uint64                  // samples read or pushed so far
-	last       [readerSlots]readerLast // by reader % readerSlots
-	files      int                     // regular files in the catalog
+	seen    []uint64 // bit per id: read in this epoch
+	pushed  []uint64 // bit per id: Pushed in this epoch and not READ since
+	covered int      // samples read in this epoch
+	unseen  int      // samples the previous epoch never read (nor pushed): page-cache hits
+	epoch   int
+	recent  [recentReads]layout.ID
+	eventAt [recentReads]uint64 // events when recent[i] was read
+	nrecent int
+	events  uint64                  // samples read or pushed so far
+	last    [readerSlots]readerLast // by reader % readerSlots
+	files   int                     // regular files in the catalog
 
 	streams [streamSlots]stream
 	tick    uint64 // logical clock for LRU replacement of streams and writers
@@ -234,10 +233,6 @@ func (p *Planner) IsPlanBeacon(id layout.ID) bool {
 
 func (p *Planner) inPlan(id layout.ID) bool { return int(id) < len(p.slot) && p.slot[id] > 0 }
 
-// LostPushes returns how many samples Pushed into the page cache came as a READ all the same,
-// in every epoch so far: the kernel evicted their pages before the reader came.
-func (p *Planner) LostPushes() uint64 { return p.lostPushes }
-
 // Epoch returns the current epoch (from 1) and how many distinct samples it has read.
 func (p *Planner) Epoch() (epoch, covered, files int) { return p.epoch, p.covered, p.files }
 
@@ -300,7 +295,6 @@ func (p *Planner) trackEpoch(id layout.ID, reader uint32) (lost bool) {
 	last := &p.last[reader%readerSlots]
 	if p.pushed[word]&bit != 0 {
 		p.pushed[word] &^= bit // read at last: seen in this epoch already
-		p.lostPushes++
 		lost = true
 	} else if p.seen[word]&bit != 0 && !p.isRepeat(id, reader, *last) {
 		clear(p.seen)

@@ -153,11 +153,15 @@ func TestPolicyReplay(t *testing.T) {
 			// A sweep never runs while a plan is held.
 			{ticks: 2, want: "open true"},
 			{sweep: 4, want: ""},
-			// A READ of a sample pushed: the kernel evicted it first.
+			// A READ of a sample pushed: the kernel evicted it first (counted once, by the
+			// Residency), and it is not a new epoch.
 			{read: []layout.ID{3}, want: ""},
 		})
-		if n := r.p.planner.LostPushes(); n != 1 {
-			t.Errorf("%d pushes lost, want 1", n)
+		if n := r.p.res.Stats().KernelDropped; n != 1 {
+			t.Errorf("%d READs of samples believed in the page cache, want 1", n)
+		}
+		if epoch, _, _ := r.p.planner.Epoch(); epoch != 1 {
+			t.Errorf("epoch %d after a READ of a sample pushed, want 1", epoch)
 		}
 	})
 	t.Run("chunks", func(t *testing.T) {

@@ -351,7 +351,10 @@ type ResidencyStats struct {
 	WindowBytes   int64 `json:"window_bytes"`
 	// Drops counts the samples dropped from the page cache (NOTIFY_INVAL_INODE); PushesRefused
 	// the pushes (read-ahead, chunk reads) left out because they did not fit the window;
-	// KernelDropped the READs of samples believed resident (the kernel dropped them itself).
+	// KernelDropped the READs of samples believed resident, pushed or read before: the kernel
+	// evicted their pages itself (memory pressure, drop_caches). It is the one count of that
+	// fact; a large share of the samples pushed says that the page cache cannot hold what is
+	// pushed ahead (push_chunks=off).
 	Drops         uint64 `json:"drops"`
 	PushesRefused uint64 `json:"pushes_refused"`
 	KernelDropped uint64 `json:"kernel_dropped"`

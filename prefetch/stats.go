@@ -54,13 +54,9 @@ type PrefetchStats struct {
 	UsedBytes   uint64 `json:"used_bytes"`
 	WastedBytes uint64 `json:"wasted_bytes"`
 	QueueDepth  int    `json:"queue_depth"`
-	Stored      uint64 `json:"stored"`  // samples read ahead and pushed into the kernel's page cache
-	Arrived     uint64 `json:"arrived"` // samples pushed into the page cache as their chunk arrived (Loader.Arrived)
-	// DroppedEarly counts the samples pushed (Stored+Arrived) that came as a READ all the same:
-	// the kernel dropped their pages before the reader came (memory pressure). A large share of
-	// Stored+Arrived says that the page cache cannot hold what is pushed ahead (push_chunks=off).
-	DroppedEarly uint64 `json:"dropped_early"`
-	PlanErrors   uint64 `json:"plan_errors"` // plans (or pieces of them) refused (EINVAL)
+	Stored      uint64 `json:"stored"`      // samples read ahead and pushed into the kernel's page cache
+	Arrived     uint64 `json:"arrived"`     // samples pushed into the page cache as their chunk arrived (Loader.Arrived)
+	PlanErrors  uint64 `json:"plan_errors"` // plans (or pieces of them) refused (EINVAL)
 }
 
 // EpochStats say which epoch the reads are in and what fraction of the files it has read
@@ -84,7 +80,7 @@ func (l *Loader) Stats() Stats {
 		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Dropped: st.aheadShed.Load(),
 			HeldBytes: l.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
 			QueueDepth: l.queue.depth(), PlanErrors: st.planWriteError.Load(), Stored: st.pushedAhead.Load(),
-			Arrived: st.pushedArrived.Load(), DroppedEarly: ps.lost},
+			Arrived: st.pushedArrived.Load()},
 		Epoch:     EpochStats{Number: epoch, PreviousUnseen: ps.unseen},
 		Plans:     ps.plans,
 		PageCache: pc,
