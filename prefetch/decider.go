@@ -37,7 +37,7 @@ type decider struct {
 	have  func(layout.ID) bool // the sample is cached or being fetched
 	busy  func(layout.ID) bool // the sample is being fetched
 	room  func() int64         // the read-ahead budget left
-	queue func([]Fetch)        // starts fetches (it may drop them: budget, queue full)
+	queue func([]Fetch)        // starts fetches (it may shed them: budget, queue full)
 }
 
 const (

@@ -88,6 +88,18 @@ func CheckSample(x *layout.Index, id layout.ID, e layout.Entry, sum uint32) erro
 // DefaultCacheBytes is Options.CacheBytes when not set (-o mem_cache).
 const DefaultCacheBytes = 1 << 30
 
+// DefaultWorkers is Options.Workers when not set: as deep as the readers of a DataLoader with
+// 8-16 workers.
+const DefaultWorkers = 16
+
+// DefaultMaxWhole is Options.MaxWhole when not set.
+const DefaultMaxWhole = 16 << 20
+
+// aheadQueueLen bounds the reads ahead queued for the Workers: room for every plan's depth (a
+// read that does not fit is shed for good: the Policy does not ask twice); the bytes queued
+// are bounded by the budget anyway.
+const aheadQueueLen = 1024
+
 // With KeepRead and a set larger than CacheBytes, read-ahead gets 1/aheadShare of CacheBytes,
 // at most maxAheadBytes, and the stable subset the rest.
 const (
@@ -100,13 +112,13 @@ func (o *Options) defaults() {
 		o.CacheBytes = DefaultCacheBytes
 	}
 	if o.Workers <= 0 {
-		o.Workers = 16 // as deep as the readers of a DataLoader with 8-16 workers
+		o.Workers = DefaultWorkers
 	}
 	if o.ChunkBytes <= 0 {
 		o.ChunkBytes = DefaultChunkBytes
 	}
 	if o.MaxWhole <= 0 {
-		o.MaxWhole = 16 << 20
+		o.MaxWhole = DefaultMaxWhole
 	}
 	if o.Planner.MaxFetch <= 0 {
 		o.Planner.MaxFetch = 4 << 20 // the local backend's largest pooled buffer (not the planner's 8 MiB)
@@ -268,9 +280,7 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 		queue:   l.queueFetches,
 	}
 	l.d.fits.Store(true)
-	// Room for every plan's depth: a fetch that does not fit is dropped for good (the
-	// planner does not ask twice), and the bytes queued are bounded by the budget anyway.
-	l.work = make(workQueue, 1024)
+	l.work = make(workQueue, aheadQueueLen)
 	l.queue = l.work
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	for range opt.Workers {
@@ -285,7 +295,7 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 	return l, nil
 }
 
-// Close stops prefetching, drops the cache and closes the shards. It is idempotent. Reads
+// Close stops prefetching, closes the memory cache and the shards. It is idempotent. Reads
 // after Close fail (the shards are closed: fs.ErrClosed).
 func (l *Loader) Close() {
 	l.closeOnce.Do(func() {

@@ -103,7 +103,7 @@ const readerSlots = 256
 // It knows three things:
 //   - epochs: which samples were read in the current epoch; a sample read a second time (not a
 //     repeat, see recentReads, nor the first READ of a sample Pushed into the page cache, which
-//     the kernel dropped before it was read) starts the next epoch;
+//     the kernel evicted before it was read) starts the next epoch;
 //   - sequential runs: reads of consecutive samples in pack order (a sorted scan) open a run
 //     whose read-ahead window grows from SeqStart to SeqMax;
 //   - plans: each writer's coming order; the planner keeps PlanDepth samples past the last one
@@ -198,7 +198,7 @@ func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(i
 // been pushed. A long or lost sequential run's read-ahead skips only those: the samples
 // ahead of its reader that the epoch pushed may be gone, as at the start of a sorted pass
 // after drop_caches, whose first READs are of samples pushed in the last pass; the planner
-// takes them for pushes the kernel dropped until it sees the epoch begin. Skipping every
+// takes them for pushes the kernel evicted until it sees the epoch begin. Skipping every
 // sample the epoch had read or pushed, every other such pass was a miss a sample
 // (TestLoaderSortedPasses). Those READ are skipped still: another reader of the same scan
 // has read them.
@@ -274,7 +274,7 @@ func (p *Planner) Read(id layout.ID, reader uint32) {
 // (Options.Push): it counts as read in this epoch (no READ will come for it, and reading it
 // ahead again would be wasted) but moves no plan cursor or run, which only READs do.
 //
-// If a READ of it comes after all (the kernel dropped its pages before the reader came: memory
+// If a READ of it comes after all (the kernel evicted its pages before the reader came: memory
 // pressure), that READ is its read in this epoch, not the start of the next. The cost: when
 // the next epoch's READs begin, those of samples pushed in this one are taken for such
 // READs until one of a sample READ in this one starts the epoch (with a fraction f of the
