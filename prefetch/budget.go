@@ -14,6 +14,24 @@ import (
 // keptBytes + aheadBytes, never exceed CacheBytes, not even for a moment (the stats file and
 // the tests read them while readers run).
 
+// splitMemory splits the memory budget, cacheBytes, between the stable subset (keep; a
+// sample is in it iff its rank is below fraction) and read-ahead (ahead), for a set of data
+// bytes. Without keepRead all of it is read-ahead's. When the set fits, all of it is kept and
+// read-ahead gets what is left over. Otherwise read-ahead, which needs little (a plan's depth,
+// a sequential window), gets 1/aheadShare of the budget (at most maxAheadBytes) and the
+// subset, which sets the next epoch's hit rate, the rest.
+func splitMemory(cacheBytes, data int64, keepRead bool) (keep, ahead int64, fraction uint64) {
+	if !keepRead {
+		return 0, cacheBytes, 0
+	}
+	if data <= cacheBytes {
+		return data, cacheBytes - data, ^uint64(0)
+	}
+	ahead = min(cacheBytes/aheadShare, maxAheadBytes)
+	keep = cacheBytes - ahead
+	return keep, ahead, uint64(float64(keep) / float64(data) * (1 << 64))
+}
+
 // rank places a sample in [0, 2^64) by a hash of its id (splitmix64), so the subset is the
 // same every epoch and every run.
 func rank(id layout.ID) uint64 {

@@ -238,22 +238,7 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 			l.stagers[i] = st
 		}
 	}
-	l.aheadBudget = opt.CacheBytes
-	if opt.KeepRead {
-		data := int64(x.ShardBytes())
-		// When the dataset fits, all of it is kept and read-ahead gets what is left over.
-		// Otherwise read-ahead, which needs little (a plan's depth, a sequential window),
-		// gets 1/aheadShare of the budget (at most maxAheadBytes) and the subset, which sets
-		// the next epoch's hit rate, the rest.
-		l.keepFraction = ^uint64(0)
-		l.keepBudget = data
-		l.aheadBudget = opt.CacheBytes - data
-		if data > opt.CacheBytes {
-			l.aheadBudget = min(opt.CacheBytes/aheadShare, maxAheadBytes)
-			l.keepBudget = opt.CacheBytes - l.aheadBudget
-			l.keepFraction = uint64(float64(l.keepBudget) / float64(data) * (1 << 64))
-		}
-	}
+	l.keepBudget, l.aheadBudget, l.keepFraction = splitMemory(opt.CacheBytes, int64(x.ShardBytes()), opt.KeepRead)
 	if opt.Verify {
 		l.verified = make([]atomic.Uint64, (x.Len()+63)/64)
 	}

@@ -2,6 +2,7 @@ package prefetch
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -212,4 +213,27 @@ func TestPolicyReplay(t *testing.T) {
 			t.Errorf("resident %d bytes after the budget fell to nothing, want 0", st.ResidentBytes)
 		}
 	})
+}
+
+// TestSplitMemory: the memory budget's split between the stable subset and read-ahead.
+func TestSplitMemory(t *testing.T) {
+	for _, c := range []struct {
+		cache, data int64
+		keepRead    bool
+		keep, ahead int64
+		fraction    float64
+	}{
+		{cache: 1 << 30, data: 4 << 30, keep: 0, ahead: 1 << 30, fraction: 0},
+		{cache: 1 << 30, data: 256 << 20, keepRead: true, keep: 256 << 20, ahead: 768 << 20, fraction: 1},
+		{cache: 1 << 30, data: 4 << 30, keepRead: true, keep: 960 << 20, ahead: 64 << 20, fraction: 960.0 / 4096},
+		{cache: 8 << 30, data: 64 << 30, keepRead: true, keep: 8<<30 - 256<<20, ahead: 256 << 20, fraction: (8192 - 256) / 65536.0},
+	} {
+		keep, ahead, fraction := splitMemory(c.cache, c.data, c.keepRead)
+		if f := float64(fraction) / (1 << 64); keep != c.keep || ahead != c.ahead || math.Abs(f-c.fraction) > 1e-9 {
+			t.Errorf("splitMemory(%d, %d, %v) = %d, %d, %g; want %d, %d, %g", c.cache, c.data, c.keepRead, keep, ahead, f, c.keep, c.ahead, c.fraction)
+		}
+		if keep+ahead != c.cache {
+			t.Errorf("splitMemory(%d, %d, %v): %d + %d is not the budget", c.cache, c.data, c.keepRead, keep, ahead)
+		}
+	}
 }
