@@ -19,7 +19,7 @@ func (l *Loader) queueFetches(fetches []Fetch) {
 		for _, id := range f.IDs {
 			n += int64(l.x.Entry(id).Size)
 		}
-		if !l.reserveAhead(n) {
+		if !l.mem.reserveAhead(n) {
 			l.stats.aheadShed.Add(uint64(len(f.IDs)))
 			if f.Chunk {
 				l.chunkFlights.Add(-1)
@@ -29,7 +29,7 @@ func (l *Loader) queueFetches(fetches []Fetch) {
 		if l.queue.offer(f) {
 			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
 		} else {
-			l.aheadBytes.Add(-n)
+			l.mem.aheadBytes.Add(-n)
 			l.stats.aheadShed.Add(uint64(len(f.IDs)))
 			if f.Chunk {
 				l.chunkFlights.Add(-1)
@@ -97,14 +97,14 @@ func (l *Loader) prefetch(f Fetch) {
 		}
 		claims = append(claims, claim{id, fl})
 	}
-	l.aheadBytes.Add(-unclaimed)
+	l.mem.aheadBytes.Add(-unclaimed)
 	if len(claims) == 0 {
 		return
 	}
 	view, data, err := l.readShard(f.Shard, f.Off, nil, f.Len)
 	if err != nil {
 		for _, c := range claims {
-			l.aheadBytes.Add(-int64(l.x.Entry(c.id).Size))
+			l.mem.aheadBytes.Add(-int64(l.x.Entry(c.id).Size))
 			l.resolve(c.id, c.f, nil, fmt.Errorf("read ahead: %w", err))
 		}
 		return
@@ -116,7 +116,7 @@ func (l *Loader) prefetch(f Fetch) {
 		e := l.x.Entry(c.id)
 		lo := int64(e.Offset) - f.Off
 		if err := l.verify(c.id, e, data[lo:lo+int64(e.Size)]); err != nil {
-			l.aheadBytes.Add(-int64(e.Size))
+			l.mem.aheadBytes.Add(-int64(e.Size))
 			l.resolve(c.id, c.f, nil, fmt.Errorf("read ahead: %w", err))
 			claims[i].f = nil // resolved
 			continue
@@ -124,14 +124,14 @@ func (l *Loader) prefetch(f Fetch) {
 		s := &Sample{data: data[lo : lo+int64(e.Size) : lo+int64(e.Size)], blk: blk, id: c.id}
 		s.ahead.Store(true)
 		s.blk.refs.Add(1) // the cache's
-		if !l.cache.Set(uint32(c.id), s, int64(e.Size)) {
-			l.onExit(s)
+		if !l.mem.cache.Set(uint32(c.id), s, int64(e.Size)) {
+			l.mem.onExit(s)
 		}
 		samples[i] = s
 	}
 	// ristretto applies Sets asynchronously: the flights stay until the cache shows the
 	// samples, so that a reader never finds neither and fetches again.
-	l.cache.Wait()
+	l.mem.cache.Wait()
 	for i, c := range claims {
 		if c.f != nil {
 			l.resolve(c.id, c.f, samples[i], nil)

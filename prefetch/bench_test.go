@@ -60,7 +60,7 @@ func BenchmarkLoaderRead(b *testing.B) {
 					for _, id := range ids {
 						read(id)
 					}
-					l.cache.Wait()
+					l.mem.cache.Wait()
 				}
 				var next atomic.Int64
 				var wg sync.WaitGroup

@@ -162,12 +162,7 @@ type Loader struct {
 	stagers []backend.Stager // by shard, with StagePlans; nil without
 	opt     Options
 
-	cache *ristretto.Cache[uint32, *Sample]
-	// keepBudget and aheadBudget, summing to CacheBytes, bound keptBytes (the subset) and
-	// aheadBytes (read ahead): budget.go.
-	keepBudget, aheadBudget int64
-	keepFraction            uint64 // a sample is in the subset iff its rank < keepFraction (of 2^64)
-	keptBytes, aheadBytes   atomic.Int64
+	mem memCache // the memory cache and its budget (budget.go)
 
 	flights flight.Group[layout.ID, *Sample]
 
@@ -238,7 +233,8 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 			l.stagers[i] = st
 		}
 	}
-	l.keepBudget, l.aheadBudget, l.keepFraction = splitMemory(opt.CacheBytes, int64(x.ShardBytes()), opt.KeepRead)
+	l.mem.keepBudget, l.mem.aheadBudget, l.mem.keepFraction = splitMemory(opt.CacheBytes, int64(x.ShardBytes()), opt.KeepRead)
+	l.mem.keepRead, l.mem.stats = opt.KeepRead, &l.stats
 	if opt.Verify {
 		l.verified = make([]atomic.Uint64, (x.Len()+63)/64)
 	}
@@ -248,12 +244,12 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 		MaxCost:            opt.CacheBytes + opt.Planner.MaxFetch, // our own accounting stays below CacheBytes
 		BufferItems:        64,
 		IgnoreInternalCost: true,
-		OnExit:             l.onExit,
+		OnExit:             l.mem.onExit,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prefetch: %w", err)
 	}
-	l.cache = cache
+	l.mem.cache = cache
 	l.flights.Init(func(id layout.ID) uint { return uint(id) })
 	l.d = decider{
 		p: NewPolicy(x, PolicyConfig{Planner: opt.Planner, MaxWhole: opt.MaxWhole, PageCache: l.pageCache,
@@ -261,7 +257,7 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 		parsers: map[uint32]*planParser{},
 		have:    l.have,
 		busy:    l.flights.Busy,
-		room:    func() int64 { return l.aheadBudget - l.aheadBytes.Load() },
+		room:    func() int64 { return l.mem.aheadBudget - l.mem.aheadBytes.Load() },
 		queue:   l.queueFetches,
 	}
 	l.d.fits.Store(true)
@@ -286,7 +282,7 @@ func (l *Loader) Close() {
 	l.closeOnce.Do(func() {
 		l.cancel()
 		l.wg.Wait()
-		l.cache.Close()
+		l.mem.cache.Close()
 		for _, sh := range l.shards {
 			sh.Close()
 		}
@@ -327,9 +323,9 @@ func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e lay
 	if off == 0 {
 		l.d.observe(firstRead{id, reader})
 	}
-	if s, ok := l.cache.Get(uint32(id)); ok && s.blk.acquire() {
+	if s, ok := l.mem.cache.Get(uint32(id)); ok && s.blk.acquire() {
 		l.stats.hits.Add(1)
-		l.consumed(s, end)
+		l.mem.consumed(s, end)
 		return s, nil
 	}
 	l.stats.misses.Add(1)
@@ -344,7 +340,7 @@ func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e lay
 	s, err := l.fetchOne(id, e)
 	if err == nil {
 		s.blk.refs.Store(1) // ours
-		if end < int64(e.Size) && l.reserveAhead(int64(e.Size)) {
+		if end < int64(e.Size) && l.mem.reserveAhead(int64(e.Size)) {
 			// A READ that stops short of the end (a sample over the kernel's READ size): keep
 			// the rest for the READs that follow, which come at once, so wait until the cache
 			// shows it (ristretto applies a Set asynchronously) before the flight goes. With a
@@ -354,13 +350,13 @@ func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e lay
 			// cache keeps an exact copy, not the read's pooled buffer, which can be 8 times the
 			// sample. Why: docs/bench/prefetch-notes.md, "Buffers held for READs that never come".
 			if l.opt.Push != nil {
-				l.cacheCopy(s, false)
+				l.mem.cacheCopy(s, false)
 			} else {
-				l.admit(s, true)
+				l.mem.admit(s, true)
 			}
-			l.cache.Wait()
+			l.mem.cache.Wait()
 		} else {
-			l.admit(s, false)
+			l.mem.admit(s, false)
 		}
 	}
 	l.resolve(id, f, s, err)
@@ -435,7 +431,7 @@ func (l *Loader) readShard(shard uint32, off int64, p []byte, n int64) (view bac
 // have reports whether sample id is cached or being fetched: the Policy reads none of those
 // ahead. Called under the decisions' lock.
 func (l *Loader) have(id layout.ID) bool {
-	if _, ok := l.cache.Get(uint32(id)); ok {
+	if _, ok := l.mem.cache.Get(uint32(id)); ok {
 		return true
 	}
 	return l.flights.Busy(id)

@@ -398,10 +398,10 @@ func TestLoaderNextEpochHitRate(t *testing.T) {
 						t.Fatalf("epoch %d: sample %d: wrong bytes", epoch, id)
 					}
 					if held := l.held(); held > budget {
-						t.Fatalf("%d bytes held (%d kept, %d ahead), budget %d", held, l.keptBytes.Load(), l.aheadBytes.Load(), budget)
+						t.Fatalf("%d bytes held (%d kept, %d ahead), budget %d", held, l.mem.keptBytes.Load(), l.mem.aheadBytes.Load(), budget)
 					}
 				}
-				l.cache.Wait()
+				l.mem.cache.Wait()
 				st := l.Stats()
 				if epoch >= 2 {
 					hits, misses := st.Cache.Hits-hits0, st.Cache.Misses-misses0
@@ -558,15 +558,15 @@ func TestLoaderBudget(t *testing.T) {
 	}
 	l.cancel() // stop the workers (not the cache, whose Close lets go of every sample)
 	l.wg.Wait()
-	kept, ahead := l.keptBytes.Load(), l.aheadBytes.Load()
-	if kept > l.keepBudget || ahead > l.aheadBudget || l.keepBudget+l.aheadBudget != budget {
+	kept, ahead := l.mem.keptBytes.Load(), l.mem.aheadBytes.Load()
+	if kept > l.mem.keepBudget || ahead > l.mem.aheadBudget || l.mem.keepBudget+l.mem.aheadBudget != budget {
 		t.Errorf("%d kept (of %d), %d ahead (of %d), budgets summing to %d, want %d",
-			kept, l.keepBudget, ahead, l.aheadBudget, l.keepBudget+l.aheadBudget, budget)
+			kept, l.mem.keepBudget, ahead, l.mem.aheadBudget, l.mem.keepBudget+l.mem.aheadBudget, budget)
 	}
 }
 
 // held returns the bytes l holds: kept and read ahead.
-func (l *Loader) held() int64 { return l.keptBytes.Load() + l.aheadBytes.Load() }
+func (l *Loader) held() int64 { return l.mem.keptBytes.Load() + l.mem.aheadBytes.Load() }
 
 // TestLoaderPush: with Options.Push (kernel_cache=on), samples read ahead are pushed into the
 // kernel whole and dropped from the Loader's memory, except beacons and one-page samples;
@@ -697,7 +697,7 @@ func TestLoaderBeaconDetached(t *testing.T) {
 	}
 	held := 0
 	for _, id := range sortedIDs(content) {
-		if s, ok := l.cache.Get(uint32(id)); ok && s.ahead.Load() {
+		if s, ok := l.mem.cache.Get(uint32(id)); ok && s.ahead.Load() {
 			held++
 			if !l.d.p.planner.IsBeacon(id) {
 				t.Errorf("sample %d held for its READ, not a beacon", id)
@@ -742,7 +742,7 @@ func TestLoaderPartialReadCopied(t *testing.T) {
 	if live := liveViews(views); live != 0 {
 		t.Errorf("%d reads' buffers still held after the READ: the cache keeps the read's buffer, not a copy", live)
 	}
-	if s, ok := l.cache.Get(uint32(id)); !ok || !s.ahead.Load() {
+	if s, ok := l.mem.cache.Get(uint32(id)); !ok || !s.ahead.Load() {
 		t.Fatal("the rest of the sample is not kept for the READs that follow")
 	}
 	if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {

@@ -40,7 +40,7 @@ func (l *Loader) pushAhead(samples []*Sample, chunk bool) {
 		case HoldForRead:
 			held = append(held, s)
 		case LetGo:
-			l.cache.Del(uint32(s.id))
+			l.mem.cache.Del(uint32(s.id))
 		case PushIt:
 			if l.opt.Push(s.id, 0, s.data) {
 				pushed = append(pushed, s.id)
@@ -58,10 +58,10 @@ func (l *Loader) pushAhead(samples []*Sample, chunk bool) {
 	counter.Add(uint64(len(pushed)))
 	letGo := l.d.pushed(pushed, refused)
 	for _, s := range took {
-		l.consumed(s, int64(len(s.data)))
+		l.mem.consumed(s, int64(len(s.data)))
 	}
 	for _, id := range letGo {
-		l.cache.Del(uint32(id))
+		l.mem.cache.Del(uint32(id))
 	}
 	for _, s := range held {
 		l.detach(s)
@@ -75,7 +75,7 @@ func (l *Loader) pushAhead(samples []*Sample, chunk bool) {
 // "Buffers held for READs that never come".
 func (l *Loader) detach(s *Sample) {
 	if s.ahead.Swap(false) { // else read to its end meanwhile, or evicted
-		l.cacheCopy(s, false)
+		l.mem.cacheCopy(s, false)
 	}
 }
 
@@ -120,9 +120,9 @@ func (l *Loader) readHead(cancel <-chan struct{}, reader uint32, id layout.ID, e
 	if err != nil {
 		return nil, nil, err
 	}
-	if !l.opt.Push(id, end, s.data[end:]) && l.reserveAhead(size) {
-		l.admit(s, true)
-		l.cache.Wait() // the next READ comes at once: the cache must show the sample by then
+	if !l.opt.Push(id, end, s.data[end:]) && l.mem.reserveAhead(size) {
+		l.mem.admit(s, true)
+		l.mem.cache.Wait() // the next READ comes at once: the cache must show the sample by then
 	}
 	return s.data[:end], s, nil
 }

@@ -75,10 +75,10 @@ func (l *Loader) Stats() Stats {
 	st := &l.stats
 	s := Stats{
 		Cache: CacheStats{Hits: st.hits.Load(), Misses: st.misses.Load(), Shared: st.waits.Load(),
-			KeptBytes: l.keptBytes.Load(), BudgetBytes: l.opt.CacheBytes},
+			KeptBytes: l.mem.keptBytes.Load(), BudgetBytes: l.opt.CacheBytes},
 		Backend: BackendStats{Reads: st.backendReads.Load(), Bytes: st.backendBytes.Load(), Corrupt: st.corrupt.Load()},
 		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Dropped: st.aheadShed.Load(),
-			HeldBytes: l.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
+			HeldBytes: l.mem.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
 			QueueDepth: l.queue.depth(), PlanErrors: st.planWriteError.Load(), Stored: st.pushedAhead.Load(),
 			Arrived: st.pushedArrived.Load()},
 		Epoch:     EpochStats{Number: epoch, PreviousUnseen: ps.unseen},
