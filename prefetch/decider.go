@@ -27,13 +27,12 @@ type decider struct {
 	parsers map[uint32]*planParser
 	pending pendingReads // first READs not yet told to the Policy
 
-	// Mirrors of the Policy's state, written under mu where it changes (tick, budget), read
+	// chunksOpen mirrors Policy.ChunksOpen, written under mu where it changes (tick), read
 	// without it on a READ's path.
-	chunksOpen atomic.Bool // Policy.ChunksOpen
-	fits       atomic.Bool // Policy.Fits
+	chunksOpen atomic.Bool
 
-	// The Loader's side, called with mu held (have, busy: a map look-up each) or not (room,
-	// queue: after mu is let go).
+	// The Loader's side: have, busy and room are called with mu held (a look-up or a load
+	// each), queue after mu is let go.
 	have  func(layout.ID) bool // the sample is cached or being fetched
 	busy  func(layout.ID) bool // the sample is being fetched
 	room  func() int64         // the read-ahead budget left
@@ -45,7 +44,7 @@ const (
 	pendingCap     = 32 // reads a stripe holds; a reader that finds it full takes the mutex
 )
 
-// pendingReads are first READs not yet told to the planner.
+// pendingReads are first READs not yet told to the Policy.
 type pendingReads struct {
 	n     atomic.Int32 // reads held in all stripes, changed under a stripe's lock
 	parts [pendingStripes]struct {
@@ -185,9 +184,7 @@ func (d *decider) tick(misses uint64, drop []layout.ID) []layout.ID {
 func (d *decider) budget(b int64, source string) []layout.ID {
 	d.lock()
 	defer d.unlock()
-	drop := d.p.Budget(b, source, nil)
-	d.fits.Store(d.p.Fits())
-	return drop
+	return d.p.Budget(b, source, nil)
 }
 
 // late returns, for each sample of f, whether the readers got there first (Policy.Late).

@@ -260,7 +260,6 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 		room:    func() int64 { return l.mem.aheadBudget - l.mem.aheadBytes.Load() },
 		queue:   l.queueFetches,
 	}
-	l.d.fits.Store(true)
 	l.work = make(workQueue, aheadQueueLen)
 	l.queue = l.work
 	l.ctx, l.cancel = context.WithCancel(context.Background())

@@ -237,6 +237,3 @@ func (p *Policy) Tick(misses uint64, busy func(layout.ID) bool, drop []layout.ID
 
 // ChunksOpen reports whether chunk reads may start (Tick).
 func (p *Policy) ChunksOpen() bool { return p.cfg.ChunkReads && p.res != nil && p.chunksOpen }
-
-// Fits reports whether the whole set fits the page cache's budget (true without PageCache).
-func (p *Policy) Fits() bool { return p.res == nil || p.res.Fits() }
