@@ -33,10 +33,12 @@ type PolicyConfig struct {
 // as chunks and when to sweep (chunks.go), what to push and what to hold for its READ, and
 // what the page cache keeps and drops (the Residency). It takes observations (a first READ of
 // a sample, a plan, a push landed or refused, a budget, a tick with the misses counted so far)
-// and returns actions (fetches, samples to push, samples to drop): no I/O, no clock (Tick is
-// its clock), no goroutine, no FUSE, so that any serving path can drive it: FUSE READs today,
-// page-cache misses of a kernel data plane tomorrow. It is not safe for concurrent use: the
-// Loader holds it under one mutex (decider) and carries out its actions outside it.
+// and returns actions (fetches, samples to push, samples to drop): no I/O of its own, no clock
+// (Tick is its clock), no goroutine, no FUSE, so that any serving path can drive it: FUSE READs
+// today, page-cache misses of a kernel data plane tomorrow. (Its Extents may read: a
+// *layout.Index reads and checks an index block from disk the first time one of its entries is
+// used.) It is not safe for concurrent use: the Loader holds it under one mutex (decider) and
+// carries out its actions outside it.
 //
 // Where an action depends on what the serving path holds (a sample cached or being fetched),
 // the caller passes have; Policy keeps no copy of it.
