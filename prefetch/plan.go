@@ -100,8 +100,8 @@ func (pp *planParser) sample(x *layout.Index, line []byte) (layout.ID, error) {
 	return id, nil
 }
 
-// stage asks the shards (Options.StagePlans: a disk cache with -o prefetch_shards=on) to stage
-// the samples ids: a plan names what this node will read, so the node stages its own range of the set and
+// stage asks the shards that stage (a disk cache with -o prefetch_shards=on) for the samples
+// ids: a plan names what this node will read, so the node stages its own range of the set and
 // nothing else (docs/multinode.md). Stage only marks chunks, so this is cheap under the lock.
 func (l *Loader) stage(ids []layout.ID) {
 	if l.stagers == nil {
