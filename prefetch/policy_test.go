@@ -3,6 +3,7 @@ package prefetch
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -236,4 +237,72 @@ func TestSplitMemory(t *testing.T) {
 			t.Errorf("splitMemory(%d, %d, %v): %d + %d is not the budget", c.cache, c.data, c.keepRead, keep, ahead)
 		}
 	}
+}
+
+// TestPolicyColdEpoch replays a cold shuffled epoch through a Policy as the Loader and the
+// kernel would, with chunk reads on and a page cache that holds the set: a sample in the page
+// cache is read there, any other comes as a READ, which misses unless a read ahead holds it;
+// every 10 READs the clock ticks and the sweep fills 4 flights. Every sample is read from the
+// shards once, and most come from the page cache, pushed by chunk reads.
+func TestPolicyColdEpoch(t *testing.T) {
+	cat := newCatalog(2000, 4, 48<<10, 1<<20)
+	p := NewPolicy(cat, PolicyConfig{MaxWhole: 16 << 20, PageCache: true, ChunkReads: true, ChunkBytes: DefaultChunkBytes})
+	p.Budget(1<<40, "test", nil)
+	inPC := map[layout.ID]bool{}
+	held := map[layout.ID]bool{}
+	reads := map[layout.ID]int{} // from the shards
+	have := func(id layout.ID) bool { return held[id] }
+	run := func(fs []Fetch) {
+		for _, f := range fs {
+			var pushed []layout.ID
+			late := p.Late(f, nil)
+			for i, id := range f.IDs {
+				if late[i] { // the readers got there first: the Loader leaves it out
+					continue
+				}
+				reads[id]++
+				switch p.PushAhead(id, f.Chunk) {
+				case PushIt:
+					inPC[id] = true
+					pushed = append(pushed, id)
+				case HoldForRead:
+					held[id] = true
+				}
+			}
+			p.Pushed(pushed, nil)
+		}
+	}
+	order := cat.files()
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	var misses, requests uint64
+	for _, id := range order {
+		if inPC[id] {
+			continue
+		}
+		requests++
+		p.Read(id, 1)
+		run(p.ReadAhead(1<<30, have))
+		if !held[id] {
+			misses++
+			reads[id]++
+			if f, ok := p.Miss(id, cat[id], have); ok {
+				run([]Fetch{f})
+			}
+		}
+		delete(held, id)
+		inPC[id] = true
+		if requests%10 == 0 {
+			p.Tick(misses, nil, nil)
+			run(p.Sweep(4, have))
+		}
+	}
+	for _, id := range cat.files() {
+		if reads[id] != 1 {
+			t.Fatalf("sample %d read %d times from the shards, want 1", id, reads[id])
+		}
+	}
+	if requests > uint64(len(order))/8 {
+		t.Errorf("%d of %d samples came as a READ, want an eighth at most: chunk reads pushed the rest", requests, len(order))
+	}
+	t.Logf("%d samples: %d READs, %d misses", len(order), requests, misses)
 }
