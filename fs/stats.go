@@ -277,7 +277,6 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 		{"aifs_prefetch_used_bytes_total", "counter", "Bytes read ahead and then read.", l.Prefetch.UsedBytes},
 		{"aifs_prefetch_wasted_bytes_total", "counter", "Bytes read ahead and let go unread.", l.Prefetch.WastedBytes},
 		{"aifs_prefetch_arrived_total", "counter", "Samples put in the page cache as their chunk arrived from S3 (push_chunks).", l.Prefetch.Arrived},
-		{"aifs_prefetch_dropped_early_total", "counter", "Samples put in the page cache that the kernel dropped before their read.", l.Prefetch.DroppedEarly},
 		{"aifs_memory_bytes", "gauge", "Sample bytes held: kept subset and read-ahead.", uint64(l.Cache.KeptBytes + l.Prefetch.HeldBytes)},
 		{"aifs_epoch", "gauge", "The current epoch, as detected from the reads.", uint64(l.Epoch.Number)},
 		{"aifs_dataset_files", "gauge", "Sample files in the mounted shard set.", uint64(s.f.x.Files())},

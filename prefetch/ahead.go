@@ -7,42 +7,58 @@ import (
 	"github.com/aifs/aifs/layout"
 )
 
-// Read-ahead: the fetches the planner asks for go through a bounded queue to Workers
-// goroutines (worker); one that does not fit in the queue or the budget is dropped, never
+// Read-ahead: the fetches the Policy asks for go through a bounded queue to Workers
+// goroutines (worker); one that does not fit in the queue or the budget is shed, never
 // waited for.
 
 // queueFetches reserves each fetch's bytes and queues it; what does not fit in the budget or
-// the queue is dropped (and its reservation returned).
+// the queue is shed (and its reservation returned).
 func (l *Loader) queueFetches(fetches []Fetch) {
 	for _, f := range fetches {
 		var n int64
 		for _, id := range f.IDs {
 			n += int64(l.x.Entry(id).Size)
 		}
-		if !l.reserveAhead(n) {
-			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
+		if !l.mem.reserveAhead(n) {
+			l.stats.aheadShed.Add(uint64(len(f.IDs)))
 			if f.Chunk {
 				l.chunkFlights.Add(-1)
 			}
 			continue
 		}
-		if l.inline {
+		if l.queue.offer(f) {
 			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
-			l.prefetch(f)
-			continue
-		}
-		select {
-		case l.queue <- f:
-			l.stats.aheadIssued.Add(uint64(len(f.IDs)))
-		default:
-			l.aheadBytes.Add(-n)
-			l.stats.aheadDropped.Add(uint64(len(f.IDs)))
+		} else {
+			l.mem.aheadBytes.Add(-n)
+			l.stats.aheadShed.Add(uint64(len(f.IDs)))
 			if f.Chunk {
 				l.chunkFlights.Add(-1)
 			}
 		}
 	}
 }
+
+// fetchQueue takes the reads ahead that queueFetches has reserved, without blocking: the
+// Loader's is workQueue, drained by its Workers goroutines; tests run each read in the caller
+// instead, so that replays are deterministic (loader_test.go).
+type fetchQueue interface {
+	offer(f Fetch) bool // starts or queues f; false: the queue is full
+	depth() int         // the reads queued
+}
+
+// workQueue is the bounded queue of the Workers goroutines (worker).
+type workQueue chan Fetch
+
+func (q workQueue) offer(f Fetch) bool {
+	select {
+	case q <- f:
+		return true
+	default:
+		return false
+	}
+}
+
+func (q workQueue) depth() int { return len(q) }
 
 func (l *Loader) worker() {
 	defer l.wg.Done()
@@ -50,13 +66,13 @@ func (l *Loader) worker() {
 		select {
 		case <-l.ctx.Done():
 			return
-		case f := <-l.queue:
+		case f := <-l.work:
 			l.prefetch(f)
 		}
 	}
 }
 
-// prefetch runs one read the planner asked for, whose bytes were reserved in aheadBytes:
+// prefetch runs one read the Policy asked for, whose bytes were reserved in aheadBytes:
 // samples that another fetch took meanwhile are skipped, the rest become cached read-ahead
 // (and, with Options.Push, are pushed into the page cache).
 func (l *Loader) prefetch(f Fetch) {
@@ -69,16 +85,7 @@ func (l *Loader) prefetch(f Fetch) {
 	}
 	claims := make([]claim, 0, len(f.IDs))
 	var unclaimed int64
-	late := make([]bool, len(f.IDs))
-	l.lockPlanner()
-	for i, id := range f.IDs {
-		if f.Run {
-			late[i] = l.planner.ReadByReader(id)
-		} else {
-			late[i] = l.planner.ReadThisEpoch(id)
-		}
-	}
-	l.unlockPlanner()
+	late := l.d.late(f)
 	for i, id := range f.IDs {
 		var fl *flight.Flight[*Sample]
 		if !late[i] { // else the readers got there first
@@ -90,14 +97,14 @@ func (l *Loader) prefetch(f Fetch) {
 		}
 		claims = append(claims, claim{id, fl})
 	}
-	l.aheadBytes.Add(-unclaimed)
+	l.mem.aheadBytes.Add(-unclaimed)
 	if len(claims) == 0 {
 		return
 	}
 	view, data, err := l.readShard(f.Shard, f.Off, nil, f.Len)
 	if err != nil {
 		for _, c := range claims {
-			l.aheadBytes.Add(-int64(l.x.Entry(c.id).Size))
+			l.mem.aheadBytes.Add(-int64(l.x.Entry(c.id).Size))
 			l.resolve(c.id, c.f, nil, fmt.Errorf("read ahead: %w", err))
 		}
 		return
@@ -109,7 +116,7 @@ func (l *Loader) prefetch(f Fetch) {
 		e := l.x.Entry(c.id)
 		lo := int64(e.Offset) - f.Off
 		if err := l.verify(c.id, e, data[lo:lo+int64(e.Size)]); err != nil {
-			l.aheadBytes.Add(-int64(e.Size))
+			l.mem.aheadBytes.Add(-int64(e.Size))
 			l.resolve(c.id, c.f, nil, fmt.Errorf("read ahead: %w", err))
 			claims[i].f = nil // resolved
 			continue
@@ -117,14 +124,14 @@ func (l *Loader) prefetch(f Fetch) {
 		s := &Sample{data: data[lo : lo+int64(e.Size) : lo+int64(e.Size)], blk: blk, id: c.id}
 		s.ahead.Store(true)
 		s.blk.refs.Add(1) // the cache's
-		if !l.cache.Set(uint32(c.id), s, int64(e.Size)) {
-			l.onExit(s)
+		if !l.mem.cache.Set(uint32(c.id), s, int64(e.Size)) {
+			l.mem.onExit(s)
 		}
 		samples[i] = s
 	}
 	// ristretto applies Sets asynchronously: the flights stay until the cache shows the
 	// samples, so that a reader never finds neither and fetches again.
-	l.cache.Wait()
+	l.mem.cache.Wait()
 	for i, c := range claims {
 		if c.f != nil {
 			l.resolve(c.id, c.f, samples[i], nil)

@@ -42,7 +42,7 @@ func BenchmarkLoaderRead(b *testing.B) {
 	for _, mode := range []string{"miss", "hit"} {
 		for _, readers := range []int{8, 32} {
 			b.Run(fmt.Sprintf("%s/readers=%d", mode, readers), func(b *testing.B) {
-				l, err := newLoader(x, bs, Options{KeepRead: mode == "hit", CacheBytes: 256 << 20})
+				l, err := newLoader(x, bs, Options{KeepRead: mode == "hit", CacheBytes: 256 << 20}, tickEvery)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -60,7 +60,7 @@ func BenchmarkLoaderRead(b *testing.B) {
 					for _, id := range ids {
 						read(id)
 					}
-					l.cache.Wait()
+					l.mem.cache.Wait()
 				}
 				var next atomic.Int64
 				var wg sync.WaitGroup

@@ -4,15 +4,45 @@ import (
 	"bytes"
 	"sync/atomic"
 
+	"github.com/dgraph-io/ristretto/v2"
+
 	"github.com/aifs/aifs/layout"
 )
 
-// The memory budget. Every sample the Loader holds is counted, before it is fetched or kept,
-// in aheadBytes (read ahead, not yet read to its end; at most aheadBudget) or keptBytes (the
-// stable subset; at most keepBudget). NewLoader splits CacheBytes so that keepBudget +
-// aheadBudget = CacheBytes, and take never lets a part pass its budget, so the bytes held,
-// keptBytes + aheadBytes, never exceed CacheBytes, not even for a moment (the stats file and
-// the tests read them while readers run).
+// memCache is the Loader's memory cache (ristretto; values immutable) and its budget. Every
+// sample the Loader holds is counted, before it is fetched or kept, in aheadBytes (read ahead,
+// not yet read to its end; at most aheadBudget) or keptBytes (the stable subset; at most
+// keepBudget). splitMemory splits CacheBytes so that keepBudget + aheadBudget = CacheBytes, and
+// take never lets a part pass its budget, so the bytes held, keptBytes + aheadBytes, never
+// exceed CacheBytes, not even for a moment (the stats file and the tests read them while
+// readers run). Its methods are safe for concurrent use and take no lock of their own: the
+// counters are atomic, and ristretto locks inside.
+type memCache struct {
+	cache                   *ristretto.Cache[uint32, *Sample]
+	keepBudget, aheadBudget int64
+	keepFraction            uint64 // a sample is in the subset iff its rank < keepFraction (of 2^64)
+	keepRead                bool   // Options.KeepRead
+	keptBytes, aheadBytes   atomic.Int64
+	stats                   *loaderStats // aheadUsed, aheadWasted
+}
+
+// splitMemory splits the memory budget, cacheBytes, between the stable subset (keep; a
+// sample is in it iff its rank is below fraction) and read-ahead (ahead), for a set of data
+// bytes. Without keepRead all of it is read-ahead's. When the set fits, all of it is kept and
+// read-ahead gets what is left over. Otherwise read-ahead, which needs little (a plan's depth,
+// a sequential window), gets 1/aheadShare of the budget (at most maxAheadBytes) and the
+// subset, which sets the next epoch's hit rate, the rest.
+func splitMemory(cacheBytes, data int64, keepRead bool) (keep, ahead int64, fraction uint64) {
+	if !keepRead {
+		return 0, cacheBytes, 0
+	}
+	if data <= cacheBytes {
+		return data, cacheBytes - data, ^uint64(0)
+	}
+	ahead = min(cacheBytes/aheadShare, maxAheadBytes)
+	keep = cacheBytes - ahead
+	return keep, ahead, uint64(float64(keep) / float64(data) * (1 << 64))
+}
 
 // rank places a sample in [0, 2^64) by a hash of its id (splitmix64), so the subset is the
 // same every epoch and every run.
@@ -24,24 +54,24 @@ func rank(id layout.ID) uint64 {
 }
 
 // onExit runs when the cache lets go of a sample (deleted, evicted, rejected or replaced).
-func (l *Loader) onExit(s *Sample) {
+func (m *memCache) onExit(s *Sample) {
 	if s == nil {
 		return
 	}
 	size := int64(len(s.data))
 	if s.ahead.Swap(false) {
-		l.aheadBytes.Add(-size)
-		l.stats.aheadWasted.Add(uint64(size))
+		m.aheadBytes.Add(-size)
+		m.stats.aheadWasted.Add(uint64(size))
 	}
 	if s.kept.Swap(false) {
-		l.keptBytes.Add(-size)
+		m.keptBytes.Add(-size)
 	}
 	s.blk.release()
 }
 
 // consumed notes that a reader read s up to end: a sample fetched ahead that is now read to
 // its end leaves the read-ahead budget, and the cache unless it is in the subset.
-func (l *Loader) consumed(s *Sample, end int64) {
+func (m *memCache) consumed(s *Sample, end int64) {
 	if end < int64(len(s.data)) || !s.ahead.Load() {
 		return
 	}
@@ -49,15 +79,15 @@ func (l *Loader) consumed(s *Sample, end int64) {
 		return
 	}
 	size := int64(len(s.data))
-	l.aheadBytes.Add(-size)
-	l.stats.aheadUsed.Add(uint64(size))
-	if !l.reserveKeep(s.id, size) {
-		l.cache.Del(uint32(s.id))
+	m.aheadBytes.Add(-size)
+	m.stats.aheadUsed.Add(uint64(size))
+	if !m.reserveKeep(s.id, size) {
+		m.cache.Del(uint32(s.id))
 		return
 	}
 	// Into the subset, as a copy of its own (the cache lets go of s, and s's buffer goes with
 	// its last reader).
-	l.cacheCopy(s, true)
+	m.cacheCopy(s, true)
 }
 
 // cacheCopy puts into the cache, in s's place, an exact-size copy of s, as kept (its keptBytes
@@ -66,7 +96,7 @@ func (l *Loader) consumed(s *Sample, end int64) {
 // comes (detach) must not pin a pooled read buffer of the next size class (a 130 KB sample in
 // a 1 MiB buffer) or the neighbours it was read ahead with, which the budget, counting sample
 // bytes, would not see.
-func (l *Loader) cacheCopy(s *Sample, kept bool) {
+func (m *memCache) cacheCopy(s *Sample, kept bool) {
 	own := newSample(s.id, bytes.Clone(s.data), nil)
 	own.blk.refs.Store(1) // the cache's
 	if kept {
@@ -74,38 +104,38 @@ func (l *Loader) cacheCopy(s *Sample, kept bool) {
 	} else {
 		own.ahead.Store(true)
 	}
-	if !l.cache.Set(uint32(s.id), own, int64(len(s.data))) {
-		l.onExit(own)
+	if !m.cache.Set(uint32(s.id), own, int64(len(s.data))) {
+		m.onExit(own)
 	}
 }
 
 // admit offers s, fetched for a reader who holds a reference, to the cache: as read-ahead
 // (already reserved; it may join the subset once read, see consumed) or, with KeepRead, to
 // the subset if it belongs there and fits.
-func (l *Loader) admit(s *Sample, ahead bool) {
+func (m *memCache) admit(s *Sample, ahead bool) {
 	size := int64(len(s.data))
 	if !ahead {
-		if l.reserveKeep(s.id, size) {
-			l.cacheCopy(s, true)
+		if m.reserveKeep(s.id, size) {
+			m.cacheCopy(s, true)
 		}
 		return
 	}
 	s.ahead.Store(true)
 	s.blk.refs.Add(1) // the cache's
-	if !l.cache.Set(uint32(s.id), s, size) {
-		l.onExit(s)
+	if !m.cache.Set(uint32(s.id), s, size) {
+		m.onExit(s)
 	}
 }
 
 // reserveAhead counts n bytes of read-ahead against the budget, or reports that they do not fit.
-func (l *Loader) reserveAhead(n int64) bool { return take(&l.aheadBytes, l.aheadBudget, n) }
+func (m *memCache) reserveAhead(n int64) bool { return take(&m.aheadBytes, m.aheadBudget, n) }
 
 // reserveKeep counts sample id of n bytes into the subset if it belongs there and fits.
-func (l *Loader) reserveKeep(id layout.ID, n int64) bool {
-	if !l.opt.KeepRead || rank(id) >= l.keepFraction {
+func (m *memCache) reserveKeep(id layout.ID, n int64) bool {
+	if !m.keepRead || rank(id) >= m.keepFraction {
 		return false
 	}
-	return take(&l.keptBytes, l.keepBudget, n)
+	return take(&m.keptBytes, m.keepBudget, n)
 }
 
 // take counts n bytes into part (aheadBytes or keptBytes), which never holds more than limit,

@@ -29,7 +29,7 @@ func (l *Loader) wait(id layout.ID, f *flight.Flight[*Sample], cancel <-chan str
 	if err != nil {
 		return nil, err
 	}
-	l.consumed(s, end)
+	l.mem.consumed(s, end)
 	return s, nil
 }
 

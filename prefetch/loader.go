@@ -7,12 +7,14 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/backend/flight"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/plan"
 )
 
 // Options configure a Loader. The zero value means the defaults named.
@@ -59,6 +61,11 @@ type Options struct {
 	// KiB, for local shards read with O_DIRECT; over S3, where a GET costs a round trip, the
 	// mount sets 4 MiB).
 	ChunkBytes int64
+	// StagePlans passes every sample a plan names to its shard's Stage (backend.Stager), so
+	// that a disk cache with staging on (-o prefetch_shards=on) stages what this node will
+	// read (docs/multinode.md). Every shard opened must then be a backend.Stager: NewLoader
+	// refuses a shard that is not. Default off.
+	StagePlans bool
 	// Verify checks every sample fetched against the CRC32C the index records for it, before
 	// any reader sees it (-o verify=on): one whose bytes differ fails with ErrCorrupt and is
 	// not cached. A sample over MaxWhole is read whole once more, in pieces, on its first
@@ -82,18 +89,37 @@ func CheckSample(x *layout.Index, id layout.ID, e layout.Entry, sum uint32) erro
 // DefaultCacheBytes is Options.CacheBytes when not set (-o mem_cache).
 const DefaultCacheBytes = 1 << 30
 
+// DefaultWorkers is Options.Workers when not set: as deep as the readers of a DataLoader with
+// 8-16 workers.
+const DefaultWorkers = 16
+
+// DefaultMaxWhole is Options.MaxWhole when not set.
+const DefaultMaxWhole = 16 << 20
+
+// aheadQueueLen bounds the reads ahead queued for the Workers: room for every plan's depth (a
+// read that does not fit is shed for good: the Policy does not ask twice); the bytes queued
+// are bounded by the budget anyway.
+const aheadQueueLen = 1024
+
+// With KeepRead and a set larger than CacheBytes, read-ahead gets 1/aheadShare of CacheBytes,
+// at most maxAheadBytes, and the stable subset the rest.
+const (
+	aheadShare    = 16
+	maxAheadBytes = 256 << 20
+)
+
 func (o *Options) defaults() {
 	if o.CacheBytes <= 0 {
 		o.CacheBytes = DefaultCacheBytes
 	}
 	if o.Workers <= 0 {
-		o.Workers = 16 // as deep as the readers of a DataLoader with 8-16 workers
+		o.Workers = DefaultWorkers
 	}
 	if o.ChunkBytes <= 0 {
 		o.ChunkBytes = DefaultChunkBytes
 	}
 	if o.MaxWhole <= 0 {
-		o.MaxWhole = 16 << 20
+		o.MaxWhole = DefaultMaxWhole
 	}
 	if o.Planner.MaxFetch <= 0 {
 		o.Planner.MaxFetch = 4 << 20 // the local backend's largest pooled buffer (not the planner's 8 MiB)
@@ -103,12 +129,14 @@ func (o *Options) defaults() {
 // Loader serves samples to the FUSE layer (ReadRange): whole ones from its memory cache, from
 // a fetch already in flight for the same sample (one fetch however many readers wait:
 // backend/flight), or by fetching the sample's whole extent from its shard; those over
-// MaxWhole range by range from the shard, never cached nor read ahead. A Planner, told of every sample read and every plan
-// written, decides what to fetch ahead; prefetch runs on Workers goroutines, in a bounded
-// queue, and a prefetch that does not fit in the queue or the budget is dropped, never waited
-// for. Files: shared fetches (flights.go), read-ahead (ahead.go), the memory budget
-// (budget.go), the push into the page cache (push.go), the planner's lock (observe.go),
-// samples over MaxWhole (large.go), plans written (plan.go), stats (stats.go).
+// MaxWhole range by range from the shard, never cached nor read ahead. It decides nothing
+// itself: it tells its Policy (policy.go, through decider.go, which owns the lock) of every
+// first READ, plan, push, budget and tick, and carries out the actions it returns: reads
+// ahead on Workers goroutines in a bounded queue (ahead.go; one that does not fit in the queue
+// or the budget is shed, never waited for), chunk reads (chunks.go), pushes into the page
+// cache (push.go) and drops from it (pagecache.go). Files: shared fetches (flights.go), the
+// memory budget (budget.go), samples over MaxWhole (large.go), plans written (plan.go), stats
+// (stats.go).
 //
 // Memory: every sample held (cached or fetched ahead) is counted against CacheBytes before it
 // is fetched or kept; samples being written to the kernel are held a moment longer by their
@@ -117,53 +145,44 @@ func (o *Options) defaults() {
 // Cache policy (docs/design.md): a shuffled epoch reads each sample once, so a sample just
 // read is the one least likely to be needed soon, and LRU keeps exactly the wrong ones. With
 // KeepRead the Loader keeps a stable subset instead: a sample is kept iff its hash ranks below
-// (CacheBytes less the read-ahead share, 1/16) ÷ dataset bytes, the same samples every epoch,
-// so the next shuffled epoch hits about that fraction of its reads. A sample fetched ahead is
-// dropped as soon as it is read unless it belongs to the subset: its next use is in the next
-// epoch, the furthest possible, which is eviction by next use once the order is known.
+// (CacheBytes less the read-ahead share, 1/aheadShare) ÷ dataset bytes, the same samples every
+// epoch, so the next shuffled epoch hits about that fraction of its reads. A sample fetched
+// ahead leaves the cache as soon as it is read unless it belongs to the subset: its next use is
+// in the next epoch, the furthest possible, which is eviction by next use once the order is
+// known.
 //
-// All methods are safe for concurrent use. Lock order: mu (the planner) → a flight stripe's
-// lock (flights) or a pending stripe's lock (observe.go); no lock is held across I/O. A cache
-// hit waits for no lock but a pending stripe's: it takes the planner's only if it is free,
-// once per sample (observe.go).
+// All methods are safe for concurrent use. Lock order: the decisions' lock (decider.mu) → a
+// flight stripe's lock (flights) or a pending stripe's lock → layout's index block locks
+// (decider.go). The lock is never held across a shard read, a push or a drop; it is held while
+// the Policy reads index entries, which the first time may read an index block from disk. A
+// cache hit waits for no lock but a pending stripe's: it tries the decisions' lock (TryLock)
+// once per sample, on its first READ, and leaves the READ pending if it is taken.
 type Loader struct {
 	x       *layout.Index
 	shards  []backend.Shard
-	stagers []backend.Stager // by shard, where the shard is one (a disk cache); nil if none is
+	stagers []backend.Stager // by shard, with StagePlans; nil without
 	opt     Options
 
-	cache *ristretto.Cache[uint32, *Sample]
-	// keepBudget and aheadBudget, summing to CacheBytes, bound keptBytes (the subset) and
-	// aheadBytes (read ahead): budget.go.
-	keepBudget, aheadBudget int64
-	keepFraction            uint64 // a sample is in the subset iff its rank < keepFraction (of 2^64)
-	keptBytes, aheadBytes   atomic.Int64
+	mem memCache // the memory cache and its budget (budget.go)
 
 	flights flight.Group[layout.ID, *Sample]
 
-	mu      sync.Mutex // guards planner, parsers
-	planner *Planner
-	parsers map[uint32]*planParser
-	pending pendingReads // first READs not yet told to the planner (observe.go)
+	// d owns the mutex and every decision (Policy): what to read ahead, what to read as
+	// chunks, what to push, what the page cache keeps and drops. The Loader carries out its
+	// actions, never under its lock.
+	d decider
 
-	// res, when not nil (Push and Drop set), decides what the page cache keeps; guarded by mu,
-	// like the planner, with resSource. readers holds the pids of recent READs (noteReader).
-	res          *Residency
-	resSource    string
-	resFits      atomic.Bool      // res.Fits(), readable without mu
-	scopes       [scopeSpan]int64 // the plans' bytes at the last refreshes (planScope), under mu
-	scopeAt      int
+	// pageCache: Push and Drop are set, so the page cache's policy is on (Policy.res).
+	// readers holds the pids of recent READs (noteReader).
+	pageCache    bool
 	readers      [8]atomic.Uint32
 	chunkFlights atomic.Int32 // chunk reads queued, reading or pushing (chunks.go)
-	chunksOpen   atomic.Bool  // chunk reads may start: the READs miss fast (chunkGate)
-	gate         chunkGate    // owned by the page cache's ticks (tick)
-	sweepEpoch   int          // the epoch the sweep's cursor is in (chunks.go), under mu
-	sweepPos     int          // the sweep's cursor, an extent position, under mu
+	maxFlights   int32        // bound of chunkFlights (maxChunkFlights)
 
 	verified []atomic.Uint64 // with Verify: the samples over MaxWhole whose checksum matched, one bit each
 
-	queue  chan Fetch
-	inline bool // tests: run prefetch in plan's caller, so that replays are deterministic
+	queue  fetchQueue // l.work, or the tests' (ahead.go)
+	work   workQueue
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -191,7 +210,7 @@ func NewLoader(ctx context.Context, x *layout.Index, b backend.Backend, opt Opti
 		}
 		shards = append(shards, sh)
 	}
-	l, err := newLoader(x, shards, opt)
+	l, err := newLoader(x, shards, opt, tickEvery)
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -199,34 +218,24 @@ func NewLoader(ctx context.Context, x *layout.Index, b backend.Backend, opt Opti
 	return l, nil
 }
 
-// newLoader returns a Loader over shards, opened (indexed as x.Shards()), which it owns.
-func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, error) {
+// newLoader returns a Loader over shards, opened (indexed as x.Shards()), which it owns, whose
+// page cache's policy ticks every every (tests that tick by hand pass an hour).
+func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.Duration) (*Loader, error) {
 	opt.defaults()
-	l := &Loader{x: x, shards: shards, opt: opt, parsers: map[uint32]*planParser{}}
-	for i, sh := range shards {
-		if st, ok := sh.(backend.Stager); ok {
-			if l.stagers == nil {
-				l.stagers = make([]backend.Stager, len(shards))
+	l := &Loader{x: x, shards: shards, opt: opt, pageCache: opt.Push != nil && opt.Drop != nil}
+	l.maxFlights = maxChunkFlights(opt.ChunkBytes)
+	if opt.StagePlans {
+		l.stagers = make([]backend.Stager, len(shards))
+		for i, sh := range shards {
+			st, ok := sh.(backend.Stager)
+			if !ok {
+				return nil, fmt.Errorf("prefetch: StagePlans: shard %s does not stage", x.Shards()[i].Name)
 			}
 			l.stagers[i] = st
 		}
 	}
-	l.aheadBudget = opt.CacheBytes
-	if opt.KeepRead {
-		data := int64(x.ShardBytes())
-		// When the dataset fits, all of it is kept and read-ahead gets what is left over.
-		// Otherwise read-ahead, which needs little (a plan's depth, a sequential window),
-		// gets 1/16 of the budget (at most 256 MiB) and the subset, which sets the next
-		// epoch's hit rate, the rest.
-		l.keepFraction = ^uint64(0)
-		l.keepBudget = data
-		l.aheadBudget = opt.CacheBytes - data
-		if data > opt.CacheBytes {
-			l.aheadBudget = min(opt.CacheBytes/16, 256<<20)
-			l.keepBudget = opt.CacheBytes - l.aheadBudget
-			l.keepFraction = uint64(float64(l.keepBudget) / float64(data) * (1 << 64))
-		}
-	}
+	l.mem.keepBudget, l.mem.aheadBudget, l.mem.keepFraction = splitMemory(opt.CacheBytes, int64(x.ShardBytes()), opt.KeepRead)
+	l.mem.keepRead, l.mem.stats = opt.KeepRead, &l.stats
 	if opt.Verify {
 		l.verified = make([]atomic.Uint64, (x.Len()+63)/64)
 	}
@@ -236,38 +245,44 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options) (*Loader, e
 		MaxCost:            opt.CacheBytes + opt.Planner.MaxFetch, // our own accounting stays below CacheBytes
 		BufferItems:        64,
 		IgnoreInternalCost: true,
-		OnExit:             l.onExit,
+		OnExit:             l.mem.onExit,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prefetch: %w", err)
 	}
-	l.cache = cache
+	l.mem.cache = cache
 	l.flights.Init(func(id layout.ID) uint { return uint(id) })
-	l.planner = NewPlanner(x, opt.Planner)
-	// Room for every plan's depth: a fetch that does not fit is dropped for good (the
-	// planner does not ask twice), and the bytes queued are bounded by the budget anyway.
-	l.queue = make(chan Fetch, 1024)
+	l.d = decider{
+		p: NewPolicy(x, PolicyConfig{Planner: opt.Planner, MaxWhole: opt.MaxWhole, PageCache: l.pageCache,
+			ChunkReads: opt.ChunkReads, ChunkBytes: opt.ChunkBytes}),
+		parsers: map[uint32]*plan.Parser{},
+		have:    l.have,
+		busy:    l.flights.Busy,
+		room:    func() int64 { return l.mem.aheadBudget - l.mem.aheadBytes.Load() },
+		queue:   l.queueFetches,
+	}
+	l.work = make(workQueue, aheadQueueLen)
+	l.queue = l.work
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	for range opt.Workers {
 		l.wg.Add(1)
 		go l.worker()
 	}
-	if opt.Push != nil && opt.Drop != nil {
-		l.res = NewResidency(x, opt.MaxWhole)
+	if l.pageCache {
 		l.refreshBudget() // before any READ: nothing is resident yet, so nothing is dropped
 		l.wg.Add(1)
-		go l.residencyLoop(tickEvery)
+		go l.residencyLoop(every)
 	}
 	return l, nil
 }
 
-// Close stops prefetching, drops the cache and closes the shards. It is idempotent. Reads
+// Close stops prefetching, closes the memory cache and the shards. It is idempotent. Reads
 // after Close fail (the shards are closed: fs.ErrClosed).
 func (l *Loader) Close() {
 	l.closeOnce.Do(func() {
 		l.cancel()
 		l.wg.Wait()
-		l.cache.Close()
+		l.mem.cache.Close()
 		for _, sh := range l.shards {
 			sh.Close()
 		}
@@ -306,11 +321,11 @@ func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e lay
 		return nil, fmt.Errorf("%s: %w", l.x.Path(id), errTooLarge)
 	}
 	if off == 0 {
-		l.observe(firstRead{id, reader})
+		l.d.observe(firstRead{id, reader})
 	}
-	if s, ok := l.cache.Get(uint32(id)); ok && s.blk.acquire() {
+	if s, ok := l.mem.cache.Get(uint32(id)); ok && s.blk.acquire() {
 		l.stats.hits.Add(1)
-		l.consumed(s, end)
+		l.mem.consumed(s, end)
 		return s, nil
 	}
 	l.stats.misses.Add(1)
@@ -319,33 +334,29 @@ func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e lay
 		l.stats.waits.Add(1)
 		return l.wait(id, f, cancel, end)
 	}
-	if off == 0 && l.opt.ChunkReads && l.res != nil {
+	if off == 0 && l.opt.ChunkReads && l.pageCache {
 		l.readChunk(id, e)
 	}
 	s, err := l.fetchOne(id, e)
 	if err == nil {
 		s.blk.refs.Store(1) // ours
-		if end < int64(e.Size) && l.reserveAhead(int64(e.Size)) {
+		if end < int64(e.Size) && l.mem.reserveAhead(int64(e.Size)) {
 			// A READ that stops short of the end (a sample over the kernel's READ size): keep
 			// the rest for the READs that follow, which come at once, so wait until the cache
 			// shows it (ristretto applies a Set asynchronously) before the flight goes. With a
 			// page cache (Push), such a READ is one past a sample's first (readHead pushed the
-			// rest, and the kernel dropped part of it), and the READs that would read the kept
+			// rest, and the kernel evicted part of it), and the READs that would read the kept
 			// sample to its end need not come: the kernel may hold the other pages. So the
 			// cache keeps an exact copy, not the read's pooled buffer, which can be 8 times the
-			// sample (1 MiB for a sample just over 128 KiB). Holding the buffers, 8 readers in a
-			// memory cgroup of half the set left 29-39 buffers of 1 MiB lent after each epoch,
-			// and the daemon's RSS, which the page cache's budget leaves out, reached 73-80 MB
-			// by the fifth epoch; with copies 1-2 stayed lent and the RSS 38-50 MB
-			// (docs/bench/README.md, "Run 15").
+			// sample. Why: docs/bench/prefetch-notes.md, "Buffers held for READs that never come".
 			if l.opt.Push != nil {
-				l.cacheCopy(s, false)
+				l.mem.cacheCopy(s, false)
 			} else {
-				l.admit(s, true)
+				l.mem.admit(s, true)
 			}
-			l.cache.Wait()
+			l.mem.cache.Wait()
 		} else {
-			l.admit(s, false)
+			l.mem.admit(s, false)
 		}
 	}
 	l.resolve(id, f, s, err)
@@ -417,29 +428,11 @@ func (l *Loader) readShard(shard uint32, off int64, p []byte, n int64) (view bac
 	return nil, p, nil
 }
 
-// have reports whether sample id is cached or being fetched, or is over MaxWhole: the planner
-// does not ask for those. A sample over MaxWhole is read range by range and never from the
-// cache, so one fetched whole ahead would be read twice and held, whole, until evicted (after
-// md5sum of a tree with files of hundreds of MB: 436 MB of live heap, issue 28).
+// have reports whether sample id is cached or being fetched: the Policy reads none of those
+// ahead. Called under the decisions' lock.
 func (l *Loader) have(id layout.ID) bool {
-	if int64(l.x.Entry(id).Size) > l.opt.MaxWhole {
-		return true
-	}
-	if _, ok := l.cache.Get(uint32(id)); ok {
+	if _, ok := l.mem.cache.Get(uint32(id)); ok {
 		return true
 	}
 	return l.flights.Busy(id)
-}
-
-// haveAhead is have for the planner's read-ahead (Planner.Next): it also skips a sample that
-// the page cache holds (inPageCache). Such a sample, read ahead again by a sequential run over
-// the misses, was pushed again for nothing, and a beacon among them waited in the cache for a
-// READ that its page-cache hit never sends (detach). mu is held.
-func (l *Loader) haveAhead(id layout.ID) bool { return l.have(id) || l.inPageCache(id) }
-
-// inPageCache reports whether the page cache's policy believes sample id resident and the set
-// does not fit (mu held). When the set fits the belief is stale after drop_caches (a miss says
-// the epoch is cold), so read-ahead and chunk reads do not trust it there.
-func (l *Loader) inPageCache(id layout.ID) bool {
-	return l.res != nil && !l.res.Fits() && l.res.Resident(id)
 }

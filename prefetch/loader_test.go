@@ -19,6 +19,7 @@ import (
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/layout/pack"
+	"github.com/aifs/aifs/plan"
 )
 
 // shard is a backend.Shard over bytes in memory that counts its reads and can be held up.
@@ -114,7 +115,7 @@ func newTestLoader(t testing.TB, x *layout.Index, shards []*shard, opt Options) 
 	for i, s := range shards {
 		bs[i] = s
 	}
-	l, err := newLoader(x, bs, opt)
+	l, err := newLoader(x, bs, opt, testTickEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +123,21 @@ func newTestLoader(t testing.TB, x *layout.Index, shards []*shard, opt Options) 
 	return l
 }
 
+// testTickEvery is the page cache's tick of the Loaders tests make; a test that ticks by hand
+// (Loader.tick) sets an hour.
+var testTickEvery = tickEvery
+
+// inlineQueue runs each read ahead in the caller of queueFetches, at once.
+type inlineQueue struct{ l *Loader }
+
+func (q inlineQueue) offer(f Fetch) bool { q.l.prefetch(f); return true }
+func (q inlineQueue) depth() int         { return 0 }
+
 // newInlineLoader is newTestLoader with prefetch run by the reader that triggers it, so that
 // what is read ahead does not depend on goroutine scheduling.
 func newInlineLoader(t testing.TB, x *layout.Index, shards []*shard, opt Options) *Loader {
 	l := newTestLoader(t, x, shards, opt)
-	l.inline = true
+	l.queue = inlineQueue{l}
 	return l
 }
 
@@ -144,12 +155,12 @@ func (l *Loader) readAll(t testing.TB, id layout.ID) []byte {
 // writePathPlan writes ids to l as writer 1's plan, in the paths form.
 func writePathPlan(t testing.TB, l *Loader, ids []layout.ID) {
 	t.Helper()
-	var plan strings.Builder
-	plan.WriteString(PlanHeaderPaths + "\n")
+	var text strings.Builder
+	text.WriteString(plan.HeaderPaths + "\n")
 	for _, id := range ids {
-		plan.WriteString(l.x.Path(id) + "\n")
+		text.WriteString(l.x.Path(id) + "\n")
 	}
-	if err := l.WritePlan(1, true, []byte(plan.String())); err != nil {
+	if err := l.WritePlan(1, true, []byte(text.String())); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -296,12 +307,12 @@ func TestLoaderArrived(t *testing.T) {
 			t.Errorf("sample %d pushed with wrong bytes", id)
 		default:
 			want++
-			if !l.planner.ReadThisEpoch(id) {
+			if !l.d.p.planner.ReadThisEpoch(id) {
 				t.Errorf("pushed sample %d does not count as read this epoch", id)
 			}
 		}
 	}
-	if l.planner.ReadThisEpoch(refused) || l.planner.ReadThisEpoch(corrupt) {
+	if l.d.p.planner.ReadThisEpoch(refused) || l.d.p.planner.ReadThisEpoch(corrupt) {
 		t.Error("a sample the kernel refused, or a corrupt one, counts as read this epoch")
 	}
 	if st := l.Stats(); st.Prefetch.Arrived != uint64(want) || st.Backend.Corrupt != 1 || want < 10 {
@@ -319,7 +330,7 @@ func TestLoaderArrived(t *testing.T) {
 	writePathPlan(t, planned, in0)
 	planned.Arrived(0, int64(x.Entry(in0[0]).Offset), shards[0].b[x.Entry(in0[0]).Offset:end])
 	for i, id := range in0 {
-		if got, beacon := planned.planner.ReadThisEpoch(id), planned.planner.IsPlanBeacon(id); beacon && got {
+		if got, beacon := planned.d.p.planner.ReadThisEpoch(id), planned.d.p.planner.IsPlanBeacon(id); beacon && got {
 			t.Errorf("plan beacon %d (position %d) was pushed", id, i)
 		} else if !beacon && !got && id < in0[18] && len(content[id]) > pageSize {
 			t.Errorf("sample %d (position %d) of the plan was not pushed", id, i)
@@ -389,10 +400,10 @@ func TestLoaderNextEpochHitRate(t *testing.T) {
 						t.Fatalf("epoch %d: sample %d: wrong bytes", epoch, id)
 					}
 					if held := l.held(); held > budget {
-						t.Fatalf("%d bytes held (%d kept, %d ahead), budget %d", held, l.keptBytes.Load(), l.aheadBytes.Load(), budget)
+						t.Fatalf("%d bytes held (%d kept, %d ahead), budget %d", held, l.mem.keptBytes.Load(), l.mem.aheadBytes.Load(), budget)
 					}
 				}
-				l.cache.Wait()
+				l.mem.cache.Wait()
 				st := l.Stats()
 				if epoch >= 2 {
 					hits, misses := st.Cache.Hits-hits0, st.Cache.Misses-misses0
@@ -438,7 +449,7 @@ func TestLoaderSequential(t *testing.T) {
 }
 
 // TestLoaderPlan: a plan written in the plan format (paths and indices, split across writes
-// anywhere) makes a shuffled epoch hit; bad plans are refused with ErrBadPlan and counted.
+// anywhere) makes a shuffled epoch hit; bad plans are refused with plan.ErrBad and counted.
 func TestLoaderPlan(t *testing.T) {
 	x, shards, content := dataset(t, 500, 8<<10)
 	ids := sortedIDs(content)
@@ -449,18 +460,18 @@ func TestLoaderPlan(t *testing.T) {
 		index[id] = i
 	}
 	var paths, indices strings.Builder
-	paths.WriteString(PlanHeaderPaths + "\n")
-	indices.WriteString(PlanHeaderIndices + "\n")
+	paths.WriteString(plan.HeaderPaths + "\n")
+	indices.WriteString(plan.HeaderIndices + "\n")
 	for _, id := range order {
 		paths.WriteString(x.Path(id) + "\n")
 		fmt.Fprintf(&indices, "%d\n", index[id])
 	}
-	for name, plan := range map[string]string{"paths": paths.String(), "indices": indices.String()} {
+	for name, text := range map[string]string{"paths": paths.String(), "indices": indices.String()} {
 		t.Run(name, func(t *testing.T) {
 			l := newInlineLoader(t, x, shards, Options{Planner: PlannerConfig{PlanDepth: 32}})
 			// written in odd-sized pieces, lines split across writes
-			for off := 0; off < len(plan); off += 777 {
-				if err := l.WritePlan(42, off == 0, []byte(plan[off:min(off+777, len(plan))])); err != nil {
+			for off := 0; off < len(text); off += 777 {
+				if err := l.WritePlan(42, off == 0, []byte(text[off:min(off+777, len(text))])); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -483,28 +494,28 @@ func TestLoaderPlan(t *testing.T) {
 	bad := map[string]string{
 		"no header":     "class-0/img-00000.jpg\n",
 		"wrong header":  "aifs-plan 2 paths\n",
-		"missing path":  PlanHeaderPaths + "\nclass-0/nope.jpg\n",
-		"directory":     PlanHeaderPaths + "\nclass-0\n",
-		"escape":        PlanHeaderPaths + "\n../etc/passwd\n",
-		"index too big": PlanHeaderIndices + "\n500\n",
-		"not a number":  PlanHeaderIndices + "\n-1\n",
-		"long line":     PlanHeaderPaths + "\n" + strings.Repeat("a", maxPlanLine+1),
+		"missing path":  plan.HeaderPaths + "\nclass-0/nope.jpg\n",
+		"directory":     plan.HeaderPaths + "\nclass-0\n",
+		"escape":        plan.HeaderPaths + "\n../etc/passwd\n",
+		"index too big": plan.HeaderIndices + "\n500\n",
+		"not a number":  plan.HeaderIndices + "\n-1\n",
+		"long line":     plan.HeaderPaths + "\n" + strings.Repeat("a", plan.MaxLine+1),
 	}
-	for name, plan := range bad {
-		if err := l.WritePlan(7, true, []byte(plan)); !errors.Is(err, ErrBadPlan) {
-			t.Errorf("%s: %v, want ErrBadPlan", name, err)
+	for name, text := range bad {
+		if err := l.WritePlan(7, true, []byte(text)); !errors.Is(err, plan.ErrBad) {
+			t.Errorf("%s: %v, want plan.ErrBad", name, err)
 		}
 	}
 	if st := l.Stats(); st.Prefetch.PlanErrors != uint64(len(bad)) {
 		t.Errorf("%d plan errors counted, want %d", st.Prefetch.PlanErrors, len(bad))
 	}
 	// a continuation without a start (the parser was dropped after an error) is refused too
-	if err := l.WritePlan(7, false, []byte("class-0/img-00000.jpg\n")); !errors.Is(err, ErrBadPlan) {
-		t.Errorf("continuation of a refused plan: %v, want ErrBadPlan", err)
+	if err := l.WritePlan(7, false, []byte("class-0/img-00000.jpg\n")); !errors.Is(err, plan.ErrBad) {
+		t.Errorf("continuation of a refused plan: %v, want plan.ErrBad", err)
 	}
 	// a refused plan from a writer that never wrote a good one leaves no plan to report
-	if err := l.WritePlan(8, true, []byte("x\n")); !errors.Is(err, ErrBadPlan) {
-		t.Errorf("garbage from a new writer: %v, want ErrBadPlan", err)
+	if err := l.WritePlan(8, true, []byte("x\n")); !errors.Is(err, plan.ErrBad) {
+		t.Errorf("garbage from a new writer: %v, want plan.ErrBad", err)
 	}
 	for _, p := range l.Stats().Plans {
 		if p.Writer == 7 || p.Writer == 8 {
@@ -549,15 +560,15 @@ func TestLoaderBudget(t *testing.T) {
 	}
 	l.cancel() // stop the workers (not the cache, whose Close lets go of every sample)
 	l.wg.Wait()
-	kept, ahead := l.keptBytes.Load(), l.aheadBytes.Load()
-	if kept > l.keepBudget || ahead > l.aheadBudget || l.keepBudget+l.aheadBudget != budget {
+	kept, ahead := l.mem.keptBytes.Load(), l.mem.aheadBytes.Load()
+	if kept > l.mem.keepBudget || ahead > l.mem.aheadBudget || l.mem.keepBudget+l.mem.aheadBudget != budget {
 		t.Errorf("%d kept (of %d), %d ahead (of %d), budgets summing to %d, want %d",
-			kept, l.keepBudget, ahead, l.aheadBudget, l.keepBudget+l.aheadBudget, budget)
+			kept, l.mem.keepBudget, ahead, l.mem.aheadBudget, l.mem.keepBudget+l.mem.aheadBudget, budget)
 	}
 }
 
 // held returns the bytes l holds: kept and read ahead.
-func (l *Loader) held() int64 { return l.keptBytes.Load() + l.aheadBytes.Load() }
+func (l *Loader) held() int64 { return l.mem.keptBytes.Load() + l.mem.aheadBytes.Load() }
 
 // TestLoaderPush: with Options.Push (kernel_cache=on), samples read ahead are pushed into the
 // kernel whole and dropped from the Loader's memory, except beacons and one-page samples;
@@ -592,7 +603,7 @@ func TestLoaderPush(t *testing.T) {
 	for _, id := range order {
 		b, ok := pushed[id]
 		switch {
-		case l.planner.IsBeacon(id) || len(content[id]) <= pageSize:
+		case l.d.p.planner.IsBeacon(id) || len(content[id]) <= pageSize:
 			beacons++
 			if ok {
 				t.Errorf("beacon or one-page sample %d was pushed", id)
@@ -653,11 +664,11 @@ func newPushingViewLoader(t *testing.T, x *layout.Index, shards []*shard) (*Load
 		views[i] = &viewShard{shard: s}
 		bs[i] = views[i]
 	}
-	l, err := newLoader(x, bs, Options{Push: func(layout.ID, int64, []byte) bool { return true }})
+	l, err := newLoader(x, bs, Options{Push: func(layout.ID, int64, []byte) bool { return true }}, testTickEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.inline = true
+	l.queue = inlineQueue{l}
 	t.Cleanup(l.Close)
 	return l, views
 }
@@ -688,9 +699,9 @@ func TestLoaderBeaconDetached(t *testing.T) {
 	}
 	held := 0
 	for _, id := range sortedIDs(content) {
-		if s, ok := l.cache.Get(uint32(id)); ok && s.ahead.Load() {
+		if s, ok := l.mem.cache.Get(uint32(id)); ok && s.ahead.Load() {
 			held++
-			if !l.planner.IsBeacon(id) {
+			if !l.d.p.planner.IsBeacon(id) {
 				t.Errorf("sample %d held for its READ, not a beacon", id)
 			}
 			if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
@@ -733,7 +744,7 @@ func TestLoaderPartialReadCopied(t *testing.T) {
 	if live := liveViews(views); live != 0 {
 		t.Errorf("%d reads' buffers still held after the READ: the cache keeps the read's buffer, not a copy", live)
 	}
-	if s, ok := l.cache.Get(uint32(id)); !ok || !s.ahead.Load() {
+	if s, ok := l.mem.cache.Get(uint32(id)); !ok || !s.ahead.Load() {
 		t.Fatal("the rest of the sample is not kept for the READs that follow")
 	}
 	if got := l.readAll(t, id); !bytes.Equal(got, content[id]) {
@@ -805,18 +816,25 @@ func TestLoaderPlanStages(t *testing.T) {
 		stagers[i] = &stagingShard{shard: s, staged: map[[2]int64]int{}}
 		bs[i] = stagers[i]
 	}
-	l, err := newLoader(x, bs, Options{})
+	plain := make([]backend.Shard, len(shards))
+	for i, s := range shards {
+		plain[i] = s
+	}
+	if _, err := newLoader(x, plain, Options{StagePlans: true}, testTickEvery); err == nil {
+		t.Fatal("StagePlans over shards that do not stage: no error")
+	}
+	l, err := newLoader(x, bs, Options{StagePlans: true}, testTickEvery)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Close)
 	planned := ids[50:200]
-	var plan strings.Builder
-	plan.WriteString(PlanHeaderPaths + "\n")
+	var text strings.Builder
+	text.WriteString(plan.HeaderPaths + "\n")
 	for _, id := range planned {
-		plan.WriteString(x.Path(id) + "\n")
+		text.WriteString(x.Path(id) + "\n")
 	}
-	for off, b := 0, plan.String(); off < len(b); off += 1000 {
+	for off, b := 0, text.String(); off < len(b); off += 1000 {
 		if err := l.WritePlan(7, off == 0, []byte(b[off:min(off+1000, len(b))])); err != nil {
 			t.Fatal(err)
 		}

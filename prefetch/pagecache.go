@@ -1,7 +1,6 @@
 package prefetch
 
 import (
-	"slices"
 	"time"
 
 	"github.com/aifs/aifs/layout"
@@ -12,8 +11,8 @@ import (
 // budgetEvery ticks. Drops never happen on a READ's path: the kernel locks a file's pages to
 // drop them, and a READ may be holding them.
 
-// tickEvery is a variable so that tests can tick by hand (Loader.tick) and nothing else.
-var tickEvery = 10 * time.Millisecond
+// tickEvery is how often the page cache's policy ticks.
+const tickEvery = 10 * time.Millisecond
 
 const budgetEvery = 100 // ticks: the budget is asked for every second
 
@@ -21,7 +20,7 @@ const budgetEvery = 100 // ticks: the budget is asked for every second
 // cache's pages are charged to the reader's memory cgroup, so its limit bounds the budget
 // (Options.PageCache). One atomic store; the same pid lands in the same slot.
 func (l *Loader) noteReader(pid uint32) {
-	if l.res != nil && pid != 0 {
+	if l.pageCache && pid != 0 {
 		if s := &l.readers[pid%uint32(len(l.readers))]; s.Load() != pid {
 			s.Store(pid)
 		}
@@ -39,33 +38,14 @@ func (l *Loader) recentReaders() []uint32 {
 	return pids
 }
 
-// refreshBudget asks Options.PageCache for the budget and gives it to the Residency, dropping
+// refreshBudget asks Options.PageCache for the budget and gives it to the Policy, dropping
 // what a smaller budget leaves out.
 func (l *Loader) refreshBudget() {
 	b, src := int64(1<<62), "none (no page_cache budget)"
 	if l.opt.PageCache != nil {
 		b, src = l.opt.PageCache(l.recentReaders())
 	}
-	l.lockPlanner()
-	drop := l.res.SetBudget(b, nil)
-	drop = l.res.SetScope(l.planScope(), drop)
-	l.resSource = src
-	l.resFits.Store(l.res.Fits())
-	l.unlockPlanner()
-	l.drop(drop)
-}
-
-// scopeSpan is how many budget refreshes (seconds) the scope is the largest of: a trainer
-// replaces its plan each epoch, and the plans of a node's ranks come over a second or more,
-// so the plans held dip at an epoch's start; the scope must not follow the dip.
-const scopeSpan = 10
-
-// planScope returns the largest bytes the plans held named at the last scopeSpan refreshes
-// (Residency.SetScope), with l.mu held.
-func (l *Loader) planScope() int64 {
-	l.scopes[l.scopeAt%scopeSpan] = l.planner.PlannedBytes()
-	l.scopeAt++
-	return slices.Max(l.scopes[:])
+	l.drop(l.d.budget(b, src))
 }
 
 func (l *Loader) residencyLoop(every time.Duration) {
@@ -86,17 +66,10 @@ func (l *Loader) residencyLoop(every time.Duration) {
 	}
 }
 
-// tick ticks the Residency and drops what it lets go, opens or closes chunk reads
-// (chunkGate) and tops up the sweep's reads (sweep); drop is reused.
+// tick tells the Policy of a tick (Policy.Tick), drops what it lets go and tops up the
+// sweep's reads (sweep); drop is reused.
 func (l *Loader) tick(drop []layout.ID) []layout.ID {
-	open := l.gate.tick(l.stats.misses.Load())
-	l.lockPlanner()
-	if open && !l.chunksOpen.Load() {
-		l.sweepPos = 0 // the gate opens: the sweep starts again
-	}
-	l.chunksOpen.Store(open)
-	drop = l.res.Tick(l.planner.Passed, l.flights.Busy, drop)
-	l.unlockPlanner()
+	drop = l.d.tick(l.stats.misses.Load(), drop)
 	l.drop(drop)
 	l.sweep()
 	return drop

@@ -134,12 +134,12 @@ func (k *kernelCache) pass(t testing.TB, l *Loader, order []layout.ID) map[layou
 func (k *kernelCache) settle(t testing.TB, l *Loader) {
 	t.Helper()
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		busy := len(l.queue) > 0
-		l.lockPlanner()
+		busy := l.queue.depth() > 0
+		l.d.lock()
 		for id := range k.content {
-			busy = busy || l.flights.Busy(id) || l.res != nil && l.res.isPushing(id)
+			busy = busy || l.flights.Busy(id) || l.d.p.res != nil && l.d.p.res.isPushing(id)
 		}
-		l.unlockPlanner()
+		l.d.unlock()
 		if !busy {
 			return
 		}
@@ -155,9 +155,9 @@ func (k *kernelCache) settle(t testing.TB, l *Loader) {
 func halfBudgetLoader(t *testing.T, mk func(testing.TB, *layout.Index, []*shard, Options) *Loader) (*Loader, *kernelCache, map[layout.ID][]byte) {
 	x, shards, content := dataset(t, 400, 16<<10)
 	k := newKernelCache(t, content)
-	was := tickEvery
-	t.Cleanup(func() { tickEvery = was })
-	tickEvery = time.Hour
+	was := testTickEvery
+	t.Cleanup(func() { testTickEvery = was })
+	testTickEvery = time.Hour
 	l := mk(t, x, shards, Options{Push: k.push, Drop: k.drop,
 		PageCache: func([]uint32) (int64, string) { return contentBytes(content) / 2, "test" }})
 	return l, k, content
@@ -176,13 +176,13 @@ func TestLoaderPageCacheSubset(t *testing.T) {
 	for e := 2; e <= 3; e++ {
 		reached := k.epoch(t, l, ids, rng)
 		pushed := k.pushedIDs() // read ahead (a sequential run by chance): they may wait 2 s in the window
-		l.lockPlanner()
+		l.d.lock()
 		for _, id := range ids {
-			if keep := l.res.Keeps(id); keep == reached[id] && !(pushed[id] && !keep) {
+			if keep := l.d.p.res.Keeps(id); keep == reached[id] && !(pushed[id] && !keep) {
 				t.Errorf("epoch %d: sample %d in the subset %v, reached the Loader %v", e, id, keep, reached[id])
 			}
 		}
-		l.unlockPlanner()
+		l.d.unlock()
 		if n := k.bytes(); n > data/2 {
 			t.Errorf("epoch %d: %d bytes in the page cache, over the budget of %d", e, n, data/2)
 		}
@@ -231,8 +231,8 @@ func TestLoaderNoReadAheadOfResident(t *testing.T) {
 // in the background and pushes them, each once and with the right bytes, so that a cold
 // shuffled epoch sends a few READs per chunk, not one per sample; nothing is dropped.
 func TestLoaderChunkReads(t *testing.T) {
-	defer func(d time.Duration) { tickEvery = d }(tickEvery)
-	tickEvery = time.Hour // the test ticks (kernelCache.tickEach): the gate sees its rates, not the clock's
+	defer func(d time.Duration) { testTickEvery = d }(testTickEvery)
+	testTickEvery = time.Hour // the test ticks (kernelCache.tickEach): the gate sees its rates, not the clock's
 	x, shards, content := dataset(t, 400, 16<<10)
 	ids := sortedIDs(content)
 	k := newKernelCache(t, content)
@@ -264,9 +264,9 @@ func TestLoaderChunkReads(t *testing.T) {
 // pushes to and its shards. The test ticks (kernelCache.tickEach): the gate sees its rates,
 // not the clock's.
 func sweepLoader(t *testing.T, opt Options) (*layout.Index, []layout.ID, *kernelCache, *Loader, []*shard) {
-	d := tickEvery
-	t.Cleanup(func() { tickEvery = d })
-	tickEvery = time.Hour
+	d := testTickEvery
+	t.Cleanup(func() { testTickEvery = d })
+	testTickEvery = time.Hour
 	x, shards, content := dataset(t, 600, 48<<10)
 	k := newKernelCache(t, content)
 	opt.Push, opt.Drop = k.push, k.drop
@@ -347,8 +347,8 @@ func TestLoaderChunkSweepOff(t *testing.T) {
 // TestLoaderChunkReadsSlowReader: a reader that misses at 300 a second (a DataLoader decoding
 // on the CPU) gets no chunk reads.
 func TestLoaderChunkReadsSlowReader(t *testing.T) {
-	defer func(d time.Duration) { tickEvery = d }(tickEvery)
-	tickEvery = time.Hour // the test ticks (kernelCache.tickEach): the gate sees its rates, not the clock's
+	defer func(d time.Duration) { testTickEvery = d }(testTickEvery)
+	testTickEvery = time.Hour // the test ticks (kernelCache.tickEach): the gate sees its rates, not the clock's
 	x, shards, content := dataset(t, 400, 16<<10)
 	ids := sortedIDs(content)
 	k := newKernelCache(t, content)
@@ -423,7 +423,7 @@ func TestLoaderSortedPasses(t *testing.T) {
 	const passes = 6
 	for pass := range passes {
 		before := l.Stats()
-		epoch, _, _ := l.planner.Epoch()
+		epoch, _, _ := l.d.p.planner.Epoch()
 		k.dropAll()
 		reached := k.pass(t, l, sorted)
 		st := l.Stats()
@@ -433,7 +433,7 @@ func TestLoaderSortedPasses(t *testing.T) {
 		if n := st.PageCache.ChunkReads - before.PageCache.ChunkReads; n != 0 {
 			t.Errorf("pass %d: %d chunk reads beside the run's read-ahead", pass, n)
 		}
-		if e, _, _ := l.planner.Epoch(); e != epoch+1 {
+		if e, _, _ := l.d.p.planner.Epoch(); e != epoch+1 {
 			t.Errorf("pass %d: epoch %d after %d; want one more", pass, e, epoch)
 		}
 	}

@@ -79,12 +79,8 @@ const streamSlots = 16
 // it, when it was among the last recentReads READs with fewer than recentReads samples read or
 // pushed since.
 //
-// The reader rule holds however late the retry comes. In a memory cgroup at its limit (the
-// reader's own pages reclaimed, or dropped by the page-cache policy while a starved reader had
-// not yet copied them) one reader re-READs a sample 20-80 ms later, up to three times, while
-// others read and chunk reads push hundreds of samples: judged by the ring alone, those
-// retries started 1-2 spurious epochs in each of 5 runs of TestPageCacheMemoryCgroup beside two
-// busy loops, and once in CI's race pass; with the reader rule, none in 4 such runs.
+// The reader rule holds however late the retry comes (docs/bench/prefetch-notes.md, "Repeated
+// READs and epochs").
 //
 // Pushes count in the ring so that a sorted scan, whose read-ahead pushes all but a READ in 32
 // (its beacons), starts its next pass at its first READ: counting READs alone, the few READs
@@ -95,10 +91,9 @@ const recentReads = 256
 
 // readerSlots is how many readers' last samples are kept, by pid modulo readerSlots (a reader
 // whose slot another took falls back on the ring). Each keeps its last two: the reads left in
-// pendingReads (observe.go) are told to the planner stripe by stripe, not in the order they
-// came, so a reader's previous sample may be told after the one it is reading (with the
-// latest only, 1 run of TestPageCacheMemoryCgroup in about 30 beside two busy loops still
-// found a spurious epoch; this order is a likely cause, not a confirmed one).
+// pendingReads (decider.go) are told to the planner stripe by stripe, not in the order they
+// came, so a reader's previous sample may be told after the one it is reading
+// (docs/bench/prefetch-notes.md, "Repeated READs and epochs").
 const readerSlots = 256
 
 // Planner watches the samples read and the plans written and decides what to fetch ahead. It
@@ -108,7 +103,7 @@ const readerSlots = 256
 // It knows three things:
 //   - epochs: which samples were read in the current epoch; a sample read a second time (not a
 //     repeat, see recentReads, nor the first READ of a sample Pushed into the page cache, which
-//     the kernel dropped before it was read) starts the next epoch;
+//     the kernel evicted before it was read) starts the next epoch;
 //   - sequential runs: reads of consecutive samples in pack order (a sorted scan) open a run
 //     whose read-ahead window grows from SeqStart to SeqMax;
 //   - plans: each writer's coming order; the planner keeps PlanDepth samples past the last one
@@ -120,7 +115,6 @@ type Planner struct {
 	// epoch tracking
 	seen    []uint64 // bit per id: read in this epoch
 	pushed  []uint64 // bit per id: Pushed in this epoch and not READ since
-	dropped uint64   // READs of Pushed samples (the kernel dropped them first), ever
 	covered int      // samples read in this epoch
 	unseen  int      // samples the previous epoch never read (nor pushed): page-cache hits
 	epoch   int
@@ -204,7 +198,7 @@ func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(i
 // been pushed. A long or lost sequential run's read-ahead skips only those: the samples
 // ahead of its reader that the epoch pushed may be gone, as at the start of a sorted pass
 // after drop_caches, whose first READs are of samples pushed in the last pass; the planner
-// takes them for pushes the kernel dropped until it sees the epoch begin. Skipping every
+// takes them for pushes the kernel evicted until it sees the epoch begin. Skipping every
 // sample the epoch had read or pushed, every other such pass was a miss a sample
 // (TestLoaderSortedPasses). Those READ are skipped still: another reader of the same scan
 // has read them.
@@ -238,10 +232,6 @@ func (p *Planner) IsPlanBeacon(id layout.ID) bool {
 }
 
 func (p *Planner) inPlan(id layout.ID) bool { return int(id) < len(p.slot) && p.slot[id] > 0 }
-
-// DroppedPushed returns how many samples Pushed into the page cache came as a READ all the
-// same, in every epoch so far: the kernel dropped their pages before the reader came.
-func (p *Planner) DroppedPushed() uint64 { return p.dropped }
 
 // Epoch returns the current epoch (from 1) and how many distinct samples it has read.
 func (p *Planner) Epoch() (epoch, covered, files int) { return p.epoch, p.covered, p.files }
@@ -284,7 +274,7 @@ func (p *Planner) Read(id layout.ID, reader uint32) {
 // (Options.Push): it counts as read in this epoch (no READ will come for it, and reading it
 // ahead again would be wasted) but moves no plan cursor or run, which only READs do.
 //
-// If a READ of it comes after all (the kernel dropped its pages before the reader came: memory
+// If a READ of it comes after all (the kernel evicted its pages before the reader came: memory
 // pressure), that READ is its read in this epoch, not the start of the next. The cost: when
 // the next epoch's READs begin, those of samples pushed in this one are taken for such
 // READs until one of a sample READ in this one starts the epoch (with a fraction f of the
@@ -305,7 +295,6 @@ func (p *Planner) trackEpoch(id layout.ID, reader uint32) (lost bool) {
 	last := &p.last[reader%readerSlots]
 	if p.pushed[word]&bit != 0 {
 		p.pushed[word] &^= bit // read at last: seen in this epoch already
-		p.dropped++
 		lost = true
 	} else if p.seen[word]&bit != 0 && !p.isRepeat(id, reader, *last) {
 		clear(p.seen)

@@ -1,8 +1,6 @@
 package prefetch
 
 import (
-	"sync/atomic"
-
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/layout"
 )
@@ -17,66 +15,53 @@ import (
 const pageSize = 4096
 
 // pushAhead pushes the samples of one read ahead (nil for those not fetched), which hold
-// their references until their block goes, and lets go of those the kernel took; it takes the
-// planner's mutex twice, not once per sample. It reuses samples. Call it after their flights
-// are resolved: a reader may hold a file's pages locked while its READ waits for a flight,
-// and the kernel locks those pages to push into them. chunk says they came from a cold miss's
-// chunk (chunks.go), which only a plan's beacons skip.
+// their references until their block goes, as the Policy decides (Policy.PushAhead), and lets
+// go of those the kernel took; it takes the decisions' lock twice, not once per sample. It
+// reuses samples. Call it after their flights are resolved: a reader may hold a file's pages
+// locked while its READ waits for a flight, and the kernel locks those pages to push into
+// them. chunk says they came from a chunk read (chunks.go).
 func (l *Loader) pushAhead(samples []*Sample, chunk bool) {
-	// Beacons (Planner.IsBeacon) still come as a READ, so that the planner sees how far the
-	// readers have got and keeps reading ahead of them. A sample that the page cache's policy
-	// refuses (Residency.Push: the window is full) is let go, not held for its READ: its
-	// memory would count against the same memory cgroup as the page cache, past the budget.
-	var letGo []layout.ID
+	ids := make([]layout.ID, 0, len(samples))
+	for _, s := range samples {
+		if s != nil {
+			ids = append(ids, s.id)
+		}
+	}
+	acts := l.d.pushAhead(ids, chunk, make([]Push, 0, len(ids)))
 	var held []*Sample // left in the cache for their READ
-	l.lockPlanner()
-	for i, s := range samples {
-		if s == nil {
-			continue
-		}
-		beacon := l.planner.IsBeacon(s.id)
-		if chunk {
-			beacon = l.planner.IsPlanBeacon(s.id)
-		}
-		switch {
-		case len(s.data) <= pageSize || beacon:
-			held = append(held, s)
-			samples[i] = nil
-		case !l.mayPush(s.id):
-			letGo = append(letGo, s.id)
-			samples[i] = nil
-		}
-	}
-	l.unlockPlanner()
-	for _, id := range letGo {
-		l.cache.Del(uint32(id))
-	}
-	pushed := samples[:0]
-	var refused []layout.ID
+	pushed, refused := ids[:0], []layout.ID(nil)
+	var took []*Sample
+	i := 0
 	for _, s := range samples {
 		if s == nil {
 			continue
 		}
-		if l.opt.Push(s.id, 0, s.data) {
-			pushed = append(pushed, s)
-		} else {
-			refused = append(refused, s.id)
+		switch acts[i] {
+		case HoldForRead:
+			held = append(held, s)
+		case LetGo:
+			l.mem.cache.Del(uint32(s.id))
+		case PushIt:
+			if l.opt.Push(s.id, 0, s.data) {
+				pushed = append(pushed, s.id)
+				took = append(took, s)
+			} else {
+				refused = append(refused, s.id)
+			}
 		}
+		i++
 	}
 	counter := &l.stats.pushedAhead
 	if chunk {
 		counter = &l.stats.chunkSamples
 	}
-	l.markPushed(counter, len(pushed), func(i int) layout.ID { return pushed[i].id }, refused)
-	for _, s := range pushed {
-		l.consumed(s, int64(len(s.data)))
+	counter.Add(uint64(len(pushed)))
+	letGo := l.d.pushed(pushed, refused)
+	for _, s := range took {
+		l.mem.consumed(s, int64(len(s.data)))
 	}
-	if l.res != nil && !l.resFits.Load() {
-		// The kernel refused them (ENOENT: under memory pressure it has reclaimed the inode of
-		// a file with no pages); they are let go for the reason above.
-		for _, id := range refused {
-			l.cache.Del(uint32(id))
-		}
+	for _, id := range letGo {
+		l.mem.cache.Del(uint32(id))
 	}
 	for _, s := range held {
 		l.detach(s)
@@ -86,48 +71,27 @@ func (l *Loader) pushAhead(samples []*Sample, chunk bool) {
 // detach replaces read-ahead sample s, held in the cache for a READ that comes later or
 // never, by an exact copy of its own (cacheCopy), so that it does not keep the buffer of the
 // read it shared with its neighbours (up to 4 MiB for a beacon of 100 KB). Its READ may never
-// come: a beacon that the kernel's page cache serves. Such buffers, 17 of 4 MiB and 8 of 1 MiB
-// lent and not given back after 20 epochs in a memory cgroup of half the set, 8 readers, grew
-// the daemon's anonymous memory from 37 to 82 MB, and the page cache's budget, which leaves it
-// out, fell by as much (docs/bench/README.md, run 10).
+// come: a beacon that the kernel's page cache serves. Why: docs/bench/prefetch-notes.md,
+// "Buffers held for READs that never come".
 func (l *Loader) detach(s *Sample) {
 	if s.ahead.Swap(false) { // else read to its end meanwhile, or evicted
-		l.cacheCopy(s, false)
+		l.mem.cacheCopy(s, false)
 	}
 }
 
-// mayPush asks the page cache's policy, if any, whether sample id may be pushed, and counts
-// it there if so; mu is held.
-func (l *Loader) mayPush(id layout.ID) bool { return l.res == nil || l.res.Push(id) }
-
 // Arrived is told that bytes data of shard, from offset off, have just come from a slow source
 // (a chunk the disk cache fetched from S3 for a reader). With Options.Push it pushes into the
-// kernel's page cache each sample lying wholly inside them that this epoch has not read and
-// that is neither cached nor being fetched: a shuffled epoch reads every sample once, so the
-// other samples of a chunk fetched for one of them are read later in the same epoch, and from
-// the page cache they cost no request, no read of the disk cache and no wait. Samples of one
-// page or less, and the beacons of a plan (Planner.IsPlanBeacon), are left to their READ, as
-// in read-ahead. Call it after the readers waiting for these bytes were woken: the kernel
-// locks a file's pages to push into them, and a READ holding them must be able to finish. It
-// runs on the caller's goroutine; data is not kept.
+// kernel's page cache the samples lying wholly inside them that the Policy picks
+// (Policy.Arrived): a shuffled epoch reads every sample once, so the other samples of a chunk
+// fetched for one of them are read later in the same epoch, and from the page cache they cost
+// no request, no read of the disk cache and no wait. Call it after the readers waiting for
+// these bytes were woken: the kernel locks a file's pages to push into them, and a READ holding
+// them must be able to finish. It runs on the caller's goroutine; data is not kept.
 func (l *Loader) Arrived(shard uint32, off int64, data []byte) {
 	if l.opt.Push == nil || off < 0 || len(data) == 0 {
 		return
 	}
-	end := uint64(off) + uint64(len(data))
-	var ids []layout.ID
-	l.lockPlanner()
-	for pos := l.x.ExtentPos(shard, uint64(off)); pos < l.x.Files(); pos++ {
-		id := l.x.ByExtent(pos)
-		e := l.x.Entry(id)
-		if e.Shard != shard || e.Offset+e.Size > end {
-			break
-		}
-		if e.Size > pageSize && !l.planner.ReadThisEpoch(id) && !l.planner.IsPlanBeacon(id) && !l.have(id) && l.mayPush(id) {
-			ids = append(ids, id)
-		}
-	}
-	l.unlockPlanner()
+	ids := l.d.arrived(shard, uint64(off), uint64(off)+uint64(len(data)))
 	pushed := ids[:0:0]
 	var refused []layout.ID
 	for _, id := range ids {
@@ -139,30 +103,8 @@ func (l *Loader) Arrived(shard uint32, off int64, data []byte) {
 			refused = append(refused, id)
 		}
 	}
-	l.markPushed(&l.stats.pushedArrived, len(pushed), func(i int) layout.ID { return pushed[i] }, refused)
-}
-
-// markPushed counts n samples pushed in counter and tells the planner of them, id(i) for
-// i < n, and the page cache's policy of them (landed: they may be dropped now) and of the
-// refused ones it had counted in (mayPush), under one lock.
-func (l *Loader) markPushed(counter *atomic.Uint64, n int, id func(i int) layout.ID, refused []layout.ID) {
-	if n == 0 && len(refused) == 0 {
-		return
-	}
-	counter.Add(uint64(n))
-	l.lockPlanner()
-	for i := range n {
-		l.planner.Pushed(id(i))
-		if l.res != nil {
-			l.res.Landed(id(i))
-		}
-	}
-	if l.res != nil {
-		for _, id := range refused {
-			l.res.Unpush(id)
-		}
-	}
-	l.unlockPlanner()
+	l.stats.pushedArrived.Add(uint64(len(pushed)))
+	l.d.pushed(pushed, refused) // none of them is in memory: nothing to let go of
 }
 
 // readHead serves the first READ of sample id when it asks for [0, end) only, end short of the
@@ -178,9 +120,9 @@ func (l *Loader) readHead(cancel <-chan struct{}, reader uint32, id layout.ID, e
 	if err != nil {
 		return nil, nil, err
 	}
-	if !l.opt.Push(id, end, s.data[end:]) && l.reserveAhead(size) {
-		l.admit(s, true)
-		l.cache.Wait() // the next READ comes at once: the cache must show the sample by then
+	if !l.opt.Push(id, end, s.data[end:]) && l.mem.reserveAhead(size) {
+		l.mem.admit(s, true)
+		l.mem.cache.Wait() // the next READ comes at once: the cache must show the sample by then
 	}
 	return s.data[:end], s, nil
 }

@@ -8,8 +8,9 @@ import (
 
 // Residency decides which samples the kernel's page cache keeps (kernel_cache=on), within a
 // budget of bytes (-o page_cache). It is a pure state machine, like the Planner: no I/O, no
-// clock (Tick is its clock), not safe for concurrent use; the Loader holds it under the
-// planner's mutex and carries out its decisions (drops, refused pushes) outside it.
+// clock (Tick is its clock), not safe for concurrent use. It is part of the Policy, which the
+// Loader holds under one mutex (decider) and whose actions (drops, refused pushes) it carries
+// out outside it.
 //
 // The policy (docs/prefetch.md, "The page cache"):
 //   - When the samples it tracks (regular files of at most MaxWhole bytes: the dataset) fit
@@ -27,7 +28,7 @@ import (
 //     anything held, so it goes first; a sample pushed ahead stays until its read (with a
 //     plan) or its time; the subset stays. A budget that falls drops the subset's top ranks.
 //
-// What it believes resident is an estimate: the kernel may drop pages on its own (memory
+// What it believes resident is an estimate: the kernel may evict pages on its own (memory
 // pressure). A READ of a sample it believes resident says so (KernelDropped), and the sample
 // is counted afresh.
 type Residency struct {
@@ -51,7 +52,7 @@ type Residency struct {
 	tick           uint64
 	set            bool // SetBudget has been called
 
-	drops, refused, kernelDropped uint64
+	drops, refused, kernelEvicted uint64
 }
 
 // transient is a sample outside the subset, resident since tick.
@@ -66,10 +67,17 @@ type transient struct {
 // second. The Loader ticks every 10 ms: 2 s.
 const pushedTicks = 200
 
-// The window of samples outside the subset is 1/16 of the budget, at most maxWindow: what is
-// read ahead and what was just read, at 8-32 readers, is a few MiB to tens of MiB, and the
-// subset, 15/16 of the budget, is what the next epoch finds (the issue's goal: 0.9 of it).
-const maxWindow = 256 << 20
+// The window of samples outside the subset is 1/windowShare of the budget, at most maxWindow:
+// what is read ahead and what was just read, at 8-32 readers, is a few MiB to tens of MiB, and
+// the subset, the rest of the budget, is what the next epoch finds (the goal: 0.9 of it).
+const (
+	windowShare = 16
+	maxWindow   = 256 << 20
+)
+
+// A budget or a scope that changes by 1/budgetSlack or less is ignored (SetBudget, SetScope),
+// so that a figure that wanders (free memory) does not move the subset back and forth.
+const budgetSlack = 16
 
 // NewResidency returns a Residency for the samples of cat of at most maxWhole bytes, with no
 // budget yet (everything fits until SetBudget says otherwise).
@@ -119,11 +127,11 @@ func (r *Residency) Fits() bool { return r.fits }
 
 // SetBudget sets the budget to b bytes and appends to drop the resident samples that the new
 // budget leaves out, which are no longer counted; the caller drops them from the page cache.
-// A budget that grows by less than 1/16 is ignored, so that a figure that wanders (free
+// A budget that grows by 1/budgetSlack or less is ignored, so that a figure that wanders (free
 // memory) does not move the subset back and forth.
 func (r *Residency) SetBudget(b int64, drop []layout.ID) []layout.ID {
 	b = max(b, 0)
-	if r.set && b >= r.budget && b-r.budget <= r.budget/16 {
+	if r.set && b >= r.budget && b-r.budget <= r.budget/budgetSlack {
 		return drop
 	}
 	r.set = true
@@ -136,12 +144,12 @@ func (r *Residency) SetBudget(b int64, drop []layout.ID) []layout.ID {
 // it was sent; 0 for all of them. The budget is weighed against the scope, so a node whose
 // range fits keeps all of it even where the set does not fit, and otherwise the subset is
 // the same fraction of its range. Like SetBudget it appends to drop what a smaller subset
-// leaves out; a change of less than 1/16 is ignored, as are plans that name more than the set.
+// leaves out; a change of 1/budgetSlack or less is ignored, as are plans that name more than the set.
 func (r *Residency) SetScope(n int64, drop []layout.ID) []layout.ID {
 	if n >= r.raw {
 		n = 0
 	}
-	if n == r.scope || n != 0 && r.scope != 0 && max(n-r.scope, r.scope-n) <= r.scope/16 {
+	if n == r.scope || n != 0 && r.scope != 0 && max(n-r.scope, r.scope-n) <= r.scope/budgetSlack {
 		return drop
 	}
 	r.scope = n
@@ -165,7 +173,7 @@ func (r *Residency) apply(drop []layout.ID) []layout.ID {
 		r.fits, r.fraction, r.window = true, ^uint64(0), 0
 	} else {
 		r.fits = false
-		r.window = min(b/16, maxWindow)
+		r.window = min(b/windowShare, maxWindow)
 		r.fraction = uint64(float64(b-r.window) / float64(r.reads()) * (1 << 64))
 	}
 	if r.fraction < old { // the subset shrank: its samples now outside it go
@@ -205,8 +213,8 @@ func (r *Residency) Read(id layout.ID) {
 	if !ok {
 		return
 	}
-	if r.isResident(id) { // the kernel dropped it on its own
-		r.kernelDropped++
+	if r.isResident(id) { // the kernel evicted it on its own
+		r.kernelEvicted++
 		r.forget(id, n)
 	}
 	r.add(id, n, true)
@@ -215,7 +223,7 @@ func (r *Residency) Read(id layout.ID) {
 // Push reports whether sample id may be pushed into the page cache, and if so counts it
 // there: a sample the policy keeps always may be, another only if it fits the window (else
 // the push is refused and counted). A sample believed resident may be pushed again, counted
-// once: the belief may be stale (the kernel drops pages on its own, drop_caches drops all).
+// once: the belief may be stale (the kernel evicts pages on its own, drop_caches evicts all).
 // Once the kernel has taken the push call Landed; if it refused it, Unpush. Until then Tick
 // does not drop the sample: a drop sent before the push lands would leave the pushed pages in
 // the page cache, uncounted (under load, a test's page cache ended 3-18% over its budget so).
@@ -350,7 +358,10 @@ type ResidencyStats struct {
 	WindowBytes   int64 `json:"window_bytes"`
 	// Drops counts the samples dropped from the page cache (NOTIFY_INVAL_INODE); PushesRefused
 	// the pushes (read-ahead, chunk reads) left out because they did not fit the window;
-	// KernelDropped the READs of samples believed resident (the kernel dropped them itself).
+	// KernelDropped the READs of samples believed resident, pushed or read before: the kernel
+	// evicted their pages itself (memory pressure, drop_caches). It is the one count of that
+	// fact; a large share of the samples pushed says that the page cache cannot hold what is
+	// pushed ahead (push_chunks=off).
 	Drops         uint64 `json:"drops"`
 	PushesRefused uint64 `json:"pushes_refused"`
 	KernelDropped uint64 `json:"kernel_dropped"`
@@ -364,7 +375,7 @@ type ResidencyStats struct {
 func (r *Residency) Stats() ResidencyStats {
 	s := ResidencyStats{BudgetBytes: r.budget, DatasetBytes: r.data, ScopeBytes: r.scope, Fits: r.fits, SubsetFraction: 1,
 		ResidentBytes: r.residentBytes, SubsetBytes: r.subsetBytes, WindowBytes: r.transientBytes,
-		Drops: r.drops, PushesRefused: r.refused, KernelDropped: r.kernelDropped}
+		Drops: r.drops, PushesRefused: r.refused, KernelDropped: r.kernelEvicted}
 	if !r.fits {
 		s.SubsetFraction = float64(r.fraction) / (1 << 64)
 	}

@@ -21,7 +21,7 @@ type Sample struct {
 // Bytes returns the whole sample.
 func (s *Sample) Bytes() []byte { return s.data }
 
-// Release drops the reader's reference.
+// Release lets go of the reader's reference.
 func (s *Sample) Release() { s.blk.release() }
 
 // block is one buffer read from a shard, shared by the samples in it and freed when the last

@@ -7,7 +7,7 @@ type loaderStats struct {
 	hits, misses, waits        atomic.Uint64
 	backendBytes, backendReads atomic.Uint64
 	aheadUsed, aheadWasted     atomic.Uint64 // bytes
-	aheadDropped, aheadIssued  atomic.Uint64 // samples
+	aheadShed, aheadIssued     atomic.Uint64 // samples
 	planWriteError             atomic.Uint64
 	pushedAhead                atomic.Uint64 // samples read ahead and pushed into the kernel's page cache
 	pushedArrived              atomic.Uint64 // samples pushed into the kernel's page cache by Arrived
@@ -45,7 +45,7 @@ type BackendStats struct {
 	Corrupt uint64 `json:"corrupt"`
 }
 
-// PrefetchStats count read-ahead: samples queued and dropped (queue or budget full), bytes
+// PrefetchStats count read-ahead: samples queued and shed (Dropped: queue or budget full), bytes
 // held now, and bytes later read (used) or let go unread (wasted).
 type PrefetchStats struct {
 	Issued      uint64 `json:"issued"`
@@ -54,13 +54,9 @@ type PrefetchStats struct {
 	UsedBytes   uint64 `json:"used_bytes"`
 	WastedBytes uint64 `json:"wasted_bytes"`
 	QueueDepth  int    `json:"queue_depth"`
-	Stored      uint64 `json:"stored"`  // samples read ahead and pushed into the kernel's page cache
-	Arrived     uint64 `json:"arrived"` // samples pushed into the page cache as their chunk arrived (Loader.Arrived)
-	// DroppedEarly counts the samples pushed (Stored+Arrived) that came as a READ all the same:
-	// the kernel dropped their pages before the reader came (memory pressure). A large share of
-	// Stored+Arrived says that the page cache cannot hold what is pushed ahead (push_chunks=off).
-	DroppedEarly uint64 `json:"dropped_early"`
-	PlanErrors   uint64 `json:"plan_errors"` // plans (or pieces of them) refused (EINVAL)
+	Stored      uint64 `json:"stored"`      // samples read ahead and pushed into the kernel's page cache
+	Arrived     uint64 `json:"arrived"`     // samples pushed into the page cache as their chunk arrived (Loader.Arrived)
+	PlanErrors  uint64 `json:"plan_errors"` // plans (or pieces of them) refused (EINVAL)
 }
 
 // EpochStats say which epoch the reads are in and what fraction of the files it has read
@@ -74,29 +70,19 @@ type EpochStats struct {
 
 // Stats returns the current counters.
 func (l *Loader) Stats() Stats {
-	l.lockPlanner()
-	epoch, covered, files := l.planner.Epoch()
-	plans := l.planner.Plans()
-	dropped := l.planner.DroppedPushed()
-	unseen := l.planner.PreviousUnseen()
-	var pc *ResidencyStats
-	if l.res != nil {
-		r := l.res.Stats()
-		r.Source = l.resSource
-		pc = &r
-	}
-	l.unlockPlanner()
+	ps := l.d.stats()
+	epoch, covered, files, pc := ps.epoch, ps.covered, ps.files, ps.pageCache
 	st := &l.stats
 	s := Stats{
 		Cache: CacheStats{Hits: st.hits.Load(), Misses: st.misses.Load(), Shared: st.waits.Load(),
-			KeptBytes: l.keptBytes.Load(), BudgetBytes: l.opt.CacheBytes},
+			KeptBytes: l.mem.keptBytes.Load(), BudgetBytes: l.opt.CacheBytes},
 		Backend: BackendStats{Reads: st.backendReads.Load(), Bytes: st.backendBytes.Load(), Corrupt: st.corrupt.Load()},
-		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Dropped: st.aheadDropped.Load(),
-			HeldBytes: l.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
-			QueueDepth: len(l.queue), PlanErrors: st.planWriteError.Load(), Stored: st.pushedAhead.Load(),
-			Arrived: st.pushedArrived.Load(), DroppedEarly: dropped},
-		Epoch:     EpochStats{Number: epoch, PreviousUnseen: unseen},
-		Plans:     plans,
+		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Dropped: st.aheadShed.Load(),
+			HeldBytes: l.mem.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
+			QueueDepth: l.queue.depth(), PlanErrors: st.planWriteError.Load(), Stored: st.pushedAhead.Load(),
+			Arrived: st.pushedArrived.Load()},
+		Epoch:     EpochStats{Number: epoch, PreviousUnseen: ps.unseen},
+		Plans:     ps.plans,
 		PageCache: pc,
 	}
 	if pc != nil {

@@ -71,9 +71,6 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	if p.Arrived > 0 {
 		fmt.Fprintf(w, "push_chunks   %d samples put in the page cache as their chunk arrived from S3\n", p.Arrived)
 	}
-	if p.DroppedEarly > 0 {
-		fmt.Fprintf(w, "dropped early %d samples put in the page cache were dropped by the kernel before their read (memory pressure)\n", p.DroppedEarly)
-	}
 	if pc := s.PageCache; pc != nil {
 		fmt.Fprintf(w, "page cache    budget %s (%s); ", humanBytes(pc.BudgetBytes), pc.Source)
 		what := "the dataset"
@@ -81,7 +78,7 @@ func printStats(w io.Writer, s fs.Snapshot) {
 			what = "the " + humanBytes(pc.ScopeBytes) + " the plans name"
 		}
 		if pc.Fits {
-			fmt.Fprintf(w, "%s fits, %s resident\n", what, humanBytes(pc.ResidentBytes))
+			fmt.Fprintf(w, "%s fits, %s resident; %d dropped by the kernel\n", what, humanBytes(pc.ResidentBytes), pc.KernelDropped)
 		} else {
 			fmt.Fprintf(w, "a subset of %.0f%% of %s kept, %s resident (%s of the subset); %d dropped, %d pushes refused, %d dropped by the kernel\n",
 				100*pc.SubsetFraction, what, humanBytes(pc.ResidentBytes), humanBytes(pc.SubsetBytes), pc.Drops, pc.PushesRefused, pc.KernelDropped)
