@@ -7,8 +7,9 @@ import (
 )
 
 // TestImports keeps the contract and the local and memory backends free of dependencies
-// (docs/design.md): they import layout, backend, the standard library and, for the Linux system
-// calls that package syscall lacks (statx), golang.org/x/sys/unix only.
+// (docs/design.md): they import layout, backend, the standard library, internal/bitset (which
+// layout uses) and, for the Linux system calls that package syscall lacks (statx),
+// golang.org/x/sys/unix only.
 func TestImports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".", "./local", "./memory").Output()
 	if err != nil {
@@ -17,7 +18,7 @@ func TestImports(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		switch dep {
 		case "github.com/aifs/aifs/layout", "github.com/aifs/aifs/backend", "github.com/aifs/aifs/backend/local", "github.com/aifs/aifs/backend/memory",
-			"golang.org/x/sys/unix":
+			"github.com/aifs/aifs/internal/bitset", "golang.org/x/sys/unix":
 		default:
 			t.Errorf("backend, backend/local or backend/memory depends on %s", dep)
 		}
@@ -28,14 +29,14 @@ func TestImports(t *testing.T) {
 // no other package of aifs, the disk cache and prefetch included, depends on either.
 func TestSDKsStayInTheirPackages(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
-		"../layout/...", "../plan", "../prefetch", ".", "./local", "./memory", "./diskcache", "./faulty").Output()
+		"../layout/...", "../internal/...", "../plan", "../prefetch", ".", "./local", "./memory", "./diskcache", "./faulty").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if strings.HasPrefix(dep, "github.com/minio/") || strings.HasPrefix(dep, "github.com/hanwen/go-fuse") ||
 			dep == "github.com/aifs/aifs/backend/s3" || dep == "github.com/aifs/aifs/fs" {
-			t.Errorf("layout, plan, prefetch or a backend other than s3 depends on %s", dep)
+			t.Errorf("layout, internal, plan, prefetch or a backend other than s3 depends on %s", dep)
 		}
 	}
 	out, err = exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "../fs").Output()

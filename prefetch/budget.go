@@ -6,6 +6,7 @@ import (
 
 	"github.com/dgraph-io/ristretto/v2"
 
+	"github.com/aifs/aifs/internal/subset"
 	"github.com/aifs/aifs/layout"
 )
 
@@ -37,20 +38,11 @@ func splitMemory(cacheBytes, data int64, keepRead bool) (keep, ahead int64, frac
 		return 0, cacheBytes, 0
 	}
 	if data <= cacheBytes {
-		return data, cacheBytes - data, ^uint64(0)
+		return data, cacheBytes - data, subset.All
 	}
 	ahead = min(cacheBytes/aheadShare, maxAheadBytes)
 	keep = cacheBytes - ahead
-	return keep, ahead, uint64(float64(keep) / float64(data) * (1 << 64))
-}
-
-// rank places a sample in [0, 2^64) by a hash of its id (splitmix64), so the subset is the
-// same every epoch and every run.
-func rank(id layout.ID) uint64 {
-	z := uint64(id) + 0x9e3779b97f4a7c15
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
+	return keep, ahead, subset.Threshold(keep, data)
 }
 
 // onExit runs when the cache lets go of a sample (deleted, evicted, rejected or replaced).
@@ -132,7 +124,7 @@ func (m *memCache) reserveAhead(n int64) bool { return take(&m.aheadBytes, m.ahe
 
 // reserveKeep counts sample id of n bytes into the subset if it belongs there and fits.
 func (m *memCache) reserveKeep(id layout.ID, n int64) bool {
-	if !m.keepRead || rank(id) >= m.keepFraction {
+	if !m.keepRead || subset.Rank(uint64(id)) >= m.keepFraction {
 		return false
 	}
 	return take(&m.keptBytes, m.keepBudget, n)

@@ -16,11 +16,11 @@ const verifyPiece = 4 << 20
 
 // readLarge is ReadRange for sample id over MaxWhole.
 func (l *Loader) readLarge(id layout.ID, e layout.Entry, off int64, p []byte) ([]byte, backend.View, error) {
-	if l.verified != nil && l.verified[id/64].Load()&(1<<(id%64)) == 0 {
+	if l.verified != nil && !l.verified.Has(uint64(id)) {
 		if err := l.verifyLarge(id, e); err != nil {
 			return nil, nil, err
 		}
-		l.verified[id/64].Or(1 << (id % 64))
+		l.verified.Add(uint64(id))
 	}
 	view, data, err := l.readShard(e.Shard, int64(e.Offset)+off, p, int64(len(p)))
 	return data, view, err

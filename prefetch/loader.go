@@ -13,6 +13,7 @@ import (
 
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/backend/flight"
+	"github.com/aifs/aifs/internal/bitset"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/plan"
 )
@@ -179,7 +180,7 @@ type Loader struct {
 	chunkFlights atomic.Int32 // chunk reads queued, reading or pushing (chunks.go)
 	maxFlights   int32        // bound of chunkFlights (maxChunkFlights)
 
-	verified []atomic.Uint64 // with Verify: the samples over MaxWhole whose checksum matched, one bit each
+	verified bitset.Atomic // with Verify: the samples over MaxWhole whose checksum matched, one bit each
 
 	queue  fetchQueue // l.work, or the tests' (ahead.go)
 	work   workQueue
@@ -237,7 +238,7 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 	l.mem.keepBudget, l.mem.aheadBudget, l.mem.keepFraction = splitMemory(opt.CacheBytes, int64(x.ShardBytes()), opt.KeepRead)
 	l.mem.keepRead, l.mem.stats = opt.KeepRead, &l.stats
 	if opt.Verify {
-		l.verified = make([]atomic.Uint64, (x.Len()+63)/64)
+		l.verified = bitset.NewAtomic(x.Len())
 	}
 	items := opt.CacheBytes / (32 << 10) // counters for samples of 32 KiB and up
 	cache, err := ristretto.NewCache(&ristretto.Config[uint32, *Sample]{

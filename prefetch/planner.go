@@ -3,6 +3,7 @@ package prefetch
 import (
 	"slices"
 
+	"github.com/aifs/aifs/internal/bitset"
 	"github.com/aifs/aifs/layout"
 )
 
@@ -113,10 +114,10 @@ type Planner struct {
 	cfg PlannerConfig
 
 	// epoch tracking
-	seen    []uint64 // bit per id: read in this epoch
-	pushed  []uint64 // bit per id: Pushed in this epoch and not READ since
-	covered int      // samples read in this epoch
-	unseen  int      // samples the previous epoch never read (nor pushed): page-cache hits
+	seen    bitset.Bits // bit per id: read in this epoch
+	pushed  bitset.Bits // bit per id: Pushed in this epoch and not READ since
+	covered int         // samples read in this epoch
+	unseen  int         // samples the previous epoch never read (nor pushed): page-cache hits
 	epoch   int
 	recent  [recentReads]layout.ID
 	eventAt [recentReads]uint64 // events when recent[i] was read
@@ -184,15 +185,14 @@ type planState struct {
 // NewPlanner returns a planner for the samples of cat.
 func NewPlanner(cat Catalog, cfg PlannerConfig) *Planner {
 	cfg.defaults()
-	words := (cat.Len() + 63) / 64
-	p := &Planner{cat: cat, cfg: cfg, seen: make([]uint64, words), pushed: make([]uint64, words), epoch: 1}
+	p := &Planner{cat: cat, cfg: cfg, seen: bitset.New(cat.Len()), pushed: bitset.New(cat.Len()), epoch: 1}
 	p.files = cat.Files()
 	return p
 }
 
 // ReadThisEpoch reports whether sample id has been read in the current epoch: fetching it
 // ahead would be wasted (its next use is in the next epoch).
-func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(id%64)) != 0 }
+func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen.Has(uint64(id)) }
 
 // ReadByReader reports whether sample id has come as a READ in the current epoch, not only
 // been pushed. A long or lost sequential run's read-ahead skips only those: the samples
@@ -203,8 +203,7 @@ func (p *Planner) ReadThisEpoch(id layout.ID) bool { return p.seen[id/64]&(1<<(i
 // (TestLoaderSortedPasses). Those READ are skipped still: another reader of the same scan
 // has read them.
 func (p *Planner) ReadByReader(id layout.ID) bool {
-	word, bit := id/64, uint64(1)<<(id%64)
-	return p.seen[word]&^p.pushed[word]&bit != 0
+	return p.seen.Has(uint64(id)) && !p.pushed.Has(uint64(id))
 }
 
 // How often a sample read ahead is a beacon (see Options.Push): every 8th of a plan, whose
@@ -281,9 +280,9 @@ func (p *Planner) Read(id layout.ID, reader uint32) {
 // samples READ, about (1-f)/f of them: 12 when push_chunks pushes 92%).
 func (p *Planner) Pushed(id layout.ID) {
 	p.events++
-	if word, bit := id/64, uint64(1)<<(id%64); p.seen[word]&bit == 0 {
-		p.seen[word] |= bit
-		p.pushed[word] |= bit
+	if !p.seen.Has(uint64(id)) {
+		p.seen.Add(uint64(id))
+		p.pushed.Add(uint64(id))
 		p.covered++
 	}
 }
@@ -291,20 +290,19 @@ func (p *Planner) Pushed(id layout.ID) {
 // trackEpoch counts the READ of id by reader in the epoch and reports whether it was of a
 // sample pushed in this epoch (its pages were gone).
 func (p *Planner) trackEpoch(id layout.ID, reader uint32) (lost bool) {
-	word, bit := id/64, uint64(1)<<(id%64)
 	last := &p.last[reader%readerSlots]
-	if p.pushed[word]&bit != 0 {
-		p.pushed[word] &^= bit // read at last: seen in this epoch already
+	if p.pushed.Has(uint64(id)) {
+		p.pushed.Remove(uint64(id)) // read at last: seen in this epoch already
 		lost = true
-	} else if p.seen[word]&bit != 0 && !p.isRepeat(id, reader, *last) {
-		clear(p.seen)
-		clear(p.pushed)
+	} else if p.seen.Has(uint64(id)) && !p.isRepeat(id, reader, *last) {
+		p.seen.Clear()
+		p.pushed.Clear()
 		p.unseen = p.files - p.covered
 		p.covered = 0
 		p.epoch++
 	}
-	if p.seen[word]&bit == 0 {
-		p.seen[word] |= bit
+	if !p.seen.Has(uint64(id)) {
+		p.seen.Add(uint64(id))
 		p.covered++
 	}
 	if reader != 0 {

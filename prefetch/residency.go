@@ -1,8 +1,8 @@
 package prefetch
 
 import (
-	"math/bits"
-
+	"github.com/aifs/aifs/internal/bitset"
+	"github.com/aifs/aifs/internal/subset"
 	"github.com/aifs/aifs/layout"
 )
 
@@ -43,8 +43,8 @@ type Residency struct {
 	fraction uint64 // outside fits: a sample is in the subset iff rank(id) < fraction
 	window   int64  // outside fits: bytes for samples outside the subset
 
-	resident       []uint64 // bit per id: believed in the page cache
-	pushing        []uint64 // bit per id: counted by Push, the push not landed yet (Landed, Unpush)
+	resident       bitset.Bits // bit per id: believed in the page cache
+	pushing        bitset.Bits // bit per id: counted by Push, the push not landed yet (Landed, Unpush)
 	residentBytes  int64
 	subsetBytes    int64       // resident samples that the policy keeps (all of them when fits)
 	transient      []transient // resident samples outside the subset, oldest first
@@ -82,9 +82,9 @@ const budgetSlack = 16
 // NewResidency returns a Residency for the samples of cat of at most maxWhole bytes, with no
 // budget yet (everything fits until SetBudget says otherwise).
 func NewResidency(cat Catalog, maxWhole int64) *Residency {
-	r := &Residency{cat: cat, maxWhole: maxWhole, fits: true, fraction: ^uint64(0)}
-	r.resident = make([]uint64, (cat.Len()+63)/64)
-	r.pushing = make([]uint64, len(r.resident))
+	r := &Residency{cat: cat, maxWhole: maxWhole, fits: true, fraction: subset.All}
+	r.resident = bitset.New(cat.Len())
+	r.pushing = bitset.New(cat.Len())
 	// All the files' bytes, from the index's header, not a walk of every entry: samples larger
 	// than maxWhole, which the policy never keeps, are counted too (a set of small samples has
 	// none; in a set of videos they make it fit less often, never more).
@@ -116,11 +116,11 @@ func (r *Residency) size(id layout.ID) (int64, bool) {
 	return pageBytes(n), !e.IsDir() && n <= r.maxWhole
 }
 
-func (r *Residency) isResident(id layout.ID) bool { return r.resident[id/64]&(1<<(id%64)) != 0 }
+func (r *Residency) isResident(id layout.ID) bool { return r.resident.Has(uint64(id)) }
 
 // Keeps reports whether the policy keeps sample id in the page cache for later epochs: all of
 // them when the set fits, else the subset's.
-func (r *Residency) Keeps(id layout.ID) bool { return r.fits || rank(id) < r.fraction }
+func (r *Residency) Keeps(id layout.ID) bool { return r.fits || subset.Rank(uint64(id)) < r.fraction }
 
 // Fits reports whether every sample fits the budget.
 func (r *Residency) Fits() bool { return r.fits }
@@ -170,22 +170,18 @@ func (r *Residency) reads() int64 {
 func (r *Residency) apply(drop []layout.ID) []layout.ID {
 	b, old := r.budget, r.fraction
 	if r.reads() <= b {
-		r.fits, r.fraction, r.window = true, ^uint64(0), 0
+		r.fits, r.fraction, r.window = true, subset.All, 0
 	} else {
 		r.fits = false
 		r.window = min(b/windowShare, maxWindow)
-		r.fraction = uint64(float64(b-r.window) / float64(r.reads()) * (1 << 64))
+		r.fraction = subset.Threshold(b-r.window, r.reads())
 	}
 	if r.fraction < old { // the subset shrank: its samples now outside it go
-		for w, word := range r.resident {
-			for word != 0 {
-				id := layout.ID(w*64 + bits.TrailingZeros64(word))
-				word &= word - 1
-				if k := rank(id); r.fraction <= k && k < old {
-					drop = r.evict(id, drop)
-				}
+		r.resident.Each(func(i uint64) {
+			if k := subset.Rank(i); r.fraction <= k && k < old {
+				drop = r.evict(layout.ID(i), drop)
 			}
-		}
+		})
 	}
 	r.recount()
 	return drop
@@ -195,15 +191,11 @@ func (r *Residency) apply(drop []layout.ID) []layout.ID {
 // changed.
 func (r *Residency) recount() {
 	r.subsetBytes = 0
-	for w, word := range r.resident {
-		for word != 0 {
-			id := layout.ID(w*64 + bits.TrailingZeros64(word))
-			word &= word - 1
-			if n, _ := r.size(id); r.Keeps(id) {
-				r.subsetBytes += n
-			}
+	r.resident.Each(func(i uint64) {
+		if n, _ := r.size(layout.ID(i)); r.Keeps(layout.ID(i)) {
+			r.subsetBytes += n
 		}
-	}
+	})
 	r.transientBytes = r.residentBytes - r.subsetBytes
 }
 
@@ -239,14 +231,14 @@ func (r *Residency) Push(id layout.ID) bool {
 		}
 		r.add(id, n, false)
 	}
-	r.pushing[id/64] |= 1 << (id % 64)
+	r.pushing.Add(uint64(id))
 	return true
 }
 
 // Landed records that the kernel took the push of sample id: it may be dropped from now on.
 func (r *Residency) Landed(id layout.ID) {
 	if _, ok := r.size(id); ok {
-		r.pushing[id/64] &^= 1 << (id % 64)
+		r.pushing.Remove(uint64(id))
 	}
 }
 
@@ -256,20 +248,20 @@ func (r *Residency) Unpush(id layout.ID) {
 	if !ok {
 		return
 	}
-	r.pushing[id/64] &^= 1 << (id % 64)
+	r.pushing.Remove(uint64(id))
 	if r.isResident(id) {
 		r.forget(id, n)
 	}
 }
 
-func (r *Residency) isPushing(id layout.ID) bool { return r.pushing[id/64]&(1<<(id%64)) != 0 }
+func (r *Residency) isPushing(id layout.ID) bool { return r.pushing.Has(uint64(id)) }
 
 // Resident reports whether sample id is believed to be in the page cache.
 func (r *Residency) Resident(id layout.ID) bool { return r.isResident(id) }
 
 // add counts sample id (n bytes) as resident, pushed or read.
 func (r *Residency) add(id layout.ID, n int64, read bool) {
-	r.resident[id/64] |= 1 << (id % 64)
+	r.resident.Add(uint64(id))
 	r.residentBytes += n
 	if r.Keeps(id) {
 		r.subsetBytes += n
@@ -282,7 +274,7 @@ func (r *Residency) add(id layout.ID, n int64, read bool) {
 // forget stops counting sample id (n bytes) as resident. A transient entry for it stays in
 // the queue and is skipped when its turn comes.
 func (r *Residency) forget(id layout.ID, n int64) {
-	r.resident[id/64] &^= 1 << (id % 64)
+	r.resident.Remove(uint64(id))
 	r.residentBytes -= n
 	if r.Keeps(id) {
 		r.subsetBytes -= n

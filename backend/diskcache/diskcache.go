@@ -100,6 +100,7 @@ import (
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/backend/flight"
 	"github.com/aifs/aifs/backend/local"
+	"github.com/aifs/aifs/internal/bitset"
 	"github.com/aifs/aifs/layout"
 )
 
@@ -275,7 +276,7 @@ func (c *Cache) Open(ctx context.Context, s layout.Shard) (backend.Shard, error)
 	sh := &shard{c: c, inner: in, name: s.Name, size: in.Size()}
 	sh.nameID, sh.ver = shardIDs(c.opt.Namespace, s.Name, sh.size, s.CRC, version, c.chunk)
 	if c.stageQ != nil {
-		sh.want = make([]atomic.Uint64, (sh.chunks()+63)/64)
+		sh.want = bitset.NewAtomic(int(sh.chunks()))
 	}
 	c.removeStale(sh.nameID, sh.ver)
 	return sh, nil

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/aifs/aifs/internal/subset"
 )
 
 // chunkKey identifies one chunk of one version of one shard. It is the key of the in-memory
@@ -51,19 +53,12 @@ func shardIDs(namespace, name string, size int64, crc uint32, version string, ch
 // rank places a chunk in [0, 2^64): the stable subset keeps the chunks of lowest rank. It is
 // a hash of the key, the same in every process and every run.
 func (k chunkKey) rank() uint64 {
-	return mix(k.ver[0] ^ mix(k.ver[1]+uint64(k.idx)*0x9e3779b97f4a7c15))
+	return subset.Mix(k.ver[0] ^ subset.Mix(k.ver[1]+uint64(k.idx)*subset.Golden))
 }
 
 // part picks the lock stripe of the set and of the flights.
 func (k chunkKey) part() int {
-	return int((k.ver[0] + uint64(k.idx)*0x9e3779b97f4a7c15) >> (64 - partBits))
-}
-
-// mix is the splitmix64 finalizer.
-func mix(z uint64) uint64 {
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
+	return int((k.ver[0] + uint64(k.idx)*subset.Golden) >> (64 - partBits))
 }
 
 // A chunk's file is DIR/FF/NNNNNNNNNNNNNNNN-VVVVVVVVVVVVVVVVVVVVVVVVVVVVVVVV-IDX-LEN: FF and N

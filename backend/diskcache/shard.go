@@ -9,6 +9,7 @@ import (
 
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/backend/flight"
+	"github.com/aifs/aifs/internal/bitset"
 )
 
 // shard implements backend.Shard and backend.Viewer over one shard of the inner Backend.
@@ -22,7 +23,7 @@ type shard struct {
 	closed atomic.Bool
 
 	// Staging (stage.go): a bit per chunk to stage, set by Stage and touch, taken by the stager.
-	want    []atomic.Uint64
+	want    bitset.Atomic
 	queued  atomic.Bool // s is in the stager's queue, or being staged
 	touched atomic.Bool // touch has queued all of s
 }

@@ -21,8 +21,8 @@ func (s *shard) Stage(off, n int64) {
 
 // mark marks chunk i of s for the stager.
 func (s *shard) mark(i int64) {
-	if w, bit := &s.want[i/64], uint64(1)<<(i%64); w.Load()&bit == 0 {
-		w.Or(bit)
+	if !s.want.Has(uint64(i)) { // a load first: most marks are of chunks marked already
+		s.want.Add(uint64(i))
 	}
 }
 
@@ -31,9 +31,7 @@ func (s *shard) touch() {
 	if s.want == nil || s.c.planned.Load() || s.touched.Load() || s.touched.Swap(true) {
 		return
 	}
-	for i := range s.want {
-		s.want[i].Store(^uint64(0)) // bits past the last chunk are ignored
-	}
+	s.want.Fill() // bits past the last chunk are ignored
 	s.queue()
 }
 
@@ -65,8 +63,7 @@ func (c *Cache) stager() {
 
 // taken returns whether chunk i of s was marked, and clears the mark.
 func (s *shard) taken(i int64) bool {
-	bit := uint64(1) << (i % 64)
-	return s.want[i/64].And(^bit)&bit != 0
+	return s.want.Remove(uint64(i))
 }
 
 // stageShard fetches the marked chunks of s that the cache would keep and does not have, in
