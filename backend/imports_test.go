@@ -25,7 +25,7 @@ func TestImports(t *testing.T) {
 	}
 }
 
-// TestSDKsStayInTheirPackages keeps minio-go inside backend/s3 and go-fuse inside fs (STYLE.md):
+// TestSDKsStayInTheirPackages keeps minio-go inside backend/s3 and go-fuse inside fs (docs/design.md):
 // no other package of aifs, the disk cache and prefetch included, depends on either.
 func TestSDKsStayInTheirPackages(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",

@@ -1,6 +1,6 @@
 package fs
 
-// Tier-2 tests (STYLE.md): the FS's RawFileSystem methods called directly, with no kernel and no
+// Tier-2 tests: the FS's RawFileSystem methods called directly, with no kernel and no
 // mount, over a shard set packed from a source tree in t.TempDir() and served from memory. The
 // expected answers come from stat(2) and reads of the source tree, not from the index.
 

@@ -1,6 +1,6 @@
 package local
 
-// All O_DIRECT code of aifs lives in this file (STYLE.md rule 11).
+// All O_DIRECT code of aifs lives in this file.
 
 import (
 	"context"
