@@ -7,8 +7,8 @@ import (
 )
 
 // TestImports keeps the contract and the local and memory backends free of dependencies
-// (docs/design.md): they import layout, backend, the standard library, internal/bitset (which
-// layout uses) and, for the Linux system calls that package syscall lacks (statx),
+// (docs/design.md): they import layout, backend, the standard library, the module's internal
+// packages and, for the Linux system calls that package syscall lacks (statx),
 // golang.org/x/sys/unix only.
 func TestImports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".", "./local", "./memory").Output()
@@ -18,8 +18,11 @@ func TestImports(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		switch dep {
 		case "github.com/aifs/aifs/layout", "github.com/aifs/aifs/backend", "github.com/aifs/aifs/backend/local", "github.com/aifs/aifs/backend/memory",
-			"github.com/aifs/aifs/internal/bitset", "golang.org/x/sys/unix":
+			"golang.org/x/sys/unix":
 		default:
+			if strings.HasPrefix(dep, "github.com/aifs/aifs/internal/") {
+				continue // internal's packages import the standard library only (TestInternalImports)
+			}
 			t.Errorf("backend, backend/local or backend/memory depends on %s", dep)
 		}
 	}
@@ -46,6 +49,20 @@ func TestSDKsStayInTheirPackages(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		if strings.HasPrefix(dep, "github.com/minio/") {
 			t.Errorf("fs depends on %s", dep)
+		}
+	}
+}
+
+// TestInternalImports keeps the module's internal packages at the bottom of the import graph:
+// they import the standard library only, so any package may use them.
+func TestInternalImports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "../internal/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(dep, "github.com/aifs/aifs/internal/") {
+			t.Errorf("a package of internal depends on %s", dep)
 		}
 	}
 }

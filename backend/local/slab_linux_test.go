@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aifs/aifs/backend/backendtest"
+	"github.com/aifs/aifs/internal/hugepage"
 )
 
 // TestSlabBuffers: the buffers of every class up to a slab, over two slabs' worth each, are cut
@@ -59,7 +60,7 @@ func TestSlabBuffers(t *testing.T) {
 
 // inSlabAlign returns the alignment of a buffer of size up to slabBytes: its slab starts at a
 // huge page, and its buffers at multiples of their size (every such class divides slabBytes).
-func inSlabAlign(size int) uintptr { return uintptr(min(size, hugePage)) }
+func inSlabAlign(size int) uintptr { return uintptr(min(size, hugepage.Size)) }
 
 // TestSlabBufferUnmapped: a buffer that nothing references any more (the pools let it go) has
 // its memory unmapped once the GC collects it, so that the daemon's memory falls after a burst
