@@ -83,6 +83,11 @@ type Viewer interface {
 	View(ctx context.Context, off int64, n int) (View, error)
 }
 
+// MaxView is the largest range a Viewer is built to lend from a pooled buffer (the local
+// backend's largest O_DIRECT buffer); a longer one allocates. Callers that choose their read
+// sizes (read-ahead's coalesced reads, a large sample's verification) stay within it.
+const MaxView = 4 << 20
+
 // View is n bytes lent by a Shard. Bytes returns them; they must not be modified. Release
 // gives the buffer back: call it exactly once, after which Bytes must not be used.
 type View interface {

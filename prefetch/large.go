@@ -10,9 +10,9 @@ import (
 // Options.Verify such a sample is read whole once more, in pieces, and checked on its first
 // ReadRange; one that matched is marked in verified and not checked again.
 
-// verifyPiece is the size of the reads that verify a large sample: the local backend's largest
-// pooled buffer, so that they allocate nothing from a Viewer.
-const verifyPiece = 4 << 20
+// verifyPiece is the size of the reads that verify a large sample: the largest a Viewer lends
+// without allocating.
+const verifyPiece = backend.MaxView
 
 // readLarge is ReadRange for sample id over MaxWhole.
 func (l *Loader) readLarge(id layout.ID, e layout.Entry, off int64, p []byte) ([]byte, backend.View, error) {

@@ -123,7 +123,7 @@ func (o *Options) defaults() {
 		o.MaxWhole = DefaultMaxWhole
 	}
 	if o.Planner.MaxFetch <= 0 {
-		o.Planner.MaxFetch = 4 << 20 // the local backend's largest pooled buffer (not the planner's 8 MiB)
+		o.Planner.MaxFetch = backend.MaxView // not the planner's 8 MiB: a coalesced read is lent whole
 	}
 }
 

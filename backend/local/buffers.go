@@ -4,11 +4,13 @@ import (
 	"runtime"
 	"sync"
 	"unsafe"
+
+	"github.com/aifs/aifs/backend"
 )
 
 const (
-	bufAlign = 4096    // address alignment of pooled buffers; a file needing more is read buffered
-	maxChunk = 4 << 20 // bytes per direct pread, which bounds pooled buffers
+	bufAlign = 4096            // address alignment of pooled buffers; a file needing more is read buffered
+	maxChunk = backend.MaxView // bytes per direct pread, which bounds pooled buffers
 )
 
 // Buffers for reads, shared by the direct and buffered paths: aligned so O_DIRECT can use them,
