@@ -3,7 +3,7 @@ package prefetch
 import (
 	"fmt"
 
-	"github.com/aifs/aifs/backend/flight"
+	"github.com/aifs/aifs/internal/flight"
 	"github.com/aifs/aifs/layout"
 )
 

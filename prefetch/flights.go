@@ -3,11 +3,11 @@ package prefetch
 import (
 	"context"
 
-	"github.com/aifs/aifs/backend/flight"
+	"github.com/aifs/aifs/internal/flight"
 	"github.com/aifs/aifs/layout"
 )
 
-// Shared fetches: one fetch of a sample however many readers want it at once (backend/flight,
+// Shared fetches: one fetch of a sample however many readers want it at once (internal/flight,
 // keyed by sample id). A flight's leader, a reader (Read) or a prefetch worker (prefetch),
 // resolves it with a *Sample holding one reference per waiter, taken before they wake.
 

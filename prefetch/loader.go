@@ -12,8 +12,8 @@ import (
 	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/aifs/aifs/backend"
-	"github.com/aifs/aifs/backend/flight"
 	"github.com/aifs/aifs/internal/bitset"
+	"github.com/aifs/aifs/internal/flight"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/plan"
 )
@@ -129,7 +129,7 @@ func (o *Options) defaults() {
 
 // Loader serves samples to the FUSE layer (ReadRange): whole ones from its memory cache, from
 // a fetch already in flight for the same sample (one fetch however many readers wait:
-// backend/flight), or by fetching the sample's whole extent from its shard; those over
+// internal/flight), or by fetching the sample's whole extent from its shard; those over
 // MaxWhole range by range from the shard, never cached nor read ahead. It decides nothing
 // itself: it tells its Policy (policy.go, through decider.go, which owns the lock) of every
 // first READ, plan, push, budget and tick, and carries out the actions it returns: reads

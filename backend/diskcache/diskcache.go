@@ -16,7 +16,7 @@
 // window around the bytes asked for (a 110 KB sample costs a 112-116 KiB read, not 4 MiB),
 // through an fd cache (files.go). A chunk being written is read from memory. A missing chunk
 // the cache would keep is fetched whole, adjacent ones of one read in one inner ReadAt, once
-// however many readers want it (backend/flight); a reader whose context ends stops waiting but
+// however many readers want it (internal/flight); a reader whose context ends stops waiting but
 // the fetch, owned by the Cache, goes on for the others. A missing chunk the cache would not
 // keep (outside the stable subset, see below) is read through: only the bytes asked for, so
 // a cache smaller than the data costs no read amplification on the chunks it does not hold.
@@ -98,9 +98,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aifs/aifs/backend"
-	"github.com/aifs/aifs/backend/flight"
 	"github.com/aifs/aifs/backend/local"
 	"github.com/aifs/aifs/internal/bitset"
+	"github.com/aifs/aifs/internal/flight"
 	"github.com/aifs/aifs/layout"
 )
 

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/aifs/aifs/backend"
-	"github.com/aifs/aifs/backend/flight"
 	"github.com/aifs/aifs/internal/bitset"
+	"github.com/aifs/aifs/internal/flight"
 )
 
 // shard implements backend.Shard and backend.Viewer over one shard of the inner Backend.

@@ -1,6 +1,6 @@
 package diskcache
 
-import "github.com/aifs/aifs/backend/flight"
+import "github.com/aifs/aifs/internal/flight"
 
 // Stage implements backend.Stager: it marks the chunks of [off, off+n) for the stager and
 // queues s if it is not queued yet. A no-op without Options.StageShards. From the first call
