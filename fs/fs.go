@@ -115,7 +115,6 @@ type FS struct {
 	fuse.RawFileSystem // ENOSYS for every op not defined below
 
 	x      *layout.Index
-	shardN map[string]uint32 // shard name → number, for Arrived; immutable after New
 	loader *prefetch.Loader
 	srv    atomic.Pointer[fuse.Server] // set by Mount, for NOTIFY_STORE
 	mnt    string                      // the absolute mountpoint, set by Mount before srv
@@ -147,10 +146,6 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 	}
 	if f.log == nil {
 		f.log = zap.NewNop()
-	}
-	f.shardN = make(map[string]uint32, len(x.Shards()))
-	for i, s := range x.Shards() {
-		f.shardN[s.Name] = uint32(i)
 	}
 	po := opt.Prefetch
 	po.KeepRead = opt.KernelCache == CacheOff
@@ -224,14 +219,10 @@ func (f *FS) drop(id layout.ID) {
 const dropIdle = 5 * time.Millisecond
 
 // Arrived is told that bytes data of the shard named shard, from offset off, have just come
-// from a slow source (a disk cache's fetch from S3; diskcache.Options.Arrived): with
+// from a slow source (a disk cache's fetch from S3; diskcache.Cache.OnArrived): with
 // CacheOn, the samples inside them that this epoch has not read yet go into the kernel's page
 // cache (prefetch.Loader.Arrived). Call it after the readers waiting for the bytes were woken.
-func (f *FS) Arrived(shard string, off int64, data []byte) {
-	if i, ok := f.shardN[shard]; ok {
-		f.loader.Arrived(i, off, data)
-	}
-}
+func (f *FS) Arrived(shard string, off int64, data []byte) { f.loader.Arrived(shard, off, data) }
 
 // Stats returns the FS's request statistics.
 func (f *FS) Stats() *Stats { return f.stats }

@@ -162,6 +162,7 @@ type Loader struct {
 	x       *layout.Index
 	shards  []backend.Shard
 	stagers []backend.Stager // by shard, with StagePlans; nil without
+	shardN  map[string]uint32 // shard name → number, for Arrived
 	opt     Options
 
 	mem memCache // the memory cache and its budget (budget.go)
@@ -225,6 +226,10 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 	opt.defaults()
 	l := &Loader{x: x, shards: shards, opt: opt, pageCache: opt.Push != nil && opt.Drop != nil}
 	l.maxFlights = maxChunkFlights(opt.ChunkBytes)
+	l.shardN = make(map[string]uint32, len(x.Shards()))
+	for i, s := range x.Shards() {
+		l.shardN[s.Name] = uint32(i)
+	}
 	if opt.StagePlans {
 		l.stagers = make([]backend.Stager, len(shards))
 		for i, sh := range shards {

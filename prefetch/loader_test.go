@@ -291,7 +291,11 @@ func TestLoaderArrived(t *testing.T) {
 		return true
 	}})
 	l.readAll(t, read)
-	l.Arrived(0, off, data)
+	l.Arrived("not-a-shard-of-x", off, data) // another set's chunk: nothing to do
+	if st := l.Stats(); st.Prefetch.Arrived != 0 {
+		t.Fatalf("bytes of a shard not in the set pushed %d samples", st.Prefetch.Arrived)
+	}
+	l.Arrived(x.Shards()[0].Name, off, data)
 	want := 0
 	for _, id := range in0 {
 		b, ok := pushed[id]
@@ -318,17 +322,17 @@ func TestLoaderArrived(t *testing.T) {
 	if st := l.Stats(); st.Prefetch.Arrived != uint64(want) || st.Backend.Corrupt != 1 || want < 10 {
 		t.Errorf("stats: %d arrived (want %d, at least 10), %d corrupt (want 1)", st.Prefetch.Arrived, want, st.Backend.Corrupt)
 	}
-	l.Arrived(0, off, data) // again: every sample is read or pushed by now
+	l.Arrived(x.Shards()[0].Name, off, data) // again: every sample is read or pushed by now
 	if st := l.Stats(); st.Prefetch.Arrived != uint64(want) {
 		t.Errorf("the same bytes again pushed %d more samples", st.Prefetch.Arrived-uint64(want))
 	}
-	newTestLoader(t, x, shards, Options{}).Arrived(0, off, data) // no Push: nothing to do
+	newTestLoader(t, x, shards, Options{}).Arrived(x.Shards()[0].Name, off, data) // no Push: nothing to do
 
 	// With a plan, its beacons still come as READs: the plan's cursor moves only with READs.
 	// (A budget of one byte keeps the plan from being read ahead, which would take them first.)
 	planned := newInlineLoader(t, x, shards, Options{CacheBytes: 1, Push: func(id layout.ID, _ int64, b []byte) bool { return true }})
 	writePathPlan(t, planned, in0)
-	planned.Arrived(0, int64(x.Entry(in0[0]).Offset), shards[0].b[x.Entry(in0[0]).Offset:end])
+	planned.Arrived(x.Shards()[0].Name, int64(x.Entry(in0[0]).Offset), shards[0].b[x.Entry(in0[0]).Offset:end])
 	for i, id := range in0 {
 		if got, beacon := planned.d.p.planner.ReadThisEpoch(id), planned.d.p.planner.IsPlanBeacon(id); beacon && got {
 			t.Errorf("plan beacon %d (position %d) was pushed", id, i)

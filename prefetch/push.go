@@ -79,7 +79,8 @@ func (l *Loader) detach(s *Sample) {
 	}
 }
 
-// Arrived is told that bytes data of shard, from offset off, have just come from a slow source
+// Arrived is told that bytes data of the shard named shard (not one of x's: ignored), from
+// offset off, have just come from a slow source
 // (a chunk the disk cache fetched from S3 for a reader). With Options.Push it pushes into the
 // kernel's page cache the samples lying wholly inside them that the Policy picks
 // (Policy.Arrived): a shuffled epoch reads every sample once, so the other samples of a chunk
@@ -87,11 +88,12 @@ func (l *Loader) detach(s *Sample) {
 // no request, no read of the disk cache and no wait. Call it after the readers waiting for
 // these bytes were woken: the kernel locks a file's pages to push into them, and a READ holding
 // them must be able to finish. It runs on the caller's goroutine; data is not kept.
-func (l *Loader) Arrived(shard uint32, off int64, data []byte) {
-	if l.opt.Push == nil || off < 0 || len(data) == 0 {
+func (l *Loader) Arrived(shard string, off int64, data []byte) {
+	n, ok := l.shardN[shard]
+	if l.opt.Push == nil || !ok || off < 0 || len(data) == 0 {
 		return
 	}
-	ids := l.d.arrived(shard, uint64(off), uint64(off)+uint64(len(data)))
+	ids := l.d.arrived(n, uint64(off), uint64(off)+uint64(len(data)))
 	pushed := ids[:0:0]
 	var refused []layout.ID
 	for _, id := range ids {

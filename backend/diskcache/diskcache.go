@@ -21,7 +21,7 @@
 // keep (outside the stable subset, see below) is read through: only the bytes asked for, so
 // a cache smaller than the data costs no read amplification on the chunks it does not hold.
 //
-// Options.Arrived is told of each run of chunks fetched, with its bytes, once its readers are
+// The function set by OnArrived is told of each run of chunks fetched, with its bytes, once its readers are
 // woken (fs pushes the other samples in it into the kernel's page cache; docs/s3.md). A fetch
 // reads into a new buffer whose whole huge pages are advised for transparent huge pages
 // (newChunkBuffer, huge_linux.go: half the page faults of a cold epoch).
@@ -121,11 +121,6 @@ type Options struct {
 	// (Shard.Stage) once one has, else whole shards in the order they are first read.
 	// Default off.
 	StageShards bool
-	// Arrived, if set, is called with the bytes of each run of chunks fetched to be kept,
-	// at offset off of the shard named shard, once the readers waiting for them were woken,
-	// on the goroutine of the fetch (fs pushes the other samples in them into the kernel's
-	// page cache: prefetch.Loader.Arrived). data is immutable; Arrived must not keep it.
-	Arrived func(shard string, off int64, data []byte)
 	// Logger receives the notices (O_DIRECT refused, the first write error); per-read detail
 	// only at Debug. Default: a no-op logger.
 	Logger *zap.Logger
@@ -179,6 +174,7 @@ type Cache struct {
 	pend    pending
 	jobs    chan *entry   // chunks to write; never blocks, see pending
 	room    chan struct{} // a writer finished a job (the stager waits for room)
+	arrived atomic.Pointer[func(shard string, off int64, data []byte)] // OnArrived's
 	wake    chan struct{} // doomed files to delete
 	doomMu  sync.Mutex    // guards doomed
 	doomed  []*entry      // evicted chunks whose files the writers delete
@@ -333,3 +329,10 @@ func (c *Cache) start(f func()) bool {
 	}()
 	return true
 }
+
+// OnArrived sets fn to be called with the bytes of each run of chunks fetched to be kept, at
+// offset off of the shard named shard, once the readers waiting for them were woken, on the
+// goroutine of the fetch (a mount pushes the other samples in them into the kernel's page cache:
+// prefetch.Loader.Arrived, which is made after the Cache it reads through). data is immutable;
+// fn must not keep it. Call it once, before the Cache serves reads; until then nothing is told.
+func (c *Cache) OnArrived(fn func(shard string, off int64, data []byte)) { c.arrived.Store(&fn) }

@@ -661,7 +661,7 @@ func TestAdjacentChunks(t *testing.T) {
 	}
 }
 
-// TestArrived: Options.Arrived gets each run of chunks fetched, with its shard, offset and
+// TestArrived: the function set by OnArrived gets each run of chunks fetched, with its shard, offset and
 // bytes, once its readers were woken (its flights are gone); hits do not call it.
 func TestArrived(t *testing.T) {
 	ds := makeDataset(8, 1<<20)
@@ -681,16 +681,16 @@ func TestArrived(t *testing.T) {
 		return len(calls)
 	}
 	var sh *shard
-	c := newCache(t, src, Options{Dir: t.TempDir(), Size: 1 << 30, ChunkSize: 64 << 10,
-		Arrived: func(name string, off int64, data []byte) {
-			pending := false
-			for i := off / sh.c.chunk; i*sh.c.chunk < off+int64(len(data)); i++ {
-				pending = pending || sh.c.flights.Busy(sh.key(i))
-			}
-			mu.Lock()
-			calls = append(calls, call{name, off, len(data), bytes.Equal(data, ds.files[name][off:off+int64(len(data))]), pending})
-			mu.Unlock()
-		}})
+	c := newCache(t, src, Options{Dir: t.TempDir(), Size: 1 << 30, ChunkSize: 64 << 10})
+	c.OnArrived(func(name string, off int64, data []byte) {
+		pending := false
+		for i := off / sh.c.chunk; i*sh.c.chunk < off+int64(len(data)); i++ {
+			pending = pending || sh.c.flights.Busy(sh.key(i))
+		}
+		mu.Lock()
+		calls = append(calls, call{name, off, len(data), bytes.Equal(data, ds.files[name][off:off+int64(len(data))]), pending})
+		mu.Unlock()
+	})
 	sh = ds.open(t, c)[0].(*shard)
 	name := ds.shards[0].Name
 	ds.check(t, sh, sample{0, 100, 300 << 10}, false) // chunks 0-4

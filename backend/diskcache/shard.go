@@ -344,8 +344,8 @@ func (c *Cache) fetchRuns(ctx context.Context, s *shard, idx []int64, fls []*fli
 			}
 			c.flights.Resolve(k, fls[j], sr, err)
 		}
-		if err == nil && c.opt.Arrived != nil {
-			c.opt.Arrived(s.name, start, buf)
+		if fn := c.arrived.Load(); err == nil && fn != nil {
+			(*fn)(s.name, start, buf)
 		}
 		a = b + 1
 	}

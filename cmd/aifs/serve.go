@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync/atomic"
 
 	"github.com/aifs/aifs/backend/diskcache"
 	"github.com/aifs/aifs/backend/local"
@@ -134,7 +133,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	if src.s3 != nil {
 		storage["s3"] = func() any { return src.s3.Stats() }
 	}
-	var arrived atomic.Pointer[fs.FS] // the FS, once made: the disk cache's fetches come before
+	var dc *diskcache.Cache
 	if c.cacheDir != "" {
 		if src.s3 == nil {
 			return nil, nil, fmt.Errorf("--cache-dir is for shard sets in S3; %s is read directly from local disk", src.name)
@@ -145,14 +144,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		}
 		opt := diskcache.Options{Dir: c.cacheDir, Size: size, Namespace: src.name,
 			StageShards: c.prefetchShards, Logger: log.Named("diskcache")}
-		if c.pushOn(log, src.x) {
-			opt.Arrived = func(shard string, off int64, data []byte) {
-				if f := arrived.Load(); f != nil {
-					f.Arrived(shard, off, data)
-				}
-			}
-		}
-		dc, err := diskcache.New(be, opt)
+		dc, err = diskcache.New(be, opt)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--cache-dir: %w", err)
 		}
@@ -175,7 +167,9 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		return nil, nil, err
 	}
 	closers = append(closers, f.Close)
-	arrived.Store(f)
+	if dc != nil && c.pushOn(log, src.x) {
+		dc.OnArrived(f.Arrived) // the disk cache's chunks, as they come from S3, go on into the page cache (push_chunks)
+	}
 	if c.metricsAddr != "" {
 		metrics, err := startMetrics(c.metricsAddr, func(w io.Writer) { f.Stats().WritePrometheus(w) })
 		if err != nil {
