@@ -161,7 +161,7 @@ func (o *Options) defaults() {
 type Loader struct {
 	x       *layout.Index
 	shards  []backend.Shard
-	stagers []backend.Stager // by shard, with StagePlans; nil without
+	stagers []backend.Stager  // by shard, with StagePlans; nil without
 	shardN  map[string]uint32 // shard name → number, for Arrived
 	opt     Options
 

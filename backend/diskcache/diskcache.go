@@ -172,12 +172,12 @@ type Cache struct {
 	flights flight.Group[chunkKey, src]
 	files   fdCache
 	pend    pending
-	jobs    chan *entry   // chunks to write; never blocks, see pending
-	room    chan struct{} // a writer finished a job (the stager waits for room)
+	jobs    chan *entry                                                // chunks to write; never blocks, see pending
+	room    chan struct{}                                              // a writer finished a job (the stager waits for room)
 	arrived atomic.Pointer[func(shard string, off int64, data []byte)] // OnArrived's
-	wake    chan struct{} // doomed files to delete
-	doomMu  sync.Mutex    // guards doomed
-	doomed  []*entry      // evicted chunks whose files the writers delete
+	wake    chan struct{}                                              // doomed files to delete
+	doomMu  sync.Mutex                                                 // guards doomed
+	doomed  []*entry                                                   // evicted chunks whose files the writers delete
 	stageQ  chan *shard
 	planned atomic.Bool // Stage was called: reads no longer stage whole shards
 	rescanQ chan struct{}
