@@ -32,14 +32,14 @@ func TestImports(t *testing.T) {
 // no other package of aifs, the disk cache and prefetch included, depends on either.
 func TestSDKsStayInTheirPackages(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
-		"../layout/...", "../internal/...", "../plan", "../prefetch", ".", "./local", "./memory", "./diskcache", "./faulty").Output()
+		"../layout/...", "../internal/...", "../plan", "../prefetch", "../bench", ".", "./local", "./memory", "./diskcache", "./faulty").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if strings.HasPrefix(dep, "github.com/minio/") || strings.HasPrefix(dep, "github.com/hanwen/go-fuse") ||
 			dep == "github.com/aifs/aifs/backend/s3" || dep == "github.com/aifs/aifs/fs" {
-			t.Errorf("layout, internal, plan, prefetch or a backend other than s3 depends on %s", dep)
+			t.Errorf("layout, internal, plan, prefetch, bench or a backend other than s3 depends on %s", dep)
 		}
 	}
 	out, err = exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "../fs").Output()

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aifs/aifs/backend/s3"
+	"github.com/aifs/aifs/internal/human"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/layout/pack"
 	"github.com/aifs/aifs/layout/tar"
@@ -72,7 +73,7 @@ index.`+s3Help)
 		return usageError(fs, "--jobs must be at least 1")
 	}
 	opt := tarindex.Options{NoChecksums: *noChecksums, Jobs: *jobs,
-		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "aifs index: warning: %s\n", displayName(msg)) }}
+		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "aifs index: warning: %s\n", human.Name(msg)) }}
 	switch {
 	case *view == "tree" && *merge:
 		opt.View = tarindex.ViewMerge
@@ -155,8 +156,8 @@ func printIndexSummary(res tarindex.Result, indexBytes int, opt tarindex.Options
 		sums = "headers only, no checksums"
 	}
 	fmt.Printf("indexed %d tars (%s, %d members) in %.2f s (%s/s, %s): %d files (%d hard links), %d directories, %s; index %s\n",
-		res.Tars, humanBytes(res.TarBytes), res.Members, secs, humanBytes(int64(float64(res.TarBytes)/max(secs, 1e-9))), sums,
-		res.Files, res.Links, res.Dirs, humanBytes(res.Bytes), humanBytes(int64(indexBytes)))
+		res.Tars, human.Bytes(res.TarBytes), res.Members, secs, human.Bytes(int64(float64(res.TarBytes)/max(secs, 1e-9))), sums,
+		res.Files, res.Links, res.Dirs, human.Bytes(res.Bytes), human.Bytes(int64(indexBytes)))
 	if opt.View == tarindex.ViewImageFolder {
 		fmt.Printf("image-folder view: %d samples in %d classes\n", res.Samples, res.Classes)
 	}

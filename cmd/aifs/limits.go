@@ -8,6 +8,7 @@ import (
 
 	"github.com/aifs/aifs/backend/diskcache"
 	"github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/internal/human"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/prefetch"
 	"go.uber.org/zap"
@@ -107,7 +108,7 @@ func diskCacheSize(log *zap.Logger, dir string, want int64) (int64, error) {
 		want = free
 	}
 	if want < 64<<20 {
-		return 0, fmt.Errorf("--cache-dir %s has room for %s of cache; it needs at least 64 MiB", dir, humanBytes(want))
+		return 0, fmt.Errorf("--cache-dir %s has room for %s of cache; it needs at least 64 MiB", dir, human.Bytes(want))
 	}
 	return want, nil
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aifs/aifs/backend/s3"
+	"github.com/aifs/aifs/internal/human"
 	"github.com/aifs/aifs/layout"
 )
 
@@ -137,7 +138,7 @@ func printLocations(w *bufio.Writer, src *source, id layout.ID) error {
 		return x.Err() // its block of the index failed its checks: no line for it
 	}
 	if !e.IsDir() {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%08x\n", displayName(x.Path(id)), shardLocation(src, e.Shard), e.Offset, e.Size, e.CRC)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%08x\n", human.Name(x.Path(id)), shardLocation(src, e.Shard), e.Offset, e.Size, e.CRC)
 		return nil
 	}
 	for _, dirs := range []bool{false, true} {

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/aifs/aifs/internal/human"
 	"github.com/aifs/aifs/layout"
 )
 
@@ -57,15 +58,15 @@ If PATH is a file, prints its line alone. Reads only the index.`+s3Help)
 // lookupError is the message for a path that LookupPath could not resolve in set src.
 func lookupError(err error, path, src string) error {
 	if errors.Is(err, layout.ErrNotFound) {
-		return fmt.Errorf("%s: no such file or directory in %s", displayName(path), src)
+		return fmt.Errorf("%s: no such file or directory in %s", human.Name(path), src)
 	}
-	return fmt.Errorf("%s in %s: %w", displayName(path), src, err)
+	return fmt.Errorf("%s in %s: %w", human.Name(path), src, err)
 }
 
 func printEntry(x *layout.Index, id layout.ID) {
 	e := x.Entry(id)
 	mode := fs.FileMode(e.Mode & 0o777)
-	name := displayName(string(x.Name(id)))
+	name := human.Name(string(x.Name(id)))
 	if e.IsDir() {
 		mode |= fs.ModeDir
 		name += "/"

@@ -20,8 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unicode"
-	"unicode/utf8"
 )
 
 // command is one subcommand: its name, a one-line summary, and a function that runs it with the
@@ -229,37 +227,6 @@ func formatSize(n int64) string {
 		}
 	}
 	return strconv.FormatInt(n, 10)
-}
-
-// humanBytes formats a byte count for people, in decimal units as throughput is usually quoted.
-func humanBytes(n int64) string {
-	f := float64(n)
-	for _, u := range []string{"B", "kB", "MB", "GB", "TB"} {
-		if f < 1000 || u == "TB" {
-			if u == "B" {
-				return fmt.Sprintf("%d B", n)
-			}
-			return fmt.Sprintf("%.1f %s", f, u)
-		}
-		f /= 1000
-	}
-	return ""
-}
-
-// displayName returns a path or name as it should appear on a terminal: unchanged if it is
-// printable UTF-8, otherwise Go-quoted so that newlines and invalid bytes are visible. A name
-// that begins with '"' is quoted too, so that output beginning with '"' is always a quoted
-// string and no two names look alike.
-func displayName(s string) string {
-	if !utf8.ValidString(s) || strings.HasPrefix(s, `"`) {
-		return strconv.Quote(s)
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return strconv.Quote(s)
-		}
-	}
-	return s
 }
 
 // isTerminal reports whether f is a character device such as a terminal.

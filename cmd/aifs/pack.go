@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aifs/aifs/backend/s3"
+	"github.com/aifs/aifs/internal/human"
 	"github.com/aifs/aifs/layout/pack"
 )
 
@@ -46,7 +47,7 @@ leaves nothing that aifs accepts as a shard set, and removes its temporary files
 		Jobs:           *jobs,
 		Force:          *force,
 		FollowExternal: *external,
-		Warn:           func(msg string) { fmt.Fprintf(os.Stderr, "aifs pack: warning: %s\n", displayName(msg)) },
+		Warn:           func(msg string) { fmt.Fprintf(os.Stderr, "aifs pack: warning: %s\n", human.Name(msg)) },
 	}
 	var bar *progressBar
 	if !*quiet && isTerminal(os.Stderr) {
@@ -65,7 +66,7 @@ leaves nothing that aifs accepts as a shard set, and removes its temporary files
 	if !*quiet {
 		secs := res.Duration.Seconds()
 		fmt.Printf("packed %d files (%d directories), %s into %d shards in %.2f s (%s/s)\n",
-			res.Files, res.Dirs, humanBytes(res.Bytes), res.Shards, secs, humanBytes(int64(float64(res.Bytes)/max(secs, 1e-9))))
+			res.Files, res.Dirs, human.Bytes(res.Bytes), res.Shards, secs, human.Bytes(int64(float64(res.Bytes)/max(secs, 1e-9))))
 	}
 	return exitOK
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aifs/aifs/internal/human"
 	"go.uber.org/zap"
 )
 
@@ -46,7 +47,7 @@ func newPageCacheBudget(fixed int64, log *zap.Logger) *pageCacheBudget {
 // budget returns the budget and where it came from, given the pids of recent readers.
 func (p *pageCacheBudget) budget(readers []uint32) (int64, string) {
 	if p.fixed > 0 {
-		return p.fixed, "page_cache=" + humanBytes(p.fixed)
+		return p.fixed, "page_cache=" + human.Bytes(p.fixed)
 	}
 	avail, total := memInfo()
 	if avail <= 0 {
@@ -59,7 +60,7 @@ func (p *pageCacheBudget) budget(readers []uint32) (int64, string) {
 		return 1 << 62, "no limit found (/proc/meminfo unreadable)"
 	}
 	best := avail - total/16
-	src := fmt.Sprintf("MemAvailable %s less 1/16 of MemTotal", humanBytes(avail))
+	src := fmt.Sprintf("MemAvailable %s less 1/16 of MemTotal", human.Bytes(avail))
 	p.mu.Lock()
 	now := time.Now()
 	for _, pid := range readers {
@@ -88,7 +89,7 @@ func (p *pageCacheBudget) budget(readers []uint32) (int64, string) {
 		if b := limit - used - headroom; b < best {
 			best = b
 			src = fmt.Sprintf("memory cgroup %s: limit %s less %s in use besides the page cache less %s headroom",
-				cg.dir, humanBytes(limit), humanBytes(used), humanBytes(headroom))
+				cg.dir, human.Bytes(limit), human.Bytes(used), human.Bytes(headroom))
 		}
 	}
 	best = max(best, 0)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/aifs/aifs/internal/human"
 )
 
 // progressBar redraws one status line on a terminal at most every 100 ms. Its methods must be
@@ -33,7 +35,7 @@ func (p *progressBar) update(done, total int64, note string) {
 	fill := int(frac * width)
 	rate := float64(done) / max(now.Sub(p.start).Seconds(), 1e-9)
 	fmt.Fprintf(p.w, "\r[%s%s] %3.0f%% %s/%s %s %s/s\x1b[K", strings.Repeat("#", fill), strings.Repeat(" ", width-fill),
-		100*frac, humanBytes(done), humanBytes(total), note, humanBytes(int64(rate)))
+		100*frac, human.Bytes(done), human.Bytes(total), note, human.Bytes(int64(rate)))
 	p.drawn = true
 }
 

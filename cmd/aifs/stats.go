@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/internal/human"
 )
 
 func runStats(ctx context.Context, args []string) int {
@@ -46,42 +47,42 @@ percentiles.`)
 
 // printStats writes s for people: a header, then one row per kind of request that occurred.
 func printStats(w io.Writer, s fs.Snapshot) {
-	fmt.Fprintf(w, "source        %s\n", displayName(s.Source))
-	fmt.Fprintf(w, "mountpoint    %s\n", displayName(s.Mountpoint))
+	fmt.Fprintf(w, "source        %s\n", human.Name(s.Source))
+	fmt.Fprintf(w, "mountpoint    %s\n", human.Name(s.Mountpoint))
 	fmt.Fprintf(w, "up            %s (since %s)\n", time.Duration(s.UptimeSeconds*1e9).Round(time.Second).String(), s.Started.Format(time.RFC3339))
 	fmt.Fprintf(w, "kernel cache  %s\n", s.KernelCache)
-	fmt.Fprintf(w, "daemon        %s live Go heap (after %d collections), %d goroutines\n", humanBytes(int64(s.Daemon.HeapLiveBytes)), s.Daemon.GCCycles, s.Daemon.Goroutines)
-	fmt.Fprintf(w, "dataset       %d files, %s\n", s.Files, humanBytes(int64(s.DatasetBytes)))
-	fmt.Fprintf(w, "index         %s of %s read (as the tree is used)", humanBytes(int64(s.Index.ReadBytes)), humanBytes(int64(s.Index.Bytes)))
+	fmt.Fprintf(w, "daemon        %s live Go heap (after %d collections), %d goroutines\n", human.Bytes(int64(s.Daemon.HeapLiveBytes)), s.Daemon.GCCycles, s.Daemon.Goroutines)
+	fmt.Fprintf(w, "dataset       %d files, %s\n", s.Files, human.Bytes(int64(s.DatasetBytes)))
+	fmt.Fprintf(w, "index         %s of %s read (as the tree is used)", human.Bytes(int64(s.Index.ReadBytes)), human.Bytes(int64(s.Index.Bytes)))
 	if s.Index.Error != "" {
 		fmt.Fprintf(w, "; corrupt: %s", s.Index.Error)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "requests      %d, %d errors; %s returned by READ\n", s.Requests, s.Errors, humanBytes(int64(s.ReadBytes)))
+	fmt.Fprintf(w, "requests      %d, %d errors; %s returned by READ\n", s.Requests, s.Errors, human.Bytes(int64(s.ReadBytes)))
 	fmt.Fprintf(w, "memory        %d hits, %d misses (%d shared a fetch); %s kept of %s\n", s.Cache.Hits, s.Cache.Misses,
-		s.Cache.Shared, humanBytes(s.Cache.KeptBytes), humanBytes(s.Cache.BudgetBytes))
-	fmt.Fprintf(w, "backend       %d reads, %s", s.Backend.Reads, humanBytes(int64(s.Backend.Bytes)))
+		s.Cache.Shared, human.Bytes(s.Cache.KeptBytes), human.Bytes(s.Cache.BudgetBytes))
+	fmt.Fprintf(w, "backend       %d reads, %s", s.Backend.Reads, human.Bytes(int64(s.Backend.Bytes)))
 	if s.Backend.Corrupt > 0 {
 		fmt.Fprintf(w, ", %d corrupt samples (verify=on)", s.Backend.Corrupt)
 	}
 	fmt.Fprintln(w)
 	p := s.Prefetch
 	fmt.Fprintf(w, "read-ahead    %d samples queued, %d dropped, %d stored in the page cache; %s held, %s used, %s wasted\n",
-		p.Issued, p.Dropped, p.Stored, humanBytes(p.HeldBytes), humanBytes(int64(p.UsedBytes)), humanBytes(int64(p.WastedBytes)))
+		p.Issued, p.Dropped, p.Stored, human.Bytes(p.HeldBytes), human.Bytes(int64(p.UsedBytes)), human.Bytes(int64(p.WastedBytes)))
 	if p.Arrived > 0 {
 		fmt.Fprintf(w, "push_chunks   %d samples put in the page cache as their chunk arrived from S3\n", p.Arrived)
 	}
 	if pc := s.PageCache; pc != nil {
-		fmt.Fprintf(w, "page cache    budget %s (%s); ", humanBytes(pc.BudgetBytes), pc.Source)
+		fmt.Fprintf(w, "page cache    budget %s (%s); ", human.Bytes(pc.BudgetBytes), pc.Source)
 		what := "the dataset"
 		if pc.ScopeBytes > 0 {
-			what = "the " + humanBytes(pc.ScopeBytes) + " the plans name"
+			what = "the " + human.Bytes(pc.ScopeBytes) + " the plans name"
 		}
 		if pc.Fits {
-			fmt.Fprintf(w, "%s fits, %s resident; %d dropped by the kernel\n", what, humanBytes(pc.ResidentBytes), pc.KernelDropped)
+			fmt.Fprintf(w, "%s fits, %s resident; %d dropped by the kernel\n", what, human.Bytes(pc.ResidentBytes), pc.KernelDropped)
 		} else {
 			fmt.Fprintf(w, "a subset of %.0f%% of %s kept, %s resident (%s of the subset); %d dropped, %d pushes refused, %d dropped by the kernel\n",
-				100*pc.SubsetFraction, what, humanBytes(pc.ResidentBytes), humanBytes(pc.SubsetBytes), pc.Drops, pc.PushesRefused, pc.KernelDropped)
+				100*pc.SubsetFraction, what, human.Bytes(pc.ResidentBytes), human.Bytes(pc.SubsetBytes), pc.Drops, pc.PushesRefused, pc.KernelDropped)
 		}
 		if pc.ChunkReads > 0 {
 			fmt.Fprintf(w, "chunk reads   %d, %d samples put in the page cache\n", pc.ChunkReads, pc.ChunkSamples)
@@ -102,7 +103,7 @@ func printStats(w io.Writer, s fs.Snapshot) {
 		for _, k := range slices.Sorted(maps.Keys(fields)) {
 			v := fields[k]
 			if n, ok := v.(float64); ok && strings.HasSuffix(k, "bytes") {
-				v = humanBytes(int64(n))
+				v = human.Bytes(int64(n))
 			}
 			parts = append(parts, fmt.Sprintf("%s %v", strings.ReplaceAll(k, "_", " "), v))
 		}

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/aifs/aifs/internal/human"
 	"github.com/aifs/aifs/layout"
 )
 
@@ -54,7 +55,7 @@ there are any, 0 if everything matches.`+s3Help)
 			fmt.Printf("bad shard: %s: %s\n", p.Shard, p.Reason)
 			return
 		}
-		fmt.Printf("corrupt: %s: %s (%s [%d,+%d))\n", displayName(p.Path), p.Reason, p.Shard, p.Offset, p.Size)
+		fmt.Printf("corrupt: %s: %s (%s [%d,+%d))\n", human.Name(p.Path), p.Reason, p.Shard, p.Offset, p.Size)
 	})
 	if bar != nil {
 		bar.clear()
@@ -67,7 +68,7 @@ there are any, 0 if everything matches.`+s3Help)
 		return exitFailure
 	}
 	if !*quiet {
-		fmt.Printf("ok: %d samples, %s in %d shards verified\n", res.Samples, humanBytes(res.Bytes), len(x.Shards()))
+		fmt.Printf("ok: %d samples, %s in %d shards verified\n", res.Samples, human.Bytes(res.Bytes), len(x.Shards()))
 	}
 	return exitOK
 }
