@@ -9,6 +9,7 @@ import (
 	"github.com/aifs/aifs/backend/diskcache"
 	"github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/internal/human"
+	"github.com/aifs/aifs/internal/memlimit"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/prefetch"
 	"go.uber.org/zap"
@@ -25,7 +26,7 @@ func setMemoryLimit(log *zap.Logger, indexBytes int64, cacheSize int64) {
 		cacheSize = prefetch.DefaultCacheBytes
 	}
 	limit := cacheSize + indexBytes + 256<<20
-	cg := cgroupMemoryLimit()
+	cg := memlimit.CgroupLimit()
 	if cg > 0 && cg/10*9 < limit {
 		limit = cg / 10 * 9
 		if cacheSize > limit/2 {
@@ -73,8 +74,8 @@ func (c *mountConfig) pushOn(log *zap.Logger, x *layout.Index) bool {
 		return c.pushChunks == "on"
 	}
 	set := int64(x.ShardBytes())
-	avail, _ := memInfo()
-	if cg := cgroupMemoryLimit(); cg > 0 && (avail == 0 || cg < avail) {
+	avail, _ := memlimit.MemInfo()
+	if cg := memlimit.CgroupLimit(); cg > 0 && (avail == 0 || cg < avail) {
 		avail = cg
 	}
 	on := avail > 0 && set <= avail/2
@@ -113,12 +114,10 @@ func diskCacheSize(log *zap.Logger, dir string, want int64) (int64, error) {
 	return want, nil
 }
 
-// cgroupMemoryLimit returns the memory limit of this process's cgroup, the least along its
-// ancestors, or 0 if there is none or it cannot be read.
-func cgroupMemoryLimit() int64 {
-	cg, ok := memCgroupOf("self")
-	if !ok {
-		return 0
-	}
-	return cg.limit()
+// pageCacheBudget returns the page-cache budget of -o page_cache (0: auto), logging each move
+// of it (prefetch.Options.PageCache).
+func pageCacheBudget(fixed int64, log *zap.Logger) func(readers []uint32) (int64, string) {
+	return memlimit.NewPageCache(fixed, func(bytes int64, source string) {
+		log.Info("page_cache budget", zap.Int64("bytes", bytes), zap.String("source", source))
+	}).Budget
 }

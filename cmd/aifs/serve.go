@@ -10,6 +10,7 @@ import (
 	"github.com/aifs/aifs/backend/diskcache"
 	"github.com/aifs/aifs/backend/local"
 	"github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/internal/memlimit"
 	"github.com/aifs/aifs/prefetch"
 	"go.uber.org/zap"
 )
@@ -152,10 +153,10 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		be = dc
 		storage["disk_cache"] = func() any { return dc.Stats() }
 	}
-	memCache := c.memCacheFor(log, cgroupMemoryLimit())
+	memCache := c.memCacheFor(log, memlimit.CgroupLimit())
 	setMemoryLimit(log, src.indexBytes, memCache)
 	po := prefetch.Options{CacheBytes: memCache, Verify: c.verify,
-		PageCache:  newPageCacheBudget(c.pageCache, log.Named("page_cache")).budget,
+		PageCache:  pageCacheBudget(c.pageCache, log.Named("page_cache")),
 		ChunkReads: c.chunkReads && c.cacheDir == "",     // with a disk cache, push_chunks pushes its chunks
 		StagePlans: c.cacheDir != "" && c.prefetchShards} // the disk cache stages what plans name
 	if src.s3 != nil {

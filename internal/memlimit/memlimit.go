@@ -1,4 +1,9 @@
-package main
+// Package memlimit reads how much memory this node and its memory cgroups (v1 or v2) leave:
+// MemAvailable and MemTotal of /proc/meminfo, a cgroup's limit along its ancestors and what it
+// uses besides the page cache. The mount sizes its caches from it: the page-cache budget
+// (PageCache, -o page_cache=auto), mem_cache and push_chunks=auto in a memory cgroup
+// (CgroupLimit). It imports the standard library only; the caller logs.
+package memlimit
 
 import (
 	"fmt"
@@ -11,45 +16,52 @@ import (
 	"time"
 
 	"github.com/aifs/aifs/internal/human"
-	"go.uber.org/zap"
 )
 
-// The page-cache budget (-o page_cache=SIZE|auto, prefetch.Options.PageCache): the bytes of
-// sample pages aifs lets the kernel's page cache keep. With auto (the default) it is the least
-// of what the node can hold, read again every second:
-//   - MemAvailable less 1/16 of MemTotal (MemAvailable counts the page cache, aifs's pages
-//     included, as available: the figure does not shrink as aifs's pages come in);
+// PageCache computes the page-cache budget (-o page_cache=SIZE|auto, prefetch.Options.PageCache):
+// the bytes of sample pages aifs lets the kernel's page cache keep. With auto (the default) it
+// is the least of what the node can hold, read again at each call (every second):
+//   - MemAvailable less 1/headroomShare of MemTotal (MemAvailable counts the page cache, aifs's
+//     pages included, as available: the figure does not shrink as aifs's pages come in);
 //   - for the daemon's memory cgroup and each of its readers' (the pids of recent READs: page
 //     cache pages are charged to the process that reads them, and a Kubernetes trainer pod is
 //     another cgroup than an aifs DaemonSet), its limit less what it uses besides the page
-//     cache (the readers' own memory, the daemon's heap) less 1/16 of the limit (at least
-//     32 MiB), so that the cgroup never reaches its limit and reclaims.
-// A reader's cgroup counts for a minute after its last READ.
-
-// pageCacheBudget computes the budget.
-type pageCacheBudget struct {
-	fixed int64 // page_cache=SIZE; 0: auto
-	log   *zap.Logger
+//     cache (the readers' own memory, the daemon's heap) less 1/headroomShare of the limit (at
+//     least minHeadroom), so that the cgroup never reaches its limit and reclaims.
+//
+// A reader's cgroup counts for readerMemory after its last READ. It is safe for concurrent use.
+type PageCache struct {
+	fixed   int64                            // page_cache=SIZE; 0: auto
+	changed func(bytes int64, source string) // told when the budget moves by more than 1/changeShare
 
 	mu         sync.Mutex // guards readers, last, lastSource
 	readers    map[memCgroup]time.Time
-	last       int64 // the last budget; a move of more than 1/16 from it is logged
+	last       int64 // the last budget
 	lastSource string
 }
+
+const (
+	headroomShare = 16       // the share of memory (or of a cgroup's limit) left free
+	minHeadroom   = 32 << 20 // the least headroom left in a cgroup
+	changeShare   = 16       // a budget that moves by less than 1/changeShare of itself is not told
+)
 
 // readerMemory is how long a reader's cgroup still counts after its last READ.
 const readerMemory = time.Minute
 
-func newPageCacheBudget(fixed int64, log *zap.Logger) *pageCacheBudget {
-	return &pageCacheBudget{fixed: fixed, log: log, readers: map[memCgroup]time.Time{}}
+// NewPageCache returns the budget: fixed bytes (page_cache=SIZE), or with fixed 0 what the
+// node and its cgroups leave. changed, if not nil, is told each budget that moves by more than
+// 1/changeShare from the last, with where it came from.
+func NewPageCache(fixed int64, changed func(bytes int64, source string)) *PageCache {
+	return &PageCache{fixed: fixed, changed: changed, readers: map[memCgroup]time.Time{}}
 }
 
-// budget returns the budget and where it came from, given the pids of recent readers.
-func (p *pageCacheBudget) budget(readers []uint32) (int64, string) {
+// Budget returns the budget and where it came from, given the pids of recent readers.
+func (p *PageCache) Budget(readers []uint32) (int64, string) {
 	if p.fixed > 0 {
 		return p.fixed, "page_cache=" + human.Bytes(p.fixed)
 	}
-	avail, total := memInfo()
+	avail, total := MemInfo()
 	if avail <= 0 {
 		// /proc unreadable (out of descriptors?): keep the last budget rather than none.
 		p.mu.Lock()
@@ -85,7 +97,7 @@ func (p *pageCacheBudget) budget(readers []uint32) (int64, string) {
 		if limit <= 0 {
 			continue
 		}
-		used, headroom := cg.nonFile(), max(limit/16, 32<<20)
+		used, headroom := cg.nonFile(), max(limit/headroomShare, minHeadroom)
 		if b := limit - used - headroom; b < best {
 			best = b
 			src = fmt.Sprintf("memory cgroup %s: limit %s less %s in use besides the page cache less %s headroom",
@@ -94,17 +106,17 @@ func (p *pageCacheBudget) budget(readers []uint32) (int64, string) {
 	}
 	best = max(best, 0)
 	p.mu.Lock()
-	if d := best - p.last; d > p.last/16 || -d > p.last/16 {
-		p.log.Info("page_cache budget", zap.Int64("bytes", best), zap.String("source", src))
+	if d := best - p.last; p.changed != nil && (d > p.last/changeShare || -d > p.last/changeShare) {
+		p.changed(best, src)
 	}
 	p.last, p.lastSource = best, src
 	p.mu.Unlock()
 	return best, src
 }
 
-// memInfo returns MemAvailable and MemTotal of /proc/meminfo in bytes, or zeros if it cannot
+// MemInfo returns MemAvailable and MemTotal of /proc/meminfo in bytes, or zeros if it cannot
 // be read.
-func memInfo() (avail, total int64) {
+func MemInfo() (avail, total int64) {
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		return 0, 0
@@ -242,4 +254,14 @@ func noLimit(n int64) int64 {
 		return 0
 	}
 	return n
+}
+
+// CgroupLimit returns the memory limit of this process's cgroup, the least along its
+// ancestors, or 0 if there is none or it cannot be read.
+func CgroupLimit() int64 {
+	cg, ok := memCgroupOf("self")
+	if !ok {
+		return 0
+	}
+	return cg.limit()
 }

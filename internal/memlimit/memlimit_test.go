@@ -1,13 +1,9 @@
-package main
+package memlimit
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"go.uber.org/zap"
-
-	"github.com/aifs/aifs/fs"
 )
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -123,29 +119,8 @@ func TestParseProcCgroup(t *testing.T) {
 
 // TestPageCacheBudgetFixed: page_cache=SIZE is the budget, whatever the machine.
 func TestPageCacheBudgetFixed(t *testing.T) {
-	b, src := newPageCacheBudget(300<<20, nil).budget([]uint32{1})
+	b, src := NewPageCache(300<<20, nil).Budget([]uint32{1})
 	if b != 300<<20 || src != "page_cache=314.6 MB" {
 		t.Errorf("budget %d from %q", b, src)
-	}
-}
-
-// TestMemCacheFor: mem_cache given is kept; otherwise a memory cgroup's limit bounds it, to 1/8
-// with kernel_cache=on and 1/2 with off, and a large limit or none leaves the default.
-func TestMemCacheFor(t *testing.T) {
-	log := zap.NewNop()
-	for _, tc := range []struct {
-		c    mountConfig
-		cg   int64
-		want int64
-	}{
-		{mountConfig{memCache: 64 << 20}, 512 << 20, 64 << 20},
-		{mountConfig{}, 0, 0},
-		{mountConfig{}, 512 << 20, 64 << 20},
-		{mountConfig{kernelCache: fs.CacheOff}, 512 << 20, 256 << 20},
-		{mountConfig{}, 64 << 30, 0},
-	} {
-		if got := tc.c.memCacheFor(log, tc.cg); got != tc.want {
-			t.Errorf("%+v in a cgroup of %d: mem_cache %d, want %d", tc.c, tc.cg, got, tc.want)
-		}
 	}
 }
