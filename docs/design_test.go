@@ -17,7 +17,7 @@ import (
 var notGo = map[string]bool{
 	"PIL.Image.open": true, "ImageFolder": true, "DistributedSampler": true,
 	"readResult.Slices": true, "readResult.Done": true, // go-fuse's fuse.ReadResult, which fs implements
-	"prefetch.dropped": true, // a key of the stats file
+	"prefetch.shed": true, // a key of the stats file
 }
 
 // goNames are the names every Go file of the module declares: packages, types, functions,

@@ -290,7 +290,7 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 			metric{"aifs_page_cache_resident_bytes", "gauge", "Sample bytes aifs estimates in the page cache.", uint64(pc.ResidentBytes)},
 			metric{"aifs_page_cache_drops_total", "counter", "Samples dropped from the page cache after their read.", pc.Drops},
 			metric{"aifs_page_cache_pushes_refused_total", "counter", "Pushes into the page cache refused: outside the subset, past the window.", pc.PushesRefused},
-			metric{"aifs_page_cache_kernel_dropped_total", "counter", "READs of samples aifs believed in the page cache: the kernel dropped them.", pc.KernelDropped})
+			metric{"aifs_page_cache_kernel_evicted_total", "counter", "READs of samples aifs believed in the page cache: the kernel evicted them.", pc.KernelEvicted})
 	}
 	for _, m := range ms {
 		p.header(m.name, m.kind, m.help)

@@ -63,7 +63,7 @@ func subsetEpochs(t *testing.T, wrap []string, mnt, want string, epochs, jobs in
 		n := st.Ops["read"].Count - reads
 		reads = st.Ops["read"].Count
 		t.Logf("epoch %d: %d READs for %d files; budget %d (%s), subset %.3f, resident %d, drops %d, refused %d, kernel dropped %d; previous epoch found %d in the page cache",
-			e, n, st.Files, pc.BudgetBytes, pc.Source, pc.SubsetFraction, pc.ResidentBytes, pc.Drops, pc.PushesRefused, pc.KernelDropped, st.Epoch.PreviousUnseen)
+			e, n, st.Files, pc.BudgetBytes, pc.Source, pc.SubsetFraction, pc.ResidentBytes, pc.Drops, pc.PushesRefused, pc.KernelEvicted, st.Epoch.PreviousUnseen)
 		if subset && st.Epoch.Number != e {
 			t.Errorf("epoch %d: the stats say epoch %d", e, st.Epoch.Number)
 		}

@@ -109,7 +109,7 @@ func shuffled(ids []layout.ID, seed uint64) []layout.ID {
 }
 
 // TestPlannerPushed: a sample Pushed into the page cache counts as read; a READ of it
-// later in the epoch (the kernel dropped its pages first) does not start the next epoch, and
+// later in the epoch (the kernel evicted its pages first) does not start the next epoch, and
 // in the next epoch a second read of anything does.
 func TestPlannerPushed(t *testing.T) {
 	cat := newCatalog(1000, 10, 100<<10, 1<<30)

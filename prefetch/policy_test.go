@@ -159,7 +159,7 @@ func TestPolicyReplay(t *testing.T) {
 			// Residency), and it is not a new epoch.
 			{read: []layout.ID{3}, want: ""},
 		})
-		if n := r.p.res.Stats().KernelDropped; n != 1 {
+		if n := r.p.res.Stats().KernelEvicted; n != 1 {
 			t.Errorf("%d READs of samples believed in the page cache, want 1", n)
 		}
 		if epoch, _, _ := r.p.planner.Epoch(); epoch != 1 {

@@ -29,7 +29,7 @@ import (
 //     plan) or its time; the subset stays. A budget that falls drops the subset's top ranks.
 //
 // What it believes resident is an estimate: the kernel may evict pages on its own (memory
-// pressure). A READ of a sample it believes resident says so (KernelDropped), and the sample
+// pressure). A READ of a sample it believes resident says so (KernelEvicted), and the sample
 // is counted afresh.
 type Residency struct {
 	cat      Catalog
@@ -350,13 +350,13 @@ type ResidencyStats struct {
 	WindowBytes   int64 `json:"window_bytes"`
 	// Drops counts the samples dropped from the page cache (NOTIFY_INVAL_INODE); PushesRefused
 	// the pushes (read-ahead, chunk reads) left out because they did not fit the window;
-	// KernelDropped the READs of samples believed resident, pushed or read before: the kernel
+	// KernelEvicted the READs of samples believed resident, pushed or read before: the kernel
 	// evicted their pages itself (memory pressure, drop_caches). It is the one count of that
 	// fact; a large share of the samples pushed says that the page cache cannot hold what is
 	// pushed ahead (push_chunks=off).
 	Drops         uint64 `json:"drops"`
 	PushesRefused uint64 `json:"pushes_refused"`
-	KernelDropped uint64 `json:"kernel_dropped"`
+	KernelEvicted uint64 `json:"kernel_evicted"`
 	// ChunkReads counts the background reads of chunks.go (Options.ChunkReads), and
 	// ChunkSamples the samples they pushed into the page cache.
 	ChunkReads   uint64 `json:"chunk_reads"`
@@ -367,7 +367,7 @@ type ResidencyStats struct {
 func (r *Residency) Stats() ResidencyStats {
 	s := ResidencyStats{BudgetBytes: r.budget, DatasetBytes: r.data, ScopeBytes: r.scope, Fits: r.fits, SubsetFraction: 1,
 		ResidentBytes: r.residentBytes, SubsetBytes: r.subsetBytes, WindowBytes: r.transientBytes,
-		Drops: r.drops, PushesRefused: r.refused, KernelDropped: r.kernelEvicted}
+		Drops: r.drops, PushesRefused: r.refused, KernelEvicted: r.kernelEvicted}
 	if !r.fits {
 		s.SubsetFraction = float64(r.fraction) / (1 << 64)
 	}

@@ -126,7 +126,7 @@ func TestResidencySubset(t *testing.T) {
 		t.Errorf("the page cache held %d bytes after a tick, over the %d-byte budget", pc.peak, budget)
 	}
 	st = pc.r.Stats()
-	if st.KernelDropped != 0 || st.SubsetBytes != int64(subset)*size || st.ResidentBytes != pc.inBytes {
+	if st.KernelEvicted != 0 || st.SubsetBytes != int64(subset)*size || st.ResidentBytes != pc.inBytes {
 		t.Errorf("stats %+v; %d subset samples, %d bytes in the page cache", st, subset, pc.inBytes)
 	}
 }
@@ -223,7 +223,7 @@ func TestResidencyReadDropped(t *testing.T) {
 	if drop := r.Tick(nil, nil, nil); len(drop) != 1 || drop[0] != out {
 		t.Fatalf("dropped %v, want [%d]", drop, out)
 	}
-	if st := r.Stats(); st.Drops != 1 || st.KernelDropped != 1 || st.ResidentBytes != 0 || st.WindowBytes != 0 {
+	if st := r.Stats(); st.Drops != 1 || st.KernelEvicted != 1 || st.ResidentBytes != 0 || st.WindowBytes != 0 {
 		t.Errorf("stats %+v", st)
 	}
 }

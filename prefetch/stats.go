@@ -45,11 +45,11 @@ type BackendStats struct {
 	Corrupt uint64 `json:"corrupt"`
 }
 
-// PrefetchStats count read-ahead: samples queued and shed (Dropped: queue or budget full), bytes
+// PrefetchStats count read-ahead: samples queued and shed (Shed: queue or budget full), bytes
 // held now, and bytes later read (used) or let go unread (wasted).
 type PrefetchStats struct {
 	Issued      uint64 `json:"issued"`
-	Dropped     uint64 `json:"dropped"`
+	Shed        uint64 `json:"shed"`
 	HeldBytes   int64  `json:"held_bytes"`
 	UsedBytes   uint64 `json:"used_bytes"`
 	WastedBytes uint64 `json:"wasted_bytes"`
@@ -77,7 +77,7 @@ func (l *Loader) Stats() Stats {
 		Cache: CacheStats{Hits: st.hits.Load(), Misses: st.misses.Load(), Shared: st.waits.Load(),
 			KeptBytes: l.mem.keptBytes.Load(), BudgetBytes: l.opt.CacheBytes},
 		Backend: BackendStats{Reads: st.backendReads.Load(), Bytes: st.backendBytes.Load(), Corrupt: st.corrupt.Load()},
-		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Dropped: st.aheadShed.Load(),
+		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Shed: st.aheadShed.Load(),
 			HeldBytes: l.mem.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
 			QueueDepth: l.queue.depth(), PlanErrors: st.planWriteError.Load(), Stored: st.pushedAhead.Load(),
 			Arrived: st.pushedArrived.Load()},

@@ -67,8 +67,8 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	}
 	fmt.Fprintln(w)
 	p := s.Prefetch
-	fmt.Fprintf(w, "read-ahead    %d samples queued, %d dropped, %d stored in the page cache; %s held, %s used, %s wasted\n",
-		p.Issued, p.Dropped, p.Stored, human.Bytes(p.HeldBytes), human.Bytes(int64(p.UsedBytes)), human.Bytes(int64(p.WastedBytes)))
+	fmt.Fprintf(w, "read-ahead    %d samples queued, %d shed, %d stored in the page cache; %s held, %s used, %s wasted\n",
+		p.Issued, p.Shed, p.Stored, human.Bytes(p.HeldBytes), human.Bytes(int64(p.UsedBytes)), human.Bytes(int64(p.WastedBytes)))
 	if p.Arrived > 0 {
 		fmt.Fprintf(w, "push_chunks   %d samples put in the page cache as their chunk arrived from S3\n", p.Arrived)
 	}
@@ -79,10 +79,10 @@ func printStats(w io.Writer, s fs.Snapshot) {
 			what = "the " + human.Bytes(pc.ScopeBytes) + " the plans name"
 		}
 		if pc.Fits {
-			fmt.Fprintf(w, "%s fits, %s resident; %d dropped by the kernel\n", what, human.Bytes(pc.ResidentBytes), pc.KernelDropped)
+			fmt.Fprintf(w, "%s fits, %s resident; %d evicted by the kernel\n", what, human.Bytes(pc.ResidentBytes), pc.KernelEvicted)
 		} else {
-			fmt.Fprintf(w, "a subset of %.0f%% of %s kept, %s resident (%s of the subset); %d dropped, %d pushes refused, %d dropped by the kernel\n",
-				100*pc.SubsetFraction, what, human.Bytes(pc.ResidentBytes), human.Bytes(pc.SubsetBytes), pc.Drops, pc.PushesRefused, pc.KernelDropped)
+			fmt.Fprintf(w, "a subset of %.0f%% of %s kept, %s resident (%s of the subset); %d dropped, %d pushes refused, %d evicted by the kernel\n",
+				100*pc.SubsetFraction, what, human.Bytes(pc.ResidentBytes), human.Bytes(pc.SubsetBytes), pc.Drops, pc.PushesRefused, pc.KernelEvicted)
 		}
 		if pc.ChunkReads > 0 {
 			fmt.Fprintf(w, "chunk reads   %d, %d samples put in the page cache\n", pc.ChunkReads, pc.ChunkSamples)
