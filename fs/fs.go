@@ -184,9 +184,8 @@ func (f *FS) push(id layout.ID, off int64, data []byte) bool {
 // READs come (one in the last dropIdle), it opens the file through the mount and advises
 // POSIX_FADV_DONTNEED, which drops its clean pages and nothing else. NOTIFY_INVAL_INODE, the
 // FUSE way, also makes the kernel forget the file's attributes, so that its next read (a
-// buffered reader reads past the end) costs a GETATTR: with it, 8 readers in a memory cgroup
-// of half the dataset sent 11,465 GETATTRs in 5 epochs of 4,000 files and read 0.92× as fast,
-// and on 10,000 files 0.85-0.94× ext4 where fadvise read 1.00-1.10× (docs/prefetch.md). But an open file keeps the mount busy, so on a
+// buffered reader reads past the end) costs a GETATTR and the reads are slower
+// (docs/bench/edges-notes.md, "Dropping pages"). But an open file keeps the mount busy, so on a
 // mount with no READ lately (a user may be unmounting it) drop uses NOTIFY_INVAL_INODE, as it
 // does where the open fails; the GETATTR then falls on a read that is not coming soon. drop
 // never runs on a READ's path: the kernel locks the pages to drop them, and waits for a READ

@@ -17,33 +17,22 @@ const (
 // pooled so a READ allocates nothing.
 
 // Pooled buffers come in size classes, so that a 112 KiB sample does not pin a 4 MiB buffer.
-// Each starts at a bufAlign-aligned address and is returned to the pool of its class. (Classes
-// of 256 and 512 KiB as well were tried, for samples held in a memory cgroup: the daemon's
-// settled heap in the soak test grew by up to 1 MB more, and the page cache's policy now lets
-// go of read-ahead it cannot push rather than hold it.)
+// Each starts at a bufAlign-aligned address and is returned to the pool of its class.
 //
 // The memory of the classes up to slabBytes comes from slabs of slabBytes (slab_linux.go): on
 // Linux mapped outside the Go heap, aligned to huge pages and advised for transparent huge
 // pages (MADV_HUGEPAGE), each cut into buffers of one class. Every byte a read lends is pinned
 // twice by the kernel: by the O_DIRECT read that fills it, and by the FUSE write (a READ's
 // reply, a push into the page cache) that copies it out, which pins the source one 4 KiB page
-// per call. On 4 KiB pages
-// that pinning was 15% of the daemon's CPU in a cold epoch at 8 readers (docs/bench/README.md,
-// "Where a cold epoch's time goes"); in huge pages the page walk stops a level up and the
-// copies miss the TLB less. By hand against the build before, cold epochs in turn with ext4
-// (the 2-core VM, 10,000 JPEGs): 1.14× as fast at 8 readers (8 passes, 0.99-1.20), 1.07× at 32
-// and at 1 reader (6 passes each); 8 readers in a memory cgroup of half the set, 1.09× (5
-// epochs), the daemon's RSS 44-50 MB against 47-55 (docs/bench/README.md, run 8).
+// per call; in huge pages the page walk stops a level up and the copies miss the TLB less.
 // A buffer the pool lets go (sync.Pool drops what a GC cycle found unused) is unmapped when the
 // GC collects it, so the daemon's memory still falls after a burst of reads, as the Go heap's
 // would.
 //
 // A slab is one huge page, resident whole once a buffer in it is touched, so each class costs
-// 2 MiB at least. Slabs of 4 MiB, with the 4 MiB class in them too, had cost the daemon 18 MB
-// more than the Go heap's buffers (anonymous memory 36 MB against 18, 24 MB of it huge pages,
-// after one cold epoch of 400 JPEGs in a memory cgroup of 128 MiB), enough for the OOM killer in
-// one of 64 MiB. The 4 MiB class, for samples over 1 MiB (chunk reads are 1 MiB), comes from the
-// Go heap.
+// 2 MiB at least; the 4 MiB class, for samples over 1 MiB (chunk reads are 1 MiB), comes from
+// the Go heap, as larger slabs cost too much memory in a small cgroup. The measurements behind
+// the classes and the slabs: docs/bench/edges-notes.md, "Pooled buffers".
 var (
 	classes = [...]int{128 << 10, 1 << 20, maxChunk}
 	pools   [len(classes)]sync.Pool // of *buffer

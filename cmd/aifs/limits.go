@@ -18,9 +18,9 @@ import (
 // setMemoryLimit gives the Go runtime a soft memory limit: the index, the sample cache and
 // 256 MiB for everything else (buffers, requests), or 9/10 of this process's memory cgroup
 // limit if that is lower; in a memory cgroup, it also collects more often (GOGC=25, unless
-// GOGC is set). Without one the heap may grow to twice the live cache before a
-// collection, and a daemon in a memory cgroup is killed (it was, in a cgroup of half a 1.1 GB
-// dataset with cache_size at 3/4 of the limit).
+// GOGC is set). Without one the heap may grow to twice the live cache before a collection,
+// and a daemon in a memory cgroup can be killed (docs/bench/edges-notes.md, "The daemon's
+// memory in a memory cgroup").
 func setMemoryLimit(log *zap.Logger, indexBytes int64, cacheSize int64) {
 	if cacheSize <= 0 {
 		cacheSize = prefetch.DefaultCacheBytes
@@ -38,8 +38,7 @@ func setMemoryLimit(log *zap.Logger, indexBytes int64, cacheSize int64) {
 	if cg > 0 && os.Getenv("GOGC") == "" {
 		// In a memory cgroup the daemon's heap comes out of the page cache's budget
 		// (page_cache=auto subtracts it), so the heap is collected at 1.25 times its live
-		// bytes, not 2: in a cgroup of half a 1.1 GB set with 8 readers, the daemon's RSS
-		// went from 93 to 68 MB and the budget grew by 23 MB, with no more daemon CPU seen.
+		// bytes, not 2: a smaller RSS, a larger budget, no more CPU seen.
 		debug.SetGCPercent(25)
 	}
 }
@@ -48,8 +47,8 @@ func setMemoryLimit(log *zap.Logger, indexBytes int64, cacheSize int64) {
 // cgroup limited to cg bytes (0: none) with a limit below 8 GiB, 1/8 of the limit with
 // kernel_cache=on (aifs then holds only read-ahead, and the page cache needs the memory) and
 // 1/2 with kernel_cache=off (aifs's memory is then the only cache): the daemon's heap comes out
-// of the page cache's budget (page_cache=auto). In a cgroup of half a 1.1 GB dataset with 8
-// readers the daemon's peak RSS went from 100 to 88 MB and the subset from 0.352 to 0.365.
+// of the page cache's budget (page_cache=auto), which the smaller cache leaves larger
+// (docs/bench/edges-notes.md).
 func (c *mountConfig) memCacheFor(log *zap.Logger, cg int64) int64 {
 	if c.memCache > 0 || cg <= 0 {
 		return c.memCache
