@@ -165,10 +165,6 @@ const (
 	maxIndexSize = 4 << 30
 )
 
-// instanceRoleEndpoint is the EC2/ECS metadata endpoint of the instance-role credentials, ""
-// for minio-go's default. Tests point it at a local server.
-var instanceRoleEndpoint = ""
-
 // Stats are a Backend's counters since New.
 type Stats struct {
 	Requests int64 `json:"requests"` // HTTP requests sent: every attempt, uploads' included
@@ -331,7 +327,9 @@ func (b *Backend) credentials(ctx context.Context, profile string) (*credentials
 	if v, err := file.RetrieveWithCredContext(cc); err == nil && v.AccessKeyID != "" && v.SecretAccessKey != "" {
 		return credentials.New(file), "shared credentials file"
 	}
-	role := &credentials.IAM{Client: direct, Endpoint: instanceRoleEndpoint}
+	// The instance metadata endpoint: $AWS_EC2_METADATA_SERVICE_ENDPOINT, as the AWS SDKs read
+	// it, else minio-go's default (http://169.254.169.254).
+	role := &credentials.IAM{Client: direct, Endpoint: os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT")}
 	if v, err := role.RetrieveWithCredContext(cc); err == nil && v.AccessKeyID != "" {
 		return credentials.New(role), "instance role"
 	}

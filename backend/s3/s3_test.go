@@ -30,7 +30,8 @@ import (
 )
 
 // metadata is the fake EC2 instance metadata service that every test's instance-role lookup goes
-// to (TestMain points instanceRoleEndpoint at it), so that no test reaches 169.254.169.254.
+// to (TestMain points AWS_EC2_METADATA_SERVICE_ENDPOINT at it), so that no test reaches
+// 169.254.169.254.
 var metadata fakeMetadata
 
 func TestMain(m *testing.M) {
@@ -46,7 +47,7 @@ func TestMain(m *testing.M) {
 	os.Setenv("AWS_CONFIG_FILE", "/nonexistent/aifs-test/config")
 	os.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
 	srv := httptest.NewServer(&metadata)
-	instanceRoleEndpoint = srv.URL
+	os.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", srv.URL)
 	code := m.Run()
 	srv.Close()
 	os.Exit(code)
