@@ -169,9 +169,9 @@ func (r *fileReader) readFile(path string, drop bool) (int, error) {
 // keeps all, 0 none.
 func keptFiles(paths []string, fraction float64) []bool {
 	kept := make([]bool, len(paths))
+	threshold := subset.Of(fraction)
 	for i, p := range paths {
-		// fraction × 2^64 does not fit a uint64 at 1; below 1 it rounds to at most 2^64 - 2^11.
-		kept[i] = fraction >= 1 || pathRank(p) < uint64(fraction*0x1p64)
+		kept[i] = fraction >= 1 || pathRank(p) < threshold // at 1 even the rank 2^64-1
 	}
 	return kept
 }
