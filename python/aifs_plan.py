@@ -162,7 +162,7 @@ class DistributedSampler(Sampler):
       ranks that share a host name, found by a collective call, so every rank must build the
       sampler; else 1). Rank r is local rank r % local_world_size of node r //
       local_world_size, as torchrun numbers them (a LOCAL_RANK that disagrees warns).
-    - The samples, in pack order (their place in the shards, read once from the mount's
+    - The samples, in extent order (their place in the shards, read once from the mount's
       `.aifs/locations`; off an aifs mount, or for a dataset without `.samples`, their index
       order), are cut into one contiguous range per node, of equal size (±1). A cut may fall
       inside a shard; it then costs one chunk (4 MiB) fetched by both nodes.
@@ -215,12 +215,12 @@ class DistributedSampler(Sampler):
             self.num_samples = -(-n // num_replicas)
         self.total_size = self.num_samples * num_replicas
         self._plan = _PlanWriter(dataset, root)
-        self._order = pack_order(dataset, self._plan)
+        self._order = extent_order(dataset, self._plan)
         self._bounds = [n * k // self.nodes for k in range(self.nodes + 1)]
 
     def node_range(self, epoch=None):
         """Returns the dataset indices of the range this rank's node reads in `epoch` (default:
-        the current one), in pack order."""
+        the current one), in extent order."""
         epoch = self.epoch if epoch is None else epoch
         node = self.node
         if self.rotate_every:
@@ -269,7 +269,7 @@ def _local_world_size(world, rank):
     return 1
 
 
-def pack_order(dataset, plan=None):
+def extent_order(dataset, plan=None):
     """Returns the indices of `dataset` sorted by where their samples lie in the shard set
     (shard, then offset); its index order where `sample_places` knows none."""
     places = sample_places(dataset, plan)

@@ -377,7 +377,7 @@ class DistributedSamplerTest(unittest.TestCase):
             index_of = {p: i for i, (p, _) in enumerate(dataset.samples)}
             with mock.patch.object(aifs_plan.aifs_direct, "inodes", lambda paths: [index_of[p] + 2 for p in paths]), \
                     mock.patch.object(aifs_plan, "send_plan", write_pieces):
-                self.assertEqual(aifs_plan.pack_order(dataset), list(range(n - 1, -1, -1)))
+                self.assertEqual(aifs_plan.extent_order(dataset), list(range(n - 1, -1, -1)))
                 s = aifs_plan.DistributedSampler(dataset, num_replicas=2, rank=0, local_world_size=1)
                 order = list(s)
                 self.assertEqual(sorted(order), list(range(n // 2, n)))
@@ -386,7 +386,7 @@ class DistributedSamplerTest(unittest.TestCase):
             with open(os.path.join(mount, ".aifs", "locations"), "wb") as f:
                 f.write(b"not a locations file" * 5)
             with self.assertWarnsRegex(UserWarning, "locations"):
-                self.assertEqual(aifs_plan.pack_order(dataset), list(range(n)))
+                self.assertEqual(aifs_plan.extent_order(dataset), list(range(n)))
 
 
 def write_locations(path, records):
