@@ -6,49 +6,39 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// writeTree creates the files (relative path → content) under a new temporary directory.
-func writeTree(t *testing.T, files map[string]string) string {
+// classTree writes n small files in two class directories under a new temporary directory,
+// file i holding "sample i" with the changed files' contents prefixed by "X", and returns it.
+// (The bench package's own tests read trees of every shape; these test the command.)
+func classTree(t *testing.T, n int, changed ...int) string {
 	t.Helper()
 	root := t.TempDir()
-	for rel, content := range files {
-		path := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	for i := range n {
+		dir := filepath.Join(root, fmt.Sprintf("class-%d", i%2))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		content := fmt.Sprintf("sample %d", i)
+		if slices.Contains(changed, i) {
+			content = "X" + content
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("img-%03d.JPEG", i)), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return root
 }
 
-// sampleTree returns n files in a few class directories with distinct contents of varied sizes:
-// an empty file, pairs of equal sizes, and one larger than a reader's first buffer.
-func sampleTree(n int) map[string]string {
-	files := make(map[string]string, n)
-	for i := range n {
-		size := (i / 2) * 37 // files 2k and 2k+1 have the same size
-		if i == 7 {
-			size = 700 << 10
-		}
-		content := strings.Repeat(fmt.Sprintf("%d,", i), size/2+1)[:size]
-		files[fmt.Sprintf("class-%d/img-%03d.JPEG", i%4, i)] = content
-	}
-	return files
-}
-
 func TestBenchJSON(t *testing.T) {
-	files := sampleTree(20)
-	a, b := writeTree(t, files), writeTree(t, files)
+	a, b := classTree(t, 20), classTree(t, 20)
 	var out bytes.Buffer
 	if code := benchMain(t.Context(), []string{"--json", "--epochs", "3", "-j", "2", "--limit", "5", a, b}, &out); code != exitOK {
 		t.Fatalf("exit status %d:\n%s", code, out.String())
@@ -100,10 +90,7 @@ func TestBenchJSON(t *testing.T) {
 // TestBenchExitStatus: the exit status says what happened: digests differ (1), interrupted (130),
 // a bad flag (2).
 func TestBenchExitStatus(t *testing.T) {
-	files := sampleTree(12)
-	changed := maps.Clone(files)
-	changed["class-3/img-011.JPEG"] = "X" + files["class-3/img-011.JPEG"][1:]
-	a, c := writeTree(t, files), writeTree(t, changed)
+	a, c := classTree(t, 12), classTree(t, 12, 11)
 	if code := benchMain(t.Context(), []string{a, c}, io.Discard); code != exitFailure {
 		t.Errorf("exit status %d with differing digests, want %d", code, exitFailure)
 	}
