@@ -237,9 +237,8 @@ const (
 // rename's; and every commit flushes the device's write cache before its commit record. The
 // page-cache fallback of ext4 for files it cannot write directly (encryption without inline
 // crypto) keeps the order too, except under data=writeback. Each fdatasync forces a journal
-// commit and a cache flush of its own: in a cold epoch over S3 at 32 readers without latency
-// the disk cache's writers then fell behind, turning chunks away (read through), and skipping
-// it ran the epoch 1.12-1.21× as fast (docs/s3.md, "Writes").
+// commit and a cache flush of its own, which the disk cache's writers cannot afford
+// (docs/bench/edges-notes.md, "Writes without fdatasync"; docs/s3.md, "Writes").
 func journalOrdersDirect(f *os.File) bool {
 	var st syscall.Statfs_t
 	if err := syscall.Fstatfs(int(f.Fd()), &st); err != nil {
