@@ -53,13 +53,17 @@ func (f *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status
 	return f.refuse()
 }
 
-// Files have no extended attributes, answered as a native file system without any answers:
-// LISTXATTR an empty list, GETXATTR ENODATA ("No data available"), so that getfattr -d and
-// tar --xattrs are silent. ENOSYS would make the kernel answer EOPNOTSUPP, which they report.
+// Files have no extended attributes. GETXATTR is answered ENOSYS, once: the kernel then stops
+// sending it for the mount's life (no_getxattr) and answers getxattr(2) EOPNOTSUPP itself, so
+// ls -l (two lookups an entry: security.selinux, system.posix_acl_access) and cp -a cost no
+// round trip; ENODATA, a native file system's answer, the kernel never remembers, and it cost
+// ls -lR 5-9× ext4 (docs/bench/edges-notes.md, "Extended attributes"). LISTXATTR stays an empty
+// list, as a native file system without any answers, so that getfattr -d, tar --xattrs and
+// cp -a, which list first, stay silent; only getfattr -n NAME says "Operation not supported".
 
 func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
-	f.stats.done(opXattr, f.stats.start(), fuse.OK) // ENODATA is the answer, not a failure
-	return 0, fuse.ENODATA
+	f.stats.done(opXattr, f.stats.start(), fuse.OK) // the answer, not a failure
+	return 0, fuse.ENOSYS
 }
 func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
 	f.stats.done(opXattr, f.stats.start(), fuse.OK)

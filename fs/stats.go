@@ -35,7 +35,7 @@ const (
 	opStatFs
 	opWrite // every request that would modify the tree; all get EROFS
 	opPlan  // pieces of plans (ioctls of the plan file)
-	opXattr // GETXATTR and LISTXATTR: there are none (ENODATA, an empty list)
+	opXattr // GETXATTR and LISTXATTR: there are none (ENOSYS, an empty list)
 	opOther // requests aifs does not implement (locks, lseek, ...); all get ENOSYS
 	numOps
 )

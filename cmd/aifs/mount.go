@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 )
 
 const mountHelp = `
@@ -60,7 +63,8 @@ Mount options (-o, comma-separated, repeatable):
   log_level=L, log_file=F, metrics_addr=A   the same as the flags below
   Generic options (ro, rw, defaults, nofail, _netdev, noatime, x-..., ...) are accepted and
   ignored: the kernel mount is always read-only, so no open for writing, writable shared
-  mapping or truncate succeeds, for any user, root included (EROFS).
+  mapping or truncate succeeds, for any user, root included (EROFS). remount is refused:
+  unmount and mount again to change options. An unknown option is an error of one line.
 
 The statistics of a live mount are in MOUNTPOINT/.aifs/stats (JSON; the directory is never
 listed) and 'aifs stats MOUNTPOINT' prints them. MOUNTPOINT/.aifs/plan takes the coming order
@@ -78,6 +82,11 @@ docs/s3.md has the details.` + s3Help
 
 func runMount(ctx context.Context, args []string) int {
 	c, flags, err := parseMount(args)
+	var bad optionError
+	if errors.As(err, &bad) {
+		fmt.Fprintf(os.Stderr, "aifs mount: %v ('aifs mount --help' lists the options)\n", err)
+		return exitUsage
+	}
 	if err != nil {
 		return argsError(flags, err)
 	}
@@ -91,7 +100,8 @@ func runMount(ctx context.Context, args []string) int {
 }
 
 // runMountHelper runs aifs as mount(8) runs /sbin/mount.fuse.aifs: SRC MOUNTPOINT [-sfnv]
-// [-o options]. There -f means "fake" (do nothing) and the others are ignored.
+// [-o options]. There -f means "fake" (do nothing) and the others are ignored. A usage error
+// exits with mount(8)'s status for an incorrect invocation, 1.
 func runMountHelper(ctx context.Context, args []string) int {
 	var rest []string
 	for i := 0; i < len(args); i++ {
@@ -105,5 +115,8 @@ func runMountHelper(ctx context.Context, args []string) int {
 			rest = append(rest, a)
 		}
 	}
-	return runMount(ctx, rest)
+	if code := runMount(ctx, rest); code != exitUsage {
+		return code
+	}
+	return exitFailure
 }

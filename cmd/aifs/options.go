@@ -77,7 +77,7 @@ func parseMount(args []string) (mountConfig, *flag.FlagSet, error) {
 	c.src, c.mountpoint = pos[0], pos[1]
 	flags.Visit(func(f *flag.Flag) { c.cacheSizeSet = c.cacheSizeSet || f.Name == "cache-size" })
 	if err := c.applyOptions(opts); err != nil {
-		return mountConfig{}, flags, err
+		return mountConfig{}, flags, optionError{err}
 	}
 	if err := c.check(); err != nil {
 		return mountConfig{}, flags, err
@@ -98,6 +98,16 @@ func (c *mountConfig) check() error {
 	}
 	return nil
 }
+
+// optionError is an unknown or malformed -o option: runMount reports it in one line, without
+// the usage (which lists the options), as mount(8) users expect.
+type optionError struct{ err error }
+
+func (e optionError) Error() string { return e.err.Error() }
+func (e optionError) Unwrap() error { return e.err }
+
+// errRemount answers -o remount (mount -o remount,... MOUNTPOINT, through mount(8)).
+var errRemount = errors.New("aifs mounts are always read-only and cannot be remounted (-o remount): unmount and mount again to change options")
 
 // applyOptions interprets -o options, in order (a later one overrides an earlier one). It
 // fails on the first unknown or malformed option.
@@ -157,6 +167,8 @@ func (c *mountConfig) applyOptions(opts []string) error {
 				c.logFile = val
 			case key == "metrics_addr" && hasVal:
 				c.metricsAddr = val
+			case key == "remount":
+				return errRemount
 			case genericMountOption(key):
 			default:
 				if known, err := c.s3.set(key, val); known {

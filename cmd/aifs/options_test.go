@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"flag"
+	"io"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,6 +36,7 @@ func TestParseMount(t *testing.T) {
 		{args: "-o allow_other=1", err: "unknown mount option"},
 		{args: "-o ro", want: nil}, // the kernel mount is always read-only
 		{args: "-o ro,rw", want: nil},
+		{args: "-o remount,rw", err: "cannot be remounted"},
 		{args: "-o plans=off", want: func(c *mountConfig) { c.noPlans = true }},
 		{args: "-o plans=off,plans=on", want: nil},
 		{args: "-o plans=no", err: `unknown mount option "plans=no"`},
@@ -117,4 +120,50 @@ func TestParseMountOrder(t *testing.T) {
 	if _, _, err := parseMount([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("--help: %v, want flag.ErrHelp", err)
 	}
+}
+
+// TestMountOptionError: an unknown or malformed -o option, and -o remount (mount -o remount
+// through mount(8)), are one line on stderr naming the option, not the usage, with status 2
+// from aifs mount and 1 (an incorrect invocation) from the mount(8) helper.
+func TestMountOptionError(t *testing.T) {
+	for _, tc := range []struct {
+		helper bool
+		args   []string
+		code   int
+		want   string
+	}{
+		{false, []string{"SRC", "MNT", "-o", "frobnicate"}, exitUsage, `unknown mount option "frobnicate"`},
+		{false, []string{"SRC", "MNT", "-o", "mem_cache=lots"}, exitUsage, `invalid mem_cache="lots"`},
+		{true, []string{"SRC", "MNT", "-o", "remount,rw"}, exitFailure, "cannot be remounted"},
+		{true, []string{"SRC", "MNT", "-o", "frobnicate"}, exitFailure, `unknown mount option "frobnicate"`},
+	} {
+		var code int
+		out := captureStderr(t, func() {
+			if tc.helper {
+				code = runMountHelper(t.Context(), tc.args)
+			} else {
+				code = runMount(t.Context(), tc.args)
+			}
+		})
+		if code != tc.code || strings.Count(out, "\n") != 1 || !strings.Contains(out, tc.want) {
+			t.Errorf("%v (helper %v): status %d, stderr %q; want %d and one line with %q", tc.args, tc.helper, code, out, tc.code, tc.want)
+		}
+	}
+}
+
+// captureStderr returns what fn writes to os.Stderr.
+func captureStderr(t *testing.T, fn func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = w
+	done := make(chan []byte)
+	go func() { b, _ := io.ReadAll(r); done <- b }()
+	fn()
+	os.Stderr = saved
+	w.Close()
+	return string(<-done)
 }
