@@ -39,6 +39,11 @@ func (x *tarPAX) parse(p []byte, global bool) error {
 			if x.mtime, ok = paxTime(string(val)); len(val) > 0 && !ok {
 				return fmt.Errorf("PAX mtime %q is not a time", val)
 			}
+		case "GNU.sparse.name": // GNU tar's PAX sparse formats 0.1 and 1.0 keep the file's name here
+			if global {
+				continue
+			}
+			bit, x.sparse, x.sparseName = paxSparseName, true, string(val)
 		default:
 			x.sparse = x.sparse || !global && bytes.HasPrefix(key, []byte("GNU.sparse."))
 			continue

@@ -75,7 +75,7 @@ var tarTypeNames = []string{"file", "hard link", "directory", "symlink", "other"
 // Member is one member as the archive describes it. Directories, links, devices and FIFOs
 // have no data: their Size is 0 whatever their header says, as for archive/tar and tarfile.
 type Member struct {
-	Name     string // PAX "path", else GNU long name ('L'), else ustar prefix + "/" + name; not cleaned
+	Name     string // PAX "GNU.sparse.name", else "path", else GNU long name ('L'), else ustar prefix + "/" + name; not cleaned
 	Linkname string // PAX "linkpath", else GNU long link name ('K'), else the header's linkname
 	Type     Type   // see Type; the type decides whether there is data
 	Mode     uint32 // permission bits only (& 07777)
@@ -92,8 +92,11 @@ type Member struct {
 // and PAX ('x' records apply to the next member, a later 'x' replacing an earlier; 'g' records
 // apply to every later member until a later 'g' overrides or, with an empty value, removes them).
 // 'g', 'x', 'L' and 'K' headers are consumed, not returned; GNU volume labels ('V') are returned
-// as TypeOther. The end is two zero blocks, one zero block followed by the end of the input, or the
-// end of the input at a header boundary; a zero block followed by anything else is an error.
+// as TypeOther. A PAX member with GNU.sparse records is TypeSparse, named by GNU.sparse.name
+// where it has one (GNU tar's sparse formats 0.1 and 1.0 put a placeholder,
+// "./GNUSparseFile.PID/name", in its header). The end is two zero blocks, one zero block
+// followed by the end of the input, or the end of the input at a header boundary; a zero block
+// followed by anything else is an error.
 type Reader struct {
 	r      io.Reader
 	br     *bufio.Reader
@@ -110,12 +113,14 @@ type Reader struct {
 	ext    []byte // extension payloads, reused
 }
 
-// tarPAX holds the PAX records aifs uses; set says which are present.
+// tarPAX holds the PAX records aifs uses; set says which are present. The GNU.sparse records
+// count only in 'x' headers.
 type tarPAX struct {
 	path, linkpath string
+	sparseName     string // GNU.sparse.name: a sparse file's name, the header's being a placeholder
 	size, mtime    int64
 	set            uint8
-	sparse         bool
+	sparse         bool // some GNU.sparse record is present: the member is a sparse file
 }
 
 const (
@@ -123,6 +128,7 @@ const (
 	paxLinkpath
 	paxSize
 	paxMTime
+	paxSparseName
 )
 
 // NewReader returns a reader of the tar in r. If r is an io.Seeker, large skips seek; where
@@ -253,7 +259,9 @@ func (t *Reader) next() (Member, error) {
 		if v, ok := t.local.pick(&t.global, paxSize); ok {
 			m.Size = v.size
 		}
-		if v, ok := t.local.pick(&t.global, paxPath); ok {
+		if t.local.set&paxSparseName != 0 {
+			t.name = append(t.name[:0], t.local.sparseName...)
+		} else if v, ok := t.local.pick(&t.global, paxPath); ok {
 			t.name = append(t.name[:0], v.path...)
 		} else if t.long[0] != "" {
 			t.name = append(t.name[:0], t.long[0]...)

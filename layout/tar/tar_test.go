@@ -290,7 +290,8 @@ func (s *seekCounter) Seek(off int64, whence int) (int64, error) {
 }
 
 // TestTarGNUSparse checks that sparse members, old GNU ones with extension blocks among them,
-// are TypeSparse and that the offsets of the members after them stay exact.
+// are TypeSparse, named by the file's name (not the placeholder that PAX formats 0.1 and 1.0
+// put in the header), and that the offsets of the members after them stay exact.
 func TestTarGNUSparse(t *testing.T) {
 	dir := t.TempDir()
 	f, err := os.Create(filepath.Join(dir, "sparse"))
@@ -318,7 +319,7 @@ func TestTarGNUSparse(t *testing.T) {
 			t.Fatal(err)
 		}
 		ms := readTarMembers(t, bytes.NewReader(archive), archive)
-		if len(ms) != 2 || ms[0].Type != TypeSparse || ms[1].Type != TypeFile || ms[1].Name != "after" ||
+		if len(ms) != 2 || ms[0].Type != TypeSparse || ms[0].Name != "sparse" || ms[1].Type != TypeFile || ms[1].Name != "after" ||
 			!bytes.Equal(archive[ms[1].Offset:ms[1].Offset+ms[1].Size], after) {
 			t.Errorf("%v: members %+v", args, ms)
 		}
@@ -437,6 +438,9 @@ func TestTarCrafted(t *testing.T) {
 			longName + ":file:5@1536 EOF"},
 		{"PAX path beats GNU long name", tarJoin(tarExt('L', "gnu\x00"), tarExt('x', paxRecords("path", "pax")), file("short", ""), end), "pax:file:0@2560 EOF"},
 		{"PAX sparse", tarJoin(tarExt('x', paxRecords("GNU.sparse.major", "1", "GNU.sparse.minor", "0")), file("f", "map"), end), "f:sparse file:3@1536 EOF"},
+		{"PAX sparse name beats path and the header", tarJoin(tarExt('x', paxRecords("path", "./GNUSparseFile.7/long", "GNU.sparse.major", "1",
+			"GNU.sparse.minor", "0", "GNU.sparse.name", "dir/long")), file("./GNUSparseFile.7/f", "map"), end), "dir/long:sparse file:3@1536 EOF"},
+		{"PAX sparse name only in 'x' headers", tarJoin(tarExt('g', paxRecords("GNU.sparse.name", "g")), file("f", ""), end), "f:file:0@1536 EOF"},
 		{"PAX global headers", tarJoin(tarExt('g', paxRecords("path", "same", "mtime", "1.5")), file("a", ""),
 			tarExt('x', paxRecords("path", "own", "mtime", "-2.25")), file("b", ""),
 			tarExt('g', paxRecords("path", "")), file("c", ""), end),
