@@ -182,6 +182,7 @@ type Loader struct {
 	maxFlights   int32        // bound of chunkFlights (maxChunkFlights)
 
 	verified bitset.Atomic // with Verify: the samples over MaxWhole whose checksum matched, one bit each
+	corrupt  bitset.Atomic // with Verify: the samples found not to match their checksum, one bit each
 
 	queue  fetchQueue // l.work, or the tests' (ahead.go)
 	work   workQueue
@@ -243,7 +244,7 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 	l.mem.keepBudget, l.mem.aheadBudget, l.mem.keepFraction = splitMemory(opt.CacheBytes, int64(x.ShardBytes()), opt.KeepRead)
 	l.mem.keepRead, l.mem.stats = opt.KeepRead, &l.stats
 	if opt.Verify {
-		l.verified = bitset.NewAtomic(x.Len())
+		l.verified, l.corrupt = bitset.NewAtomic(x.Len()), bitset.NewAtomic(x.Len())
 	}
 	items := opt.CacheBytes / (32 << 10) // counters for samples of 32 KiB and up
 	cache, err := ristretto.NewCache(&ristretto.Config[uint32, *Sample]{
@@ -395,11 +396,16 @@ func (l *Loader) verify(id layout.ID, e layout.Entry, data []byte) error {
 	return l.check(id, e, layout.Checksum(data))
 }
 
-// check compares sum, the CRC32C of sample id's bytes, with the index's, counting a mismatch.
+// check compares sum, the CRC32C of sample id's bytes, with the index's (Options.Verify). A
+// mismatch counts a corrupt read, and a corrupt sample the first time only: a corrupt sample is
+// never cached, so each READ of it (the kernel retries one that failed) checks it again.
 func (l *Loader) check(id layout.ID, e layout.Entry, sum uint32) error {
 	err := CheckSample(l.x, id, e, sum)
 	if err != nil {
-		l.stats.corrupt.Add(1)
+		l.stats.corruptReads.Add(1)
+		if l.corrupt.Add(uint64(id)) {
+			l.stats.corrupt.Add(1)
+		}
 	}
 	return err
 }

@@ -344,8 +344,9 @@ func TestLoaderArrived(t *testing.T) {
 
 // TestLoaderVerify: with Verify, a sample whose bytes were changed in the shard fails with
 // ErrCorrupt naming its path, whether read on demand or read ahead in a sequential run, is
-// never served or cached, and is counted; every other sample reads right. Without Verify the
-// changed bytes are served (aifs verify finds them).
+// never served or cached, and is counted once however often it is read (each read that failed
+// is counted apart); every other sample reads right. Without Verify the changed bytes are
+// served (aifs verify finds them).
 func TestLoaderVerify(t *testing.T) {
 	x, shards, content := dataset(t, 300, 8<<10)
 	ids := sortedIDs(content)
@@ -372,8 +373,8 @@ func TestLoaderVerify(t *testing.T) {
 			}
 		}
 	}
-	if st := l.Stats(); st.Backend.Corrupt < 4 || st.Prefetch.Issued == 0 {
-		t.Errorf("stats %+v: want 4 or more corrupt samples counted (2 rounds), read-ahead issued", st.Backend)
+	if st := l.Stats(); st.Backend.Corrupt != 2 || st.Backend.CorruptReads < 4 || st.Prefetch.Issued == 0 {
+		t.Errorf("stats %+v: want 2 corrupt samples, 4 or more corrupt reads (2 rounds), read-ahead issued", st.Backend)
 	}
 	plain := newTestLoader(t, x, shards, Options{})
 	id := ids[5]

@@ -11,7 +11,7 @@ type loaderStats struct {
 	planWriteError             atomic.Uint64
 	pushedAhead                atomic.Uint64 // samples read ahead and pushed into the kernel's page cache
 	pushedArrived              atomic.Uint64 // samples pushed into the kernel's page cache by Arrived
-	corrupt                    atomic.Uint64 // samples that failed Options.Verify
+	corrupt, corruptReads      atomic.Uint64 // samples that failed Options.Verify (Loader.corrupt), and the checks that failed
 	chunkReads, chunkSamples   atomic.Uint64 // chunk reads queued, and the samples they pushed
 }
 
@@ -37,12 +37,14 @@ type CacheStats struct {
 }
 
 // BackendStats count the reads sent to the shards (samples over MaxWhole included: each
-// ReadRange, and the reads that verify one), and the samples they returned that failed
-// Options.Verify.
+// ReadRange, and the reads that verify one), the samples that failed Options.Verify, each
+// counted once, and the reads of them that failed it: a corrupt sample is never cached, so
+// each READ of it, a retry of one that failed among them, reads and checks it again.
 type BackendStats struct {
-	Reads   uint64 `json:"reads"`
-	Bytes   uint64 `json:"bytes"`
-	Corrupt uint64 `json:"corrupt"`
+	Reads        uint64 `json:"reads"`
+	Bytes        uint64 `json:"bytes"`
+	Corrupt      uint64 `json:"corrupt"`       // samples
+	CorruptReads uint64 `json:"corrupt_reads"` // reads of them, or chunks holding them, that failed the check
 }
 
 // PrefetchStats count read-ahead: samples queued and shed (Shed: queue or budget full), bytes
@@ -76,7 +78,8 @@ func (l *Loader) Stats() Stats {
 	s := Stats{
 		Cache: CacheStats{Hits: st.hits.Load(), Misses: st.misses.Load(), Shared: st.waits.Load(),
 			KeptBytes: l.mem.keptBytes.Load(), BudgetBytes: l.opt.CacheBytes},
-		Backend: BackendStats{Reads: st.backendReads.Load(), Bytes: st.backendBytes.Load(), Corrupt: st.corrupt.Load()},
+		Backend: BackendStats{Reads: st.backendReads.Load(), Bytes: st.backendBytes.Load(), Corrupt: st.corrupt.Load(),
+			CorruptReads: st.corruptReads.Load()},
 		Prefetch: PrefetchStats{Issued: st.aheadIssued.Load(), Shed: st.aheadShed.Load(),
 			HeldBytes: l.mem.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
 			QueueDepth: l.queue.depth(), PlanErrors: st.planWriteError.Load(), Stored: st.pushedAhead.Load(),

@@ -63,7 +63,7 @@ func printStats(w io.Writer, s fs.Snapshot) {
 		s.Cache.Shared, human.Bytes(s.Cache.KeptBytes), human.Bytes(s.Cache.BudgetBytes))
 	fmt.Fprintf(w, "backend       %d reads, %s", s.Backend.Reads, human.Bytes(int64(s.Backend.Bytes)))
 	if s.Backend.Corrupt > 0 {
-		fmt.Fprintf(w, ", %d corrupt samples (verify=on)", s.Backend.Corrupt)
+		fmt.Fprintf(w, ", %d corrupt samples (verify=on; %d reads of them failed)", s.Backend.Corrupt, s.Backend.CorruptReads)
 	}
 	fmt.Fprintln(w)
 	p := s.Prefetch
