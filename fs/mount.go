@@ -82,5 +82,8 @@ func Mount(f *FS, mountpoint string, opt MountOptions) (*Server, error) {
 		srv.Unmount()
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	go f.guardReadOnly(f.mnt, done) // ends with the server
 	return &Server{srv}, nil
 }

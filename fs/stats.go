@@ -52,6 +52,9 @@ type Stats struct {
 	started time.Time
 	ops     [numOps]opStats
 	bytes   atomic.Uint64 // returned by READ, control files included
+	// rwReverted counts the read-write remounts of the mount that aifs made read-only again
+	// (guardReadOnly).
+	rwReverted atomic.Uint64
 }
 
 type opStats struct {
@@ -166,6 +169,9 @@ type Snapshot struct {
 	prefetch.Stats                    // cache, backend, prefetch, epoch, plans
 	Storage        map[string]any     `json:"storage,omitempty"` // Options.Storage, by name
 	Daemon         DaemonStats        `json:"daemon"`
+	// RWRemountsReverted counts the read-write remounts (root's mount -o remount,rw) that the
+	// daemon found and made read-only again at once.
+	RWRemountsReverted uint64 `json:"rw_remounts_reverted"`
 }
 
 // IndexStats say how much of the index has been read: a version 3 index is read and checked
@@ -209,7 +215,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
 		Entries: f.x.Len(), Files: uint64(f.x.Files()), DatasetBytes: f.x.FileBytes(),
 		ReadBytes: s.bytes.Load(), Ops: make(map[string]OpStats, numOps), Stats: f.loader.Stats(),
-		Daemon: daemonStats(),
+		Daemon: daemonStats(), RWRemountsReverted: s.rwReverted.Load(),
 	}
 	snap.Index.Bytes, snap.Index.ReadBytes = f.x.Size()
 	if err := f.x.Err(); err != nil {

@@ -223,6 +223,59 @@ func TestMountReadOnly(t *testing.T) {
 	}
 }
 
+// TestMountRemountRW: root's mount -o remount,rw of a mount is undone by the daemon at once
+// (the superblock is read-only again within a second, counted as rw_remounts_reverted), and an
+// open for writing after it gets EROFS again.
+func TestMountRemountRW(t *testing.T) {
+	set := corruptionSet(t)
+	mnt := mountSet(t, set)
+	file := filepath.Join(mnt, "a", "sample-00.bin")
+	if out, err := exec.Command("mount", "-i", "-o", "remount,rw", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount -o remount,rw: %v: %s", err, out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for superOptions(t, mnt)[0] != "ro" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the mount is still read-write 5 s after the remount: %q", superOptions(t, mnt))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if f, err := os.OpenFile(file, os.O_RDWR, 0); !errors.Is(err, syscall.EROFS) {
+		if err == nil {
+			f.Close()
+		}
+		t.Errorf("open for writing after the remount was undone: %v, want EROFS", err)
+	}
+	if n := readStats(t, mnt).RWRemountsReverted; n != 1 {
+		t.Errorf("rw_remounts_reverted %d, want 1", n)
+	}
+}
+
+// superOptions returns the superblock options of the mount at mnt, from /proc/self/mountinfo.
+func superOptions(t *testing.T, mnt string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[4] != mnt {
+			continue
+		}
+		for i, v := range f {
+			if v == "-" && i+3 < len(f) {
+				opts = strings.Split(f[i+3], ",")
+			}
+		}
+	}
+	if opts == nil {
+		t.Fatalf("%s is not in /proc/self/mountinfo", mnt)
+	}
+	return opts
+}
+
 // TestMountRefusals checks that bad sources and mountpoints get a one-line error, exit status
 // 1, and no mount.
 func TestMountRefusals(t *testing.T) {

@@ -63,7 +63,8 @@ Mount options (-o, comma-separated, repeatable):
   log_level=L, log_file=F, metrics_addr=A   the same as the flags below
   Generic options (ro, rw, defaults, nofail, _netdev, noatime, x-..., ...) are accepted and
   ignored: the kernel mount is always read-only, so no open for writing, writable shared
-  mapping or truncate succeeds, for any user, root included (EROFS). remount is refused:
+  mapping or truncate succeeds, for any user, root included (EROFS); a daemon running as
+  root undoes root's remount,rw at once (README: the window). -o remount is refused:
   unmount and mount again to change options. An unknown option is an error of one line.
 
 The statistics of a live mount are in MOUNTPOINT/.aifs/stats (JSON; the directory is never

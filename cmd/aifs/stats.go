@@ -52,6 +52,9 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	fmt.Fprintf(w, "up            %s (since %s)\n", time.Duration(s.UptimeSeconds*1e9).Round(time.Second).String(), s.Started.Format(time.RFC3339))
 	fmt.Fprintf(w, "kernel cache  %s\n", s.KernelCache)
 	fmt.Fprintf(w, "daemon        %s live Go heap (after %d collections), %d goroutines\n", human.Bytes(int64(s.Daemon.HeapLiveBytes)), s.Daemon.GCCycles, s.Daemon.Goroutines)
+	if s.RWRemountsReverted > 0 {
+		fmt.Fprintf(w, "read-only     %d read-write remounts undone\n", s.RWRemountsReverted)
+	}
 	fmt.Fprintf(w, "dataset       %d files, %s\n", s.Files, human.Bytes(int64(s.DatasetBytes)))
 	fmt.Fprintf(w, "index         %s of %s read (as the tree is used)", human.Bytes(int64(s.Index.ReadBytes)), human.Bytes(int64(s.Index.Bytes)))
 	if s.Index.Error != "" {

@@ -1,0 +1,97 @@
+package fs
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// guardReadOnly keeps the kernel mount at mnt read-only for as long as done is open: root can
+// remount any mount read-write (mount -o remount,rw), and with OPEN answered ENOSYS (no-open
+// mode) aifs would never see the opens for writing that then succeed. It waits for changes of
+// the mount table (POLLPRI on /proc/self/mountinfo, or every pollEvery), and when its mount's
+// superblock is read-write it remounts it read-only at once and counts it (Stats,
+// rw_remounts_reverted). The window between the two is docs/reliability.md's: a file opened for
+// writing in it keeps its descriptor, through which a writable shared mapping can still change
+// the page cache (never the shards: every WRITE is refused). Only root can remount, so only a
+// daemon running as root guards; for others it returns at once.
+func (f *FS) guardReadOnly(mnt string, done <-chan struct{}) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	file, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		f.log.Warn("cannot watch the mount table: a read-write remount would not be reverted", zap.Error(err))
+		return
+	}
+	defer file.Close()
+	id := ""
+	for {
+		table, err := readFrom(file)
+		if err == nil {
+			var rw bool
+			id, rw = superblockRW(table, mnt, id)
+			if rw {
+				f.revertRW(mnt)
+			}
+		}
+		fds := []unix.PollFd{{Fd: int32(file.Fd()), Events: unix.POLLPRI}}
+		unix.Poll(fds, int(pollEvery/time.Millisecond)) // a change, or the time to look at done
+		select {
+		case <-done:
+			return
+		default:
+		}
+	}
+}
+
+// pollEvery bounds how long guardReadOnly takes to see that the server has stopped.
+const pollEvery = 200 * time.Millisecond
+
+// readFrom reads all of file from its start.
+func readFrom(file *os.File) ([]byte, error) {
+	if _, err := file.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(file)
+}
+
+// superblockRW finds, in table (a /proc/self/mountinfo), the mount with ID id (or, with id "",
+// the last aifs mount at mnt: the one just made) and reports its ID and whether its
+// superblock is read-write.
+func superblockRW(table []byte, mnt, id string) (string, bool) {
+	found, rw := "", false
+	for _, line := range bytes.Split(table, []byte{'\n'}) {
+		// ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS ... - FSTYPE SOURCE SUPEROPTIONS
+		f := strings.Fields(string(line))
+		if len(f) < 5 || id != "" && f[0] != id || id == "" && filepath.Clean(unescape.Replace(f[4])) != mnt {
+			continue
+		}
+		for i, v := range f {
+			if v == "-" && i+3 < len(f) && (id != "" || strings.HasPrefix(f[i+1], "fuse")) {
+				found, rw = f[0], strings.HasPrefix(f[i+3], "rw,") || f[i+3] == "rw"
+			}
+		}
+	}
+	if found == "" {
+		return id, false
+	}
+	return found, rw
+}
+
+// unescape undoes the kernel's escapes of a path in /proc/self/mountinfo.
+var unescape = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+
+// revertRW remounts mnt read-only (its superblock), and counts it.
+func (f *FS) revertRW(mnt string) {
+	err := syscall.Mount("", mnt, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, "")
+	f.stats.rwReverted.Add(1)
+	f.log.Warn("the mount was remounted read-write; aifs made it read-only again", zap.String("mountpoint", mnt), zap.Error(err))
+}
