@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -16,7 +15,7 @@ import (
 // guardReadOnly keeps the kernel mount at mnt read-only for as long as done is open: root can
 // remount any mount read-write (mount -o remount,rw), and with OPEN answered ENOSYS (no-open
 // mode) aifs would never see the opens for writing that then succeed. It waits for changes of
-// the mount table (POLLPRI on /proc/self/mountinfo, or every pollEvery), and when its mount's
+// the mount table (POLLPRI on /proc/self/mountinfo), and when its mount's
 // superblock is read-write it remounts it read-only at once and counts it (Stats,
 // rw_remounts_reverted). The window between the two is docs/reliability.md's: a file opened for
 // writing in it keeps its descriptor, through which a writable shared mapping can still change
@@ -32,28 +31,44 @@ func (f *FS) guardReadOnly(mnt string, done <-chan struct{}) {
 		return
 	}
 	defer file.Close()
+	// done closes the pipe's write end, which wakes the poll: no wakeup while nothing changes.
+	stop, stopW, err := os.Pipe()
+	if err != nil {
+		f.log.Warn("cannot watch the mount table: a read-write remount would not be reverted", zap.Error(err))
+		return
+	}
+	defer stop.Close()
+	go func() { <-done; stopW.Close() }()
 	id := ""
 	for {
-		table, err := readFrom(file)
-		if err == nil {
+		if table, err := readFrom(file); err == nil {
 			var rw bool
-			id, rw = superblockRW(table, mnt, id)
-			if rw {
+			if id, rw = superblockRW(table, mnt, id); rw {
 				f.revertRW(mnt)
 			}
 		}
-		fds := []unix.PollFd{{Fd: int32(file.Fd()), Events: unix.POLLPRI}}
-		unix.Poll(fds, int(pollEvery/time.Millisecond)) // a change, or the time to look at done
-		select {
-		case <-done:
+		if !waitMountChange(file, stop) {
 			return
-		default:
 		}
 	}
 }
 
-// pollEvery bounds how long guardReadOnly takes to see that the server has stopped.
-const pollEvery = 200 * time.Millisecond
+// waitMountChange waits until the mount table changes (the kernel flags the open mountinfo
+// file with POLLPRI: the table is read again only then) and returns true, or until stop's
+// writer is closed and returns false.
+func waitMountChange(file, stop *os.File) bool {
+	fds := []unix.PollFd{{Fd: int32(file.Fd()), Events: unix.POLLPRI}, {Fd: int32(stop.Fd()), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, -1)
+		switch {
+		case err == unix.EINTR:
+		case err != nil || fds[1].Revents != 0:
+			return false
+		case n > 0 && fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0:
+			return true
+		}
+	}
+}
 
 // readFrom reads all of file from its start.
 func readFrom(file *os.File) ([]byte, error) {
