@@ -24,7 +24,7 @@
 // The function set by OnArrived is told of each run of chunks fetched, with its bytes, once its readers are
 // woken (fs pushes the other samples in it into the kernel's page cache; docs/s3.md). A fetch
 // reads into a new buffer whose whole huge pages are advised for transparent huge pages
-// (newChunkBuffer, huge_linux.go: half the page faults of a cold epoch).
+// (newChunkBuffer, buffer.go: half the page faults of a cold epoch).
 //
 // Fetched chunks go to disk through a bounded queue served by six writer goroutines
 // (writer.go): a temporary file written with O_DIRECT from aligned buffers (local.WriteFile),
