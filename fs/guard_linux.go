@@ -1,13 +1,12 @@
 package fs
 
 import (
-	"bytes"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 
+	"github.com/aifs/aifs/internal/mountinfo"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
@@ -25,7 +24,7 @@ func (f *FS) guardReadOnly(mnt string, done <-chan struct{}) {
 	if os.Geteuid() != 0 {
 		return
 	}
-	file, err := os.Open("/proc/self/mountinfo")
+	file, err := os.Open(mountinfo.File)
 	if err != nil {
 		f.log.Warn("cannot watch the mount table: a read-write remount would not be reverted", zap.Error(err))
 		return
@@ -78,21 +77,14 @@ func readFrom(file *os.File) ([]byte, error) {
 	return io.ReadAll(file)
 }
 
-// superblockRW finds, in table (a /proc/self/mountinfo), the mount with ID id (or, with id "",
-// the last aifs mount at mnt: the one just made) and reports its ID and whether its
-// superblock is read-write.
+// superblockRW finds, in table (a mountinfo.File), the mount with ID id (or, with id "", the
+// last aifs mount at mnt: the one just made) and reports its ID and whether its superblock is
+// read-write.
 func superblockRW(table []byte, mnt, id string) (string, bool) {
 	found, rw := "", false
-	for _, line := range bytes.Split(table, []byte{'\n'}) {
-		// ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS ... - FSTYPE SOURCE SUPEROPTIONS
-		f := strings.Fields(string(line))
-		if len(f) < 5 || id != "" && f[0] != id || id == "" && filepath.Clean(unescape.Replace(f[4])) != mnt {
-			continue
-		}
-		for i, v := range f {
-			if v == "-" && i+3 < len(f) && (id != "" || strings.HasPrefix(f[i+1], "fuse")) {
-				found, rw = f[0], strings.HasPrefix(f[i+3], "rw,") || f[i+3] == "rw"
-			}
+	for _, m := range mountinfo.Parse(table) {
+		if id != "" && m.ID == id || id == "" && m.Point == mnt && strings.HasPrefix(m.FSType, "fuse") {
+			found, rw = m.ID, !m.ReadOnly()
 		}
 	}
 	if found == "" {
@@ -100,9 +92,6 @@ func superblockRW(table []byte, mnt, id string) (string, bool) {
 	}
 	return found, rw
 }
-
-// unescape undoes the kernel's escapes of a path in /proc/self/mountinfo.
-var unescape = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 
 // revertRW remounts mnt read-only (its superblock), and counts it.
 func (f *FS) revertRW(mnt string) {

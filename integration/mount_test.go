@@ -20,6 +20,7 @@ import (
 	"time"
 
 	aifsfs "github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/internal/mountinfo"
 	"github.com/aifs/aifs/layout"
 )
 
@@ -251,29 +252,14 @@ func TestMountRemountRW(t *testing.T) {
 	}
 }
 
-// superOptions returns the superblock options of the mount at mnt, from /proc/self/mountinfo.
+// superOptions returns the superblock options of the mount at mnt.
 func superOptions(t *testing.T, mnt string) []string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
+	m, ok := mountinfo.At(mnt)
+	if !ok {
+		t.Fatalf("%s is not in %s", mnt, mountinfo.File)
 	}
-	var opts []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 || f[4] != mnt {
-			continue
-		}
-		for i, v := range f {
-			if v == "-" && i+3 < len(f) {
-				opts = strings.Split(f[i+3], ",")
-			}
-		}
-	}
-	if opts == nil {
-		t.Fatalf("%s is not in /proc/self/mountinfo", mnt)
-	}
-	return opts
+	return m.SuperOptions
 }
 
 // TestMountRefusals checks that bad sources and mountpoints get a one-line error, exit status

@@ -8,9 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/aifs/aifs/internal/mountinfo"
 )
 
 // errNotMounted is lazyUnmount's error when nothing is mounted at the path (someone else has
@@ -70,8 +71,8 @@ func checkDir(abs, mountpoint string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("mountpoint: %w", err)
 	}
-	if m, ok := mountAt(abs); ok {
-		return "", fmt.Errorf("%s is already a mount point (%s from %s)", abs, m.fstype, m.source)
+	if m, ok := mountinfo.At(abs); ok {
+		return "", fmt.Errorf("%s is already a mount point (%s from %s)", abs, m.FSType, m.Source)
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
@@ -101,8 +102,8 @@ func checkDir(abs, mountpoint string) (string, error) {
 // read from it any more, and nothing can be lost: it is read-only) and the notice says so;
 // another file system's is refused with the command that clears it.
 func recoverStale(path string) (notice string, err error) {
-	m, ok := mountAt(path)
-	fstype, source := m.fstype, m.source
+	m, ok := mountinfo.At(path)
+	fstype, source := m.FSType, m.Source
 	if !ok || fstype != "fuse" && !strings.HasPrefix(fstype, "fuse.") {
 		return "", nil
 	}
@@ -119,54 +120,4 @@ func recoverStale(path string) (notice string, err error) {
 		return "", fmt.Errorf("%s was left mounted by an aifs daemon that died; unmounting it: %w", path, err)
 	}
 	return fmt.Sprintf("%s was left mounted (%s) by an aifs daemon that died; unmounted it", path, source), nil
-}
-
-// mountEntry is a mount as /proc/self/mountinfo shows it.
-type mountEntry struct {
-	dev    string // major:minor, one per file system instance: a FUSE mount's is its connection's
-	fstype string
-	source string
-}
-
-// mountAt looks path up in /proc/self/mountinfo and returns the mount there (the last one, if
-// mounts are stacked), if any.
-func mountAt(path string) (m mountEntry, ok bool) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return mountEntry{}, false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		// id parent major:minor root MOUNTPOINT options ... - FSTYPE SOURCE superoptions
-		f := strings.Fields(line)
-		if len(f) < 5 || unescapeMountinfo(f[4]) != path {
-			continue
-		}
-		m, ok = mountEntry{dev: f[2], fstype: "unknown", source: "unknown"}, true
-		for i, v := range f {
-			if v == "-" && i+2 < len(f) {
-				m.fstype, m.source = f[i+1], unescapeMountinfo(f[i+2])
-				break
-			}
-		}
-	}
-	return m, ok
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space) of /proc/self/mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aifs/aifs/backend/local"
 	"github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/internal/memlimit"
+	"github.com/aifs/aifs/internal/mountinfo"
 	"github.com/aifs/aifs/prefetch"
 	"go.uber.org/zap"
 )
@@ -33,7 +34,7 @@ func (c *mountConfig) serve(ctx context.Context, ready *readyPipe) int {
 		return fail("mount", err)
 	}
 	defer cleanup()
-	mounted, _ := mountAt(c.mountpoint) // its dev tells this mount from one made at the path later
+	mounted, _ := mountinfo.At(c.mountpoint) // its dev tells this mount from one made at the path later
 	log.Info("mounted", zap.String("source", c.src), zap.String("mountpoint", c.mountpoint))
 	if local.NoIO {
 		log.Warn("this is a no-I/O build (tag aifs_noio), for benchmarks only: local reads skip the device and serve stale bytes")
@@ -51,7 +52,7 @@ func (c *mountConfig) serve(ctx context.Context, ready *readyPipe) int {
 		return exitOK
 	case <-ctx.Done():
 	}
-	if err := c.unmount(log, srv, mounted.dev); err != nil {
+	if err := c.unmount(log, srv, mounted.Dev); err != nil {
 		log.Error("unmount failed", zap.Error(err))
 		return exitFailure
 	}
@@ -68,8 +69,8 @@ func (c *mountConfig) serve(ctx context.Context, ready *readyPipe) int {
 // there).
 func (c *mountConfig) unmount(log *zap.Logger, srv *fs.Server, dev string) error {
 	ours := func() bool {
-		m, ok := mountAt(c.mountpoint)
-		return dev == "" || ok && m.dev == dev
+		m, ok := mountinfo.At(c.mountpoint)
+		return dev == "" || ok && m.Dev == dev
 	}
 	detached := func() error {
 		log.Info("signal: the mount was detached already; the daemon ends when the last file open in it is closed",
