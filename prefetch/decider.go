@@ -34,10 +34,10 @@ type decider struct {
 
 	// The Loader's side: have, busy and room are called with mu held (a look-up or a load
 	// each), queue after mu is let go.
-	have  func(layout.ID) bool // the sample is cached or being fetched
-	busy  func(layout.ID) bool // the sample is being fetched
-	room  func() int64         // the read-ahead budget left
-	queue func([]Fetch)        // starts fetches (it may shed them: budget, queue full)
+	have  func(layout.ID) bool      // the sample is cached or being fetched
+	busy  func(layout.ID) bool      // the sample is being fetched
+	room  func() (free, held int64) // the read-ahead budget left, and the bytes read ahead held
+	queue func([]Fetch)             // starts fetches (it may shed them: budget, queue full)
 }
 
 const (
@@ -118,7 +118,8 @@ func (d *decider) unlockNext(next bool) {
 	for {
 		var fetches []Fetch
 		if next {
-			fetches = d.p.ReadAhead(d.room(), d.have)
+			free, held := d.room()
+			fetches = d.p.ReadAhead(free, held, d.have)
 		}
 		d.mu.Unlock()
 		d.queue(fetches)

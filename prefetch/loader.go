@@ -265,8 +265,11 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 		parsers: map[uint32]*plan.Parser{},
 		have:    l.have,
 		busy:    l.flights.Busy,
-		room:    func() int64 { return l.mem.aheadBudget - l.mem.aheadBytes.Load() },
-		queue:   l.queueFetches,
+		room: func() (int64, int64) {
+			held := l.mem.aheadBytes.Load()
+			return l.mem.aheadBudget - held, held
+		},
+		queue: l.queueFetches,
 	}
 	l.work = make(workQueue, aheadQueueLen)
 	l.queue = l.work

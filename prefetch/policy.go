@@ -85,16 +85,24 @@ func (p *Policy) Plan(writer uint32, start bool, ids []layout.ID) {
 	}
 }
 
-// ReadAhead returns the reads ahead to start now, at most room bytes of samples (the
-// read-ahead budget left). It skips the samples have reports (cached or being fetched) and
-// those the page cache holds (inPageCache): such a sample, read ahead again by a sequential
-// run over the misses, was pushed again for nothing, and a beacon among them waited in the
-// cache for a READ that its page-cache hit never sends.
-func (p *Policy) ReadAhead(room int64, have func(layout.ID) bool) []Fetch {
-	if room <= 0 {
+// ReadAhead returns the reads ahead to start now: at most free bytes of samples (the
+// read-ahead budget left) and, when the set does not fit the page cache, at most what its
+// window takes (Residency.WindowRoom) less held, the bytes read ahead and not yet pushed or
+// read. A sample fetched past the window would find its push refused and be let go unread
+// (PushAhead), and its READ would fetch it again: with a plan of 4 ranks in a memory cgroup
+// a fifth of the dataset, a third of the bytes read from the disk (docs/bench/mlperf.md). It
+// skips the samples have reports (cached or being fetched) and those the page cache holds
+// (inPageCache): such a sample, read ahead again by a sequential run over the misses, was
+// pushed again for nothing, and a beacon among them waited in the cache for a READ that its
+// page-cache hit never sends.
+func (p *Policy) ReadAhead(free, held int64, have func(layout.ID) bool) []Fetch {
+	if p.res != nil {
+		free = min(free, p.res.WindowRoom()-held)
+	}
+	if free <= 0 {
 		return nil
 	}
-	return p.planner.Next(room, func(id layout.ID) bool { return p.skip(id, have) || p.inPageCache(id) })
+	return p.planner.Next(free, func(id layout.ID) bool { return p.skip(id, have) || p.inPageCache(id) })
 }
 
 // skip reports whether sample id is not to be read ahead by anyone: over MaxWhole (read range

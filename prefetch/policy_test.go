@@ -78,10 +78,10 @@ func (r *policyReplay) do(s policyStep) string {
 			delete(r.held, id)
 			r.p.Read(id, 1)
 		}
-		fetches(r.p.ReadAhead(1<<30, r.have))
+		fetches(r.p.ReadAhead(1<<30, 0, r.have))
 	case s.plan != nil:
 		r.p.Plan(1, true, s.plan)
-		fetches(r.p.ReadAhead(1<<30, r.have))
+		fetches(r.p.ReadAhead(1<<30, 0, r.have))
 	case s.budget != 0:
 		drops(r.p.Budget(s.budget, "test", nil))
 	case s.ticks != 0:
@@ -216,6 +216,49 @@ func TestPolicyReplay(t *testing.T) {
 	})
 }
 
+// TestPolicyPlanWindow: when the set does not fit the page cache, a plan is read ahead only as
+// far as the window takes what it fetches, so that no push of it is refused and let go unread
+// (its READ would read it from the shards again: issue 46, a plan that made training slower).
+func TestPolicyPlanWindow(t *testing.T) {
+	cat := policyCatalog()
+	cfg := PolicyConfig{Planner: PlannerConfig{SeqStart: 256 << 10, MaxFetch: 4 << 20, PlanDepth: 64}, MaxWhole: 16 << 20, PageCache: true}
+	p := NewPolicy(cat, cfg)
+	p.Budget(16*64<<10, "test", nil) // half the set: a window of 64 KiB, one sample
+	var plan []layout.ID
+	for _, id := range cat.files() {
+		if !p.res.Keeps(id) {
+			plan = append(plan, id)
+		}
+	}
+	if len(plan) < 4 {
+		t.Fatalf("%d samples outside the subset, want 4 or more", len(plan))
+	}
+	p.Plan(1, true, plan)
+	held := map[layout.ID]bool{}
+	have := func(id layout.ID) bool { return held[id] }
+	var fetched []layout.ID
+	for _, f := range p.ReadAhead(1<<30, 0, have) {
+		fetched = append(fetched, f.IDs...)
+	}
+	if len(fetched) == 0 || len(fetched) >= len(plan) {
+		t.Fatalf("read ahead %v of a plan of %d samples with a window of one sample", fetched, len(plan))
+	}
+	var bytes int64
+	for _, id := range fetched {
+		held[id] = true
+		bytes += int64(cat[id].Size)
+	}
+	// What was fetched is held, not yet pushed: nothing more fits.
+	if fs := p.ReadAhead(1<<30, bytes, have); len(fs) != 0 {
+		t.Errorf("read ahead %v more with the window's room held", fs)
+	}
+	for _, id := range fetched {
+		if act := p.PushAhead(id, false); act == LetGo {
+			t.Errorf("sample %d read ahead, then let go unread: the window refused its push", id)
+		}
+	}
+}
+
 // TestSplitMemory: the memory budget's split between the stable subset and read-ahead.
 func TestSplitMemory(t *testing.T) {
 	for _, c := range []struct {
@@ -281,7 +324,7 @@ func TestPolicyColdEpoch(t *testing.T) {
 		}
 		requests++
 		p.Read(id, 1)
-		run(p.ReadAhead(1<<30, have))
+		run(p.ReadAhead(1<<30, 0, have))
 		if !held[id] {
 			misses++
 			reads[id]++

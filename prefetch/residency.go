@@ -1,6 +1,8 @@
 package prefetch
 
 import (
+	"math"
+
 	"github.com/aifs/aifs/internal/bitset"
 	"github.com/aifs/aifs/internal/subset"
 	"github.com/aifs/aifs/layout"
@@ -124,6 +126,16 @@ func (r *Residency) Keeps(id layout.ID) bool { return r.fits || subset.Rank(uint
 
 // Fits reports whether every sample fits the budget.
 func (r *Residency) Fits() bool { return r.fits }
+
+// WindowRoom returns the bytes of samples outside the subset that the window takes now: what
+// a read ahead may fetch, since a push the window refuses is let go unread (Policy.PushAhead).
+// Without a limit (the set fits) it is maxInt64.
+func (r *Residency) WindowRoom() int64 {
+	if r.fits {
+		return math.MaxInt64
+	}
+	return max(r.window-r.transientBytes, 0)
+}
 
 // SetBudget sets the budget to b bytes and appends to drop the resident samples that the new
 // budget leaves out, which are no longer counted; the caller drops them from the page cache.
