@@ -79,6 +79,10 @@ func (l *Loader) prefetch(f Fetch) {
 	if f.Chunk {
 		defer l.chunkDone()
 	}
+	if l.opt.WillNeed != nil {
+		l.willNeed(f)
+		return
+	}
 	type claim struct {
 		id layout.ID
 		f  *flight.Flight[*Sample]
@@ -141,4 +145,35 @@ func (l *Loader) prefetch(f Fetch) {
 		l.pushAhead(samples, f.Chunk)
 	}
 	blk.release()
+}
+
+// willNeed runs one read ahead on another serving path (Options.WillNeed): each sample of f
+// that the readers have not read yet and that the page cache's policy lets in is asked for
+// there, in f's order (the shard's), and counted pushed if it came. Nothing is held in memory:
+// the reservation goes at once.
+func (l *Loader) willNeed(f Fetch) {
+	late := l.d.late(f)
+	ids := make([]layout.ID, 0, len(f.IDs))
+	var n int64
+	for i, id := range f.IDs {
+		n += int64(l.x.Entry(id).Size)
+		if !late[i] {
+			ids = append(ids, id)
+		}
+	}
+	l.mem.aheadBytes.Add(-n)
+	acts := l.d.pushAhead(ids, f.Chunk, make([]Push, 0, len(ids)))
+	var pushed, refused []layout.ID
+	for i, id := range ids {
+		if acts[i] != PushIt {
+			continue
+		}
+		if l.opt.WillNeed(id) {
+			pushed = append(pushed, id)
+		} else {
+			refused = append(refused, id)
+		}
+	}
+	l.stats.pushedAhead.Add(uint64(len(pushed)))
+	l.d.pushed(pushed, refused)
 }

@@ -54,6 +54,15 @@ type Options struct {
 	// calls it, from one goroutine and never on a READ's path, for the samples the policy lets
 	// go. Nil: aifs never drops pages, and the kernel's LRU decides what stays.
 	Drop func(id layout.ID)
+	// WillNeed, if set, serves the reads ahead on another serving path, one that reads the
+	// shards itself: the kernel data plane (package kernel), where the kernel's EROFS serves
+	// the files and the Loader never sees a READ. Instead of reading a sample from the shards
+	// and pushing it, the Loader asks WillNeed to bring sample id into that path's page cache
+	// (readahead(2)) and counts it pushed if it reports so; Seen, not READs, tells the Loader of
+	// the samples read, every one of them (no beacons: Policy.SeesEveryRead). With Drop it
+	// turns the Residency policy on, as Push does. Chunk reads do not run (they start at a
+	// READ's miss). Default nil: the FUSE plane.
+	WillNeed func(id layout.ID) bool
 	// ChunkReads, with the Residency policy on, makes a cold miss read the samples after it that
 	// the page cache will keep, up to ChunkBytes, and then the shards in order (chunks.go), in
 	// the background, and push them.
@@ -225,7 +234,7 @@ func NewLoader(ctx context.Context, x *layout.Index, b backend.Backend, opt Opti
 // page cache's policy ticks every every (tests that tick by hand pass an hour).
 func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.Duration) (*Loader, error) {
 	opt.defaults()
-	l := &Loader{x: x, shards: shards, opt: opt, pageCache: opt.Push != nil && opt.Drop != nil}
+	l := &Loader{x: x, shards: shards, opt: opt, pageCache: (opt.Push != nil || opt.WillNeed != nil) && opt.Drop != nil}
 	l.maxFlights = maxChunkFlights(opt.ChunkBytes)
 	l.shardN = make(map[string]uint32, len(x.Shards()))
 	for i, s := range x.Shards() {
@@ -261,7 +270,7 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 	l.flights.Init(func(id layout.ID) uint { return uint(id) })
 	l.d = decider{
 		p: NewPolicy(x, PolicyConfig{Planner: opt.Planner, MaxWhole: opt.MaxWhole, PageCache: l.pageCache,
-			ChunkReads: opt.ChunkReads, ChunkBytes: opt.ChunkBytes}),
+			ChunkReads: opt.ChunkReads && opt.WillNeed == nil, ChunkBytes: opt.ChunkBytes, SeesEveryRead: opt.WillNeed != nil}),
 		parsers: map[uint32]*plan.Parser{},
 		have:    l.have,
 		busy:    l.flights.Busy,
@@ -371,6 +380,14 @@ func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e lay
 	}
 	l.resolve(id, f, s, err)
 	return s, err
+}
+
+// Seen tells the Loader that reader (a pid; 0: not known) read sample id on another serving
+// path (Options.WillNeed), from the page cache or not: the decisions follow it as they follow a
+// READ, and reads ahead may start. It takes no lock of a reader's (decider.observe).
+func (l *Loader) Seen(reader uint32, id layout.ID) {
+	l.noteReader(reader)
+	l.d.observe(firstRead{id, reader})
 }
 
 // errTooLarge: Read was asked for a sample over MaxWhole.

@@ -27,6 +27,11 @@ type PolicyConfig struct {
 	// ChunkBytes at most each.
 	ChunkReads bool
 	ChunkBytes int64
+	// SeesEveryRead: the serving path tells of every sample read, those the page cache
+	// served included (the kernel data plane, Options.WillNeed), not only of READs that
+	// reach the daemon. No sample read ahead is then held for its READ (a beacon), and a read
+	// of a sample believed in the page cache is a hit, not a sign that the kernel evicted it.
+	SeesEveryRead bool
 }
 
 // Policy holds every decision of the Loader: what to read ahead (the Planner), what to read
@@ -70,7 +75,11 @@ func NewPolicy(cat Extents, cfg PolicyConfig) *Policy {
 // Read observes the first READ of sample id by reader (its pid; 0: not known).
 func (p *Policy) Read(id layout.ID, reader uint32) {
 	p.planner.Read(id, reader)
-	if p.res != nil {
+	switch {
+	case p.res == nil:
+	case p.cfg.SeesEveryRead:
+		p.res.Seen(id)
+	default:
 		p.res.Read(id)
 	}
 }
@@ -156,6 +165,11 @@ func (p *Policy) PushAhead(id layout.ID, chunk bool) Push {
 		beacon = p.planner.IsPlanBeacon(id)
 	}
 	switch {
+	case p.cfg.SeesEveryRead:
+		if !p.mayPush(id) {
+			return LetGo
+		}
+		return PushIt
 	case int64(p.cat.Entry(id).Size) <= pageSize || beacon:
 		return HoldForRead
 	case !p.mayPush(id):

@@ -224,6 +224,15 @@ func (r *Residency) Read(id layout.ID) {
 	r.add(id, n, true)
 }
 
+// Seen records that sample id was read on a serving path that tells of every read, the page
+// cache's hits included (PolicyConfig.SeesEveryRead): one believed resident was a hit; any
+// other is resident now, as a READ's.
+func (r *Residency) Seen(id layout.ID) {
+	if n, ok := r.size(id); ok && !r.isResident(id) {
+		r.add(id, n, true)
+	}
+}
+
 // Push reports whether sample id may be pushed into the page cache, and if so counts it
 // there: a sample the policy keeps always may be, another only if it fits the window (else
 // the push is refused and counted). A sample believed resident may be pushed again, counted

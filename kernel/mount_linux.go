@@ -1,0 +1,141 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// FSType is the file system type of a kernel plane mount.
+const FSType = "erofs"
+
+// Mount mounts the EROFS image at mountpoint, read-only, nosuid and nodev, backed by files:
+// the image itself and devices, in order, as its devices 1..N (the shards). With directio the
+// kernel reads the devices with O_DIRECT, so their bytes are cached once, as the mount's file
+// pages. It uses the new mount API (fsopen, fsconfig, fsmount, move_mount): mount(8) puts a
+// loop device under a regular file and then refuses device=, and mount(2)'s option string is
+// one page, too short for many shards. A refusal is an error wrapping ErrUnsupported where the
+// kernel lacks EROFS or file-backed mounts, with the kernel's own message where it gave one.
+func Mount(image string, devices []string, mountpoint string, directio bool) error {
+	fd, err := unix.Fsopen(FSType, unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		if errors.Is(err, unix.ENODEV) {
+			return fmt.Errorf("%w: the kernel has no EROFS (fsopen erofs: %v)", ErrUnsupported, err)
+		}
+		return fmt.Errorf("fsopen erofs: %w", err)
+	}
+	defer unix.Close(fd)
+	fail := func(what string, err error) error {
+		if msg := kernelLog(fd); msg != "" {
+			return fmt.Errorf("%s: %w (kernel: %s)", what, err, msg)
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := unix.FsconfigSetString(fd, "source", image); err != nil {
+		return fail("erofs source="+image, err)
+	}
+	for _, d := range devices {
+		if err := unix.FsconfigSetString(fd, "device", d); err != nil {
+			return fail("erofs device="+d, err)
+		}
+	}
+	if directio {
+		if err := unix.FsconfigSetFlag(fd, "directio"); err != nil {
+			return fail("erofs directio", err)
+		}
+	}
+	if err := unix.FsconfigCreate(fd); err != nil {
+		if errors.Is(err, unix.ENOTBLK) {
+			return fmt.Errorf("%w: %v", ErrUnsupported, fail("erofs mount of file "+image+" (the kernel mounts EROFS from block devices only; file-backed mounts came in Linux 6.12)", err))
+		}
+		return fail("erofs mount", err)
+	}
+	mfd, err := unix.Fsmount(fd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return fail("fsmount", err)
+	}
+	defer unix.Close(mfd)
+	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, mountpoint, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount to %s: %w", mountpoint, err)
+	}
+	return nil
+}
+
+// ErrUnsupported is wrapped by Mount's error when the running kernel cannot mount the plane.
+var ErrUnsupported = errors.New("the kernel data plane is not available")
+
+// kernelLog returns the messages the kernel left on fs context fd, one line.
+func kernelLog(fd int) string {
+	var msgs []string
+	buf := make([]byte, 1024)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		msgs = append(msgs, strings.TrimSpace(string(buf[:n])))
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Unmount unmounts the plane at mountpoint; if files are open in it, it detaches it instead
+// (MNT_DETACH): their readers go on reading, the kernel serves them, and the mount goes with the
+// last of them.
+func Unmount(mountpoint string) error {
+	err := unix.Unmount(mountpoint, 0)
+	if errors.Is(err, unix.EBUSY) {
+		err = unix.Unmount(mountpoint, unix.MNT_DETACH)
+	}
+	if err != nil {
+		return fmt.Errorf("umount %s: %w", mountpoint, err)
+	}
+	return nil
+}
+
+// Available reports why this process cannot mount the kernel plane, or nil if it can as far as
+// can be told without mounting: it needs CAP_SYS_ADMIN and EROFS in the running kernel (whether
+// the kernel mounts EROFS from files shows only at Mount, as ErrUnsupported).
+func Available() error {
+	if os.Geteuid() != 0 {
+		var hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil || data[0].Effective&(1<<unix.CAP_SYS_ADMIN) == 0 {
+			return fmt.Errorf("%w: mounting EROFS needs root (CAP_SYS_ADMIN)", ErrUnsupported)
+		}
+	}
+	b, err := os.ReadFile("/proc/filesystems")
+	if err == nil && !hasFS(string(b), FSType) {
+		// Not loaded yet, maybe: fsopen loads the module.
+		fd, err := unix.Fsopen(FSType, unix.FSOPEN_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("%w: the kernel has no EROFS (fsopen erofs: %v)", ErrUnsupported, err)
+		}
+		unix.Close(fd)
+	}
+	return nil
+}
+
+// hasFS reports whether /proc/filesystems text lists fstype.
+func hasFS(text, fstype string) bool {
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[len(f)-1] == fstype {
+			return true
+		}
+	}
+	return false
+}
+
+// Dev returns the device number of the file system at path as "major:minor", as
+// /proc/self/mountinfo writes it.
+func Dev(path string) (string, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)), nil
+}

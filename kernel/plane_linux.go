@@ -1,0 +1,165 @@
+package kernel
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aifs/aifs/layout"
+)
+
+// Plane carries out the Loader's decisions on the files of a kernel plane mount
+// (prefetch.Options.WillNeed and Drop) and tells it which were read (Watch). Its methods are
+// safe for concurrent use.
+type Plane struct {
+	mnt string // the mountpoint, absolute, without a trailing slash
+	x   *layout.Index
+}
+
+// NewPlane returns the Plane of the kernel plane mount at mnt, serving x.
+func NewPlane(mnt string, x *layout.Index) *Plane { return &Plane{mnt: filepath.Clean(mnt), x: x} }
+
+// open opens sample id's file on the mount, read-only, without updating its atime and without
+// a controlling terminal. The open is the kernel's: a path walk in the dentry cache, no daemon.
+func (p *Plane) open(id layout.ID) (int, error) {
+	return unix.Open(p.mnt+"/"+p.x.Path(id), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOATIME|unix.O_NOCTTY, 0)
+}
+
+// WillNeed asks the kernel to read sample id into the page cache (POSIX_FADV_WILLNEED, the
+// kernel's read-ahead of the whole file; prefetch.Options.WillNeed). It reports whether the
+// kernel took the request; the read itself runs in the background.
+func (p *Plane) WillNeed(id layout.ID) bool {
+	fd, err := p.open(id)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	return unix.Fadvise(fd, 0, int64(p.x.Entry(id).Size), unix.FADV_WILLNEED) == nil
+}
+
+// Drop drops sample id's pages from the page cache (POSIX_FADV_DONTNEED: clean pages only, and
+// an EROFS file's are always clean; prefetch.Options.Drop).
+func (p *Plane) Drop(id layout.ID) {
+	fd, err := p.open(id)
+	if err != nil {
+		return
+	}
+	unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+	unix.Close(fd)
+}
+
+// Watch tells seen of every file of the mount that a process (reader, its pid) closes after
+// reading, until ctx is done: fanotify FAN_CLOSE_NOWRITE on the whole mount, read in batches by
+// this goroutine. The events are notifications, so no reader waits for Watch; the queue is
+// unlimited, so none is lost (an overflow, were it to come, is counted and skipped). Closes of
+// directories and of files not in the index are not told. It returns ctx's end as nil, or why
+// it could not watch.
+func (p *Plane) Watch(ctx context.Context, seen func(reader uint32, id layout.ID)) error {
+	fan, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_UNLIMITED_QUEUE|unix.FAN_NONBLOCK,
+		unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC|unix.O_NOATIME)
+	if err != nil {
+		return fmt.Errorf("fanotify_init: %w", err)
+	}
+	defer unix.Close(fan)
+	if err := unix.FanotifyMark(fan, unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, unix.FAN_CLOSE_NOWRITE, unix.AT_FDCWD, p.mnt); err != nil {
+		return fmt.Errorf("fanotify_mark %s: %w", p.mnt, err)
+	}
+	// A pipe that ctx's end closes wakes the poll.
+	var wake [2]int
+	if err := unix.Pipe2(wake[:], unix.O_CLOEXEC); err != nil {
+		return fmt.Errorf("pipe: %w", err)
+	}
+	defer unix.Close(wake[0])
+	stop := context.AfterFunc(ctx, func() { unix.Close(wake[1]) })
+	defer func() {
+		if stop() {
+			unix.Close(wake[1])
+		}
+	}()
+	buf := make([]byte, 64<<10)
+	link := make([]byte, unix.PathMax)
+	prefix := p.mnt + "/"
+	fds := []unix.PollFd{{Fd: int32(fan), Events: unix.POLLIN}, {Fd: int32(wake[0]), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("poll fanotify: %w", err)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		for {
+			n, err := unix.Read(fan, buf)
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) || n <= 0 {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("read fanotify: %w", err)
+			}
+			for b := buf[:n]; len(b) >= eventSize; {
+				evLen := binary.NativeEndian.Uint32(b[0:4])
+				if evLen < eventSize || int(evLen) > len(b) {
+					break
+				}
+				fd := int32(binary.NativeEndian.Uint32(b[16:20]))
+				pid := binary.NativeEndian.Uint32(b[20:24])
+				b = b[evLen:]
+				if fd < 0 { // FAN_NOFD: a queue overflow
+					continue
+				}
+				if id, ok := p.idOf(int(fd), link, prefix); ok {
+					seen(pid, id)
+				}
+				unix.Close(int(fd))
+			}
+		}
+	}
+}
+
+// idOf returns the index entry of the file open at fd (an event's), found by its path under
+// the mount; link is a buffer for the path.
+func (p *Plane) idOf(fd int, link []byte, prefix string) (layout.ID, bool) {
+	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), link)
+	if err != nil || n <= len(prefix) {
+		return 0, false
+	}
+	path := string(link[:n])
+	rel, ok := strings.CutPrefix(path, prefix)
+	if !ok {
+		return 0, false
+	}
+	id, err := p.x.LookupPath(rel)
+	if err != nil {
+		return 0, false
+	}
+	return id, true
+}
+
+// ControlRoot is the directory under which each kernel plane mount's control mount lies, at
+// ControlDir of the plane's device number.
+const ControlRoot = "/run/aifs"
+
+// ControlDir returns where the control mount of the kernel plane mount with device number dev
+// ("major:minor", Dev) lies: a FUSE mount of the same set, whose .aifs holds the plan, stats and
+// locations files. Clients find it from any path on the plane (docs/kernel.md).
+func ControlDir(dev string) string { return filepath.Join(ControlRoot, dev) }
+
+// MakeControlDir creates ControlDir(dev), empty, for the control mount; a stale one (a
+// daemon killed before it could remove it) is reused if empty.
+func MakeControlDir(dev string) (string, error) {
+	dir := ControlDir(dev)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("control directory: %w", err)
+	}
+	return dir, nil
+}
+
+// eventSize is the size of struct fanotify_event_metadata: event_len u32, vers u8, reserved u8,
+// metadata_len u16, mask u64, fd s32, pid s32.
+const eventSize = 24
