@@ -624,14 +624,16 @@ func TestPackRoundTrip(t *testing.T) {
 	})
 
 	t.Run("shards", func(t *testing.T) {
-		// FORMAT.md: samples packed densely in pack order (file ids ascending), a new shard
-		// only when the next sample would not fit, and a sample larger than the target alone.
+		// FORMAT.md: samples in pack order (file ids ascending), each non-empty one at the next
+		// multiple of 4096 (the default --align), a new shard only when the next sample would
+		// not fit, and a sample larger than the target alone.
 		x := wantShardSet(t, dst)
 		shards := x.Shards()
 		if len(shards) < 5 {
 			t.Fatalf("%d shards with --shard-size 64K; want several", len(shards))
 		}
 		nonzero := make([]int, len(shards))
+		aligned := func(off uint64) uint64 { return (off + 4095) &^ 4095 }
 		var cur uint32
 		var end uint64
 		for i := 0; i < x.Len(); i++ {
@@ -643,13 +645,16 @@ func TestPackRoundTrip(t *testing.T) {
 				if e.Shard != cur+1 || end != shards[cur].Size {
 					t.Fatalf("%q: shard %d after shard %d ended at %d of %d bytes", x.Path(layout.ID(i)), e.Shard, cur, end, shards[cur].Size)
 				}
-				if e.Size > 0 && shards[cur].Size+e.Size <= shardTarget {
+				if e.Size > 0 && aligned(shards[cur].Size)+e.Size <= shardTarget {
 					t.Errorf("%q (%d bytes) starts shard %d though shard %d had room (%d bytes)", x.Path(layout.ID(i)), e.Size, e.Shard, cur, shards[cur].Size)
 				}
 				cur, end = e.Shard, 0
 			}
+			if e.Size > 0 {
+				end = aligned(end)
+			}
 			if e.Offset != end {
-				t.Fatalf("%q: offset %d in shard %d, want %d (dense, in pack order)", x.Path(layout.ID(i)), e.Offset, e.Shard, end)
+				t.Fatalf("%q: offset %d in shard %d, want %d (aligned, in pack order)", x.Path(layout.ID(i)), e.Offset, e.Shard, end)
 			}
 			end += e.Size
 			if e.Size > 0 {

@@ -16,6 +16,9 @@
 //	                 Sink, ListFiles, WriteIndexFile
 //	layout/tarindex  tars indexed in place, as a tree or an ImageFolder      layout, layout/tar
 //	                 (IndexTars, Options, views and labels)
+//	layout/erofsmeta the metadata-only EROFS image of an index, whose files  layout, go-erofs
+//	                 point into the shards, for the kernel data plane:
+//	                 Check, Build, Cached
 //
 // # Where a new source format goes
 //

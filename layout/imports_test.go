@@ -9,15 +9,18 @@ import (
 
 // TestImports keeps layout at the bottom of the import graph (doc.go, docs/design.md): layout
 // and its subpackages import the standard library, the module's internal packages of plain
-// data structures (internal/bitset), and, downwards only, each other.
+// data structures (internal/bitset), and, downwards only, each other; erofsmeta also imports
+// go-erofs, the EROFS format's library.
 func TestImports(t *testing.T) {
 	const mod = "github.com/aifs/aifs/layout"
 	const bitset = "github.com/aifs/aifs/internal/bitset"
+	const goerofs = "github.com/erofs/go-erofs"
 	allowed := map[string][]string{
-		".":          {bitset},
-		"./tar":      nil,
-		"./pack":     {mod, bitset},
-		"./tarindex": {mod, mod + "/tar", bitset},
+		".":           {bitset},
+		"./tar":       nil,
+		"./pack":      {mod, bitset},
+		"./tarindex":  {mod, mod + "/tar", bitset},
+		"./erofsmeta": {mod, bitset, goerofs, goerofs + "/internal/builder", goerofs + "/internal/disk"},
 	}
 	for dir, may := range allowed {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", dir).Output()

@@ -18,8 +18,11 @@ Packs the directory tree SRC into a new shard set in directory DST (created if m
 otherwise be empty), or uploads it to s3://BUCKET/PREFIX: shards are uploaded as they are
 written (multipart, in parallel) and the index last, so a half-uploaded set is never valid.
 With --force an existing set there is invalidated (its index deleted) when the upload starts. Samples are stored in sorted path order in shards of about --shard-size
-bytes, with an index holding the tree, every file's size, mode, mtime and CRC32C. The same input
-always gives byte-identical output.
+bytes, each starting on a multiple of --align bytes (zeros pad the space before it), with an
+index holding the tree, every file's size, mode, mtime and CRC32C. The same input always gives
+byte-identical output. A set aligned to 512 bytes or more can be served by the kernel's EROFS;
+4096 is what EROFS's directio needs over a disk of 4 KiB sectors, and costs about 2% of space
+for samples of ~110 KB (sets of small files may prefer 512).
 
 Symlinks to files and directories inside SRC are followed (a symlink back to an ancestor is
 skipped); a symlink out of SRC stops the pack, naming it, unless --follow-external-symlinks;
@@ -29,6 +32,7 @@ error naming the path. The index is written last and atomically: an interrupted 
 leaves nothing that aifs accepts as a shard set, and removes its temporary files when it can.`+s3Help)
 	shardSize := sizeFlag(1 << 30)
 	fs.Var(&shardSize, "shard-size", "target shard size (K, M, G, T suffixes are powers of 1024)")
+	align := fs.Int64("align", pack.DefaultAlign, "boundary in bytes each sample starts on in its shard: a power of two (512 or more for the kernel's EROFS), or 0 or 1 to pack samples end to end")
 	jobs := fs.Int("jobs", 16, "source files read in parallel")
 	force := fs.Bool("force", false, "replace a shard set (or an interrupted pack's leftovers) already at DST; other files there are never touched")
 	quiet := fs.Bool("quiet", false, "print no progress bar and no summary")
@@ -42,8 +46,15 @@ leaves nothing that aifs accepts as a shard set, and removes its temporary files
 	if *jobs < 1 {
 		return usageError(fs, "--jobs must be at least 1")
 	}
+	if *align == 0 {
+		*align = 1 // packed tight, as pack.Options takes it
+	}
+	if *align < 0 || *align&(*align-1) != 0 {
+		return usageError(fs, "--align must be a power of two, or 0")
+	}
 	opt := pack.Options{
 		ShardSize:      int64(shardSize),
+		Align:          *align,
 		Jobs:           *jobs,
 		Force:          *force,
 		FollowExternal: *external,

@@ -22,10 +22,20 @@ import (
 // DefaultShardSize is the target shard size when Options.ShardSize is not set: 1 GiB.
 const DefaultShardSize = 1 << 30
 
+// DefaultAlign is the boundary each sample starts on when Options.Align is not set: 4 KiB, the
+// block that the kernel's EROFS reads with directio over a disk of 4 KiB sectors
+// (docs/bench/align.md has the space it costs).
+const DefaultAlign = 4096
+
 // Options configure Pack. The zero value packs with the defaults given on each field.
 type Options struct {
 	// ShardSize is the target shard size in bytes. Default 1 GiB.
 	ShardSize int64
+	// Align is the boundary, in bytes, that each non-empty sample starts on in its shard, zero
+	// bytes padding the space before it: a power of two, or 1 to pack samples end to end, as
+	// sets packed before alignment are. Default DefaultAlign (4096). A set aligned to 512 bytes or
+	// more can be served by the kernel's EROFS (layout/erofsmeta).
+	Align int64
 	// Jobs is the number of source files read in parallel. Default 16.
 	Jobs int
 	// Force allows replacing an existing shard set at the destination, and removing leftovers of
@@ -56,6 +66,10 @@ type Result struct {
 }
 
 const (
+	// ownPrefix begins the names of aifs's own files in a shard set's directory: a pack's
+	// temporary files (tmpPrefix) and the EROFS images layout/erofsmeta caches there
+	// (erofsmeta.ImagePrefix). Replacing a set removes them.
+	ownPrefix = ".aifs-"
 	tmpPrefix = ".aifs-tmp-"
 	// Files up to streamLimit are read whole by the parallel readers; larger ones are streamed by
 	// the writer. With window slots of read-ahead this bounds pack memory to window×streamLimit.
@@ -94,6 +108,12 @@ func PackTo(ctx context.Context, src string, sink Sink, opt Options) (Result, er
 	if opt.Jobs <= 0 {
 		opt.Jobs = 16
 	}
+	if opt.Align <= 0 {
+		opt.Align = DefaultAlign
+	}
+	if opt.Align&(opt.Align-1) != 0 {
+		return Result{}, fmt.Errorf("alignment %d is not a power of two", opt.Align)
+	}
 	if opt.Warn == nil {
 		opt.Warn = func(string) {}
 	}
@@ -123,7 +143,7 @@ func (p *packer) run(ctx context.Context, src string) (Result, error) {
 		return Result{}, err
 	}
 	var res Result
-	place := shardPlacer{target: uint64(p.opt.ShardSize)}
+	place := p.placer()
 	for id := range t.len() {
 		if e := t.entries.at(layout.ID(id)); e.isDir() {
 			res.Dirs++
@@ -147,7 +167,7 @@ func (p *packer) run(ctx context.Context, src string) (Result, error) {
 	for i := range shards {
 		shards[i].Version = versions[i]
 	}
-	index, err := t.encodeIndex(shards, place.target)
+	index, err := t.encodeIndex(shards, p.placer())
 	if err != nil {
 		return Result{}, err
 	}
@@ -156,6 +176,11 @@ func (p *packer) run(ctx context.Context, src string) (Result, error) {
 	}
 	res.Shards = len(shards)
 	return res, nil
+}
+
+// placer returns a shardPlacer placing files as opt asks.
+func (p *packer) placer() shardPlacer {
+	return shardPlacer{target: uint64(p.opt.ShardSize), align: uint64(p.opt.Align)}
 }
 
 // unixMode converts to st_mode bits for a directory or regular file.
@@ -256,7 +281,8 @@ func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shard
 		w       *shardWriter
 		done    int64
 		copyBuf []byte
-		place   = shardPlacer{target: uint64(p.opt.ShardSize)}
+		place   = p.placer()
+		zeros   []byte
 	)
 	defer func() {
 		if w != nil && w.w != nil {
@@ -270,7 +296,8 @@ func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shard
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if shard, _ := place.place(s.size); w == nil || w.index != int(shard) {
+		shard, off := place.place(s.size)
+		if w == nil || w.index != int(shard) {
 			if w != nil {
 				if err := w.finish(&shards[w.index]); err != nil {
 					return err
@@ -283,6 +310,14 @@ func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shard
 		}
 		if s.err != nil {
 			return s.err
+		}
+		if pad := off - w.sum.Size; pad > 0 { // zeros up to the sample's aligned start
+			if zeros == nil {
+				zeros = make([]byte, p.opt.Align)
+			}
+			if _, err := w.Write(zeros[:pad]); err != nil {
+				return err
+			}
 		}
 		var (
 			crc uint32
@@ -481,7 +516,7 @@ func replaceable(dst string, ents []os.DirEntry, force bool) (*dest, error) {
 	for _, e := range ents {
 		name := e.Name()
 		hasIndex = hasIndex || name == layout.IndexName
-		if !ours[name] && name != layout.IndexName && !layout.IsShardName(name) && !strings.HasPrefix(name, tmpPrefix) {
+		if !ours[name] && name != layout.IndexName && !layout.IsShardName(name) && !strings.HasPrefix(name, ownPrefix) {
 			return nil, fmt.Errorf("destination %s is not empty (it holds %q, which is not part of a shard set); "+
 				"pack into a new or empty directory", dst, name)
 		}
@@ -493,10 +528,10 @@ func replaceable(dst string, ents []os.DirEntry, force bool) (*dest, error) {
 		}
 		return nil, fmt.Errorf("destination %s holds leftovers of an interrupted pack; use --force to replace them", dst)
 	}
-	// Leftover temporary files would collide with ours; the previous set's own files stay until
-	// the new data is written.
+	// Leftover temporary files would collide with ours, and a cached EROFS image describes the
+	// set being replaced; the previous set's own files stay until the new data is written.
 	for _, name := range d.old {
-		if strings.HasPrefix(name, tmpPrefix) {
+		if strings.HasPrefix(name, ownPrefix) {
 			if err := os.Remove(filepath.Join(dst, name)); err != nil {
 				return nil, fmt.Errorf("remove leftover: %w", err)
 			}

@@ -92,6 +92,9 @@ func TestPackRoundTrip(t *testing.T) {
 			}
 			continue
 		}
+		if e.Size > 0 && e.Offset%DefaultAlign != 0 {
+			t.Errorf("%q starts at byte %d of its shard, not on a %d-byte boundary", p, e.Offset, DefaultAlign)
+		}
 		if got := readSample(t, dst, x, id); string(got) != content {
 			t.Errorf("%q: content differs (%d bytes, want %d)", p, len(got), len(content))
 		}
@@ -291,16 +294,23 @@ func TestListFiles(t *testing.T) {
 	}
 }
 
-// assignShards places files in pack order into shards of about target bytes each, as Pack does.
-func assignShards(files []*layout.Node, target uint64) []layout.Shard {
+// assignShards places files in pack order into shards of about target bytes each, each
+// non-empty one starting on a multiple of align, as Pack does.
+func assignShards(files []*layout.Node, target, align uint64) []layout.Shard {
 	var shards []layout.Shard
+	start := func(end, size uint64) uint64 {
+		if size == 0 {
+			return end
+		}
+		return (end + align - 1) / align * align
+	}
 	for _, f := range files {
-		if len(shards) == 0 || shards[len(shards)-1].Size > 0 && shards[len(shards)-1].Size+f.Size > target {
+		if len(shards) == 0 || shards[len(shards)-1].Size > 0 && start(shards[len(shards)-1].Size, f.Size)+f.Size > target {
 			shards = append(shards, layout.Shard{Name: layout.ShardName(len(shards)), Kind: layout.ShardData})
 		}
 		s := &shards[len(shards)-1]
-		f.Shard, f.Offset = uint32(len(shards)-1), s.Size
-		s.Size += f.Size
+		f.Shard, f.Offset = uint32(len(shards)-1), start(s.Size, f.Size)
+		s.Size = f.Offset + f.Size
 	}
 	return shards
 }
@@ -319,7 +329,7 @@ func TestPackIndexAsNodeTree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, opt := range []Options{{ShardSize: 4096, Jobs: 3}, {Jobs: 1}} {
+	for _, opt := range []Options{{ShardSize: 4096, Jobs: 3}, {Jobs: 1}, {ShardSize: 4096, Align: 1}, {ShardSize: 1 << 20, Align: 512}} {
 		dst := filepath.Join(t.TempDir(), "set")
 		x := pack(t, src, dst, opt)
 		t.Cleanup(func() { x.Close() })
@@ -327,8 +337,8 @@ func TestPackIndexAsNodeTree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := nodeTreeIndex(t, src, cmp.Or(opt.ShardSize, 1<<30)); !bytes.Equal(got, want) {
-			t.Errorf("shard size %d: the index differs from the layout.Node tree's (%d bytes, want %d)", opt.ShardSize, len(got), len(want))
+		if want := nodeTreeIndex(t, src, cmp.Or(opt.ShardSize, 1<<30), cmp.Or(opt.Align, DefaultAlign)); !bytes.Equal(got, want) {
+			t.Errorf("shard size %d, align %d: the index differs from the layout.Node tree's (%d bytes, want %d)", opt.ShardSize, opt.Align, len(got), len(want))
 		}
 		p := &packer{w: walker{warn: func(string) {}, statFiles: true}}
 		tr, err := p.walkTree(t.Context(), src)
@@ -342,7 +352,7 @@ func TestPackIndexAsNodeTree(t *testing.T) {
 }
 
 // nodeTreeIndex returns the index of src that Pack's Node tree gave.
-func nodeTreeIndex(t *testing.T, src string, shardSize int64) []byte {
+func nodeTreeIndex(t *testing.T, src string, shardSize, align int64) []byte {
 	w := walker{warn: func(string) {}, statFiles: true}
 	fi, err := w.root(src)
 	if err != nil {
@@ -381,14 +391,21 @@ func nodeTreeIndex(t *testing.T, src string, shardSize int64) []byte {
 			files = append(files, n)
 		}
 	}
-	shards := assignShards(files, uint64(shardSize))
+	shards := assignShards(files, uint64(shardSize), uint64(align))
+	ends := make([]uint64, len(shards)) // where each shard's checksum has come to
 	for _, f := range files {
 		b, err := os.ReadFile(srcs[f])
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.CRC = layout.Checksum(b)
-		shards[f.Shard].CRC = layout.UpdateChecksum(shards[f.Shard].CRC, b)
+		if f.Size == 0 {
+			continue
+		}
+		s := &shards[f.Shard]
+		s.CRC = layout.UpdateChecksum(s.CRC, make([]byte, f.Offset-ends[f.Shard])) // the padding
+		s.CRC = layout.UpdateChecksum(s.CRC, b)
+		ends[f.Shard] = f.Offset + f.Size
 	}
 	return layout.EncodeIndex(nodes, shards, false)
 }

@@ -94,11 +94,10 @@ func (t *packTree) dirPath(root string, k int) string {
 }
 
 // EncodeIndex returns the index of the tree written into shards, each file placed as
-// shardPlacer places it with target.
-func (t *packTree) encodeIndex(shards []layout.Shard, target uint64) ([]byte, error) {
+// place (a fresh shardPlacer) places it.
+func (t *packTree) encodeIndex(shards []layout.Shard, place shardPlacer) ([]byte, error) {
 	out := layout.NewBuffer(t.indexSizeHint(shards))
 	w := layout.NewIndexWriter(out, t.len(), false)
-	place := shardPlacer{target: target}
 	entry := func(e *packEntry, parent layout.ID) layout.Entry {
 		x := layout.Entry{Parent: parent, Mode: uint32(e.mode), MTime: e.mtime}
 		if !e.isDir() {
@@ -185,22 +184,35 @@ func (p *packer) expand(ctx context.Context, t *packTree, k int, dir string, anc
 	return nil
 }
 
-// shardPlacer places files, in pack order, into shards of about target bytes each: a new
-// shard starts when the next file would take the current one past target.
+// shardPlacer places files, in pack order, into shards of about target bytes each, each
+// non-empty file starting on a multiple of align (a power of two; 1 packs them end to end) with
+// zero bytes before it to pad: a new shard starts when the next file would take the current one
+// past target. A shard ends where its last file ends. An empty file occupies no bytes and has
+// the offset at which the shard ends.
 type shardPlacer struct {
 	target uint64
+	align  uint64
 	shards []layout.Shard // the shards so far; the last one is being filled
 }
 
 // place places the next file, of size bytes, returning its shard and offset.
 func (p *shardPlacer) place(size uint64) (shard uint32, offset uint64) {
-	if k := len(p.shards); k == 0 || p.shards[k-1].Size > 0 && p.shards[k-1].Size+size > p.target {
+	k := len(p.shards)
+	if k == 0 || p.shards[k-1].Size > 0 && p.aligned(p.shards[k-1].Size, size)+size > p.target {
 		p.shards = append(p.shards, layout.Shard{Name: layout.ShardName(k), Kind: layout.ShardData})
 	}
 	s := &p.shards[len(p.shards)-1]
-	shard, offset = uint32(len(p.shards)-1), s.Size
-	s.Size += size
+	shard, offset = uint32(len(p.shards)-1), p.aligned(s.Size, size)
+	s.Size = offset + size
 	return shard, offset
+}
+
+// aligned returns where a file of size bytes starts in a shard that ends at end.
+func (p *shardPlacer) aligned(end, size uint64) uint64 {
+	if size == 0 || p.align <= 1 {
+		return end
+	}
+	return (end + p.align - 1) &^ (p.align - 1)
 }
 
 const entryChunk = 1 << 12
