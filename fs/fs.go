@@ -85,6 +85,8 @@ type Options struct {
 	// "storage" by name (s3 requests, disk cache hits). Each func is called once per snapshot
 	// and returns a value that encodes as a JSON object of numbers. Default: none.
 	Storage map[string]func() any
+	// DataPlane is reported in the stats file. Default: empty, read as the FUSE plane.
+	DataPlane DataPlane
 }
 
 // Timeouts for the kernel's entry and attribute caches: the shard set never changes while it
@@ -149,7 +151,7 @@ func New(ctx context.Context, x *layout.Index, b backend.Backend, opt Options) (
 	}
 	po := opt.Prefetch
 	po.KeepRead = opt.KernelCache == CacheOff
-	if opt.KernelCache == CacheOn {
+	if opt.KernelCache == CacheOn && po.WillNeed == nil { // else another serving path carries them out
 		po.Push, po.Drop = f.push, f.drop
 	}
 	var err error
@@ -222,6 +224,10 @@ const dropIdle = 5 * time.Millisecond
 // CacheOn, the samples inside them that this epoch has not read yet go into the kernel's page
 // cache (prefetch.Loader.Arrived). Call it after the readers waiting for the bytes were woken.
 func (f *FS) Arrived(shard string, off int64, data []byte) { f.loader.Arrived(shard, off, data) }
+
+// Seen tells the loader that reader read sample id on the kernel data plane
+// (prefetch.Loader.Seen; kernel.Plane.Watch).
+func (f *FS) Seen(reader uint32, id layout.ID) { f.loader.Seen(reader, id) }
 
 // Stats returns the FS's request statistics.
 func (f *FS) Stats() *Stats { return f.stats }

@@ -1,14 +1,12 @@
 package fs
 
 import (
-	"io"
 	"os"
 	"strings"
 	"syscall"
 
 	"github.com/aifs/aifs/internal/mountinfo"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 )
 
 // guardReadOnly keeps the kernel mount at mnt read-only for as long as done is open: root can
@@ -24,57 +22,17 @@ func (f *FS) guardReadOnly(mnt string, done <-chan struct{}) {
 	if os.Geteuid() != 0 {
 		return
 	}
-	file, err := os.Open(mountinfo.File)
-	if err != nil {
-		f.log.Warn("cannot watch the mount table: a read-write remount would not be reverted", zap.Error(err))
-		return
-	}
-	defer file.Close()
-	// done closes the pipe's write end, which wakes the poll: no wakeup while nothing changes.
-	stop, stopW, err := os.Pipe()
-	if err != nil {
-		f.log.Warn("cannot watch the mount table: a read-write remount would not be reverted", zap.Error(err))
-		return
-	}
-	defer stop.Close()
-	go func() { <-done; stopW.Close() }()
 	id := ""
-	for {
-		if table, err := readFrom(file); err == nil {
-			var rw bool
-			if id, rw = superblockRW(table, mnt, id); rw {
-				f.revertRW(mnt)
-			}
+	err := mountinfo.Watch(done, func(table []byte) bool {
+		var rw bool
+		if id, rw = superblockRW(table, mnt, id); rw {
+			f.revertRW(mnt)
 		}
-		if !waitMountChange(file, stop) {
-			return
-		}
+		return true
+	})
+	if err != nil {
+		f.log.Warn("cannot watch the mount table: a read-write remount would not be reverted", zap.Error(err))
 	}
-}
-
-// waitMountChange waits until the mount table changes (the kernel flags the open mountinfo
-// file with POLLPRI: the table is read again only then) and returns true, or until stop's
-// writer is closed and returns false.
-func waitMountChange(file, stop *os.File) bool {
-	fds := []unix.PollFd{{Fd: int32(file.Fd()), Events: unix.POLLPRI}, {Fd: int32(stop.Fd()), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, -1)
-		switch {
-		case err == unix.EINTR:
-		case err != nil || fds[1].Revents != 0:
-			return false
-		case n > 0 && fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0:
-			return true
-		}
-	}
-}
-
-// readFrom reads all of file from its start.
-func readFrom(file *os.File) ([]byte, error) {
-	if _, err := file.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
-	return io.ReadAll(file)
 }
 
 // superblockRW finds, in table (a mountinfo.File), the mount with ID id (or, with id "", the

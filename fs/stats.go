@@ -156,6 +156,7 @@ type Snapshot struct {
 	Source         string             `json:"source"`
 	Mountpoint     string             `json:"mountpoint"`
 	KernelCache    string             `json:"kernel_cache"`
+	DataPlane      DataPlane          `json:"data_plane"`
 	Started        time.Time          `json:"started"`
 	UptimeSeconds  float64            `json:"uptime_seconds"`
 	Entries        int                `json:"entries"`
@@ -172,6 +173,16 @@ type Snapshot struct {
 	// RWRemountsReverted counts the read-write remounts (root's mount -o remount,rw) that the
 	// daemon found and made read-only again at once.
 	RWRemountsReverted uint64 `json:"rw_remounts_reverted"`
+}
+
+// DataPlane says which path serves the files' bytes and why (aifs mount -o data): "fuse", this
+// FS's READs, or "kernel", the kernel's EROFS over the same shards (package kernel), with this
+// FS mounted beside it for the control files only.
+type DataPlane struct {
+	Plane  string `json:"plane"`
+	Reason string `json:"reason"`
+	// Mountpoint is where the files are served: the FUSE mountpoint, or the kernel plane's.
+	Mountpoint string `json:"mountpoint"`
 }
 
 // IndexStats say how much of the index has been read: a version 3 index is read and checked
@@ -211,7 +222,7 @@ func daemonStats() DaemonStats {
 func (s *Stats) Snapshot() Snapshot {
 	f := s.f
 	snap := Snapshot{
-		Source: f.opt.Source, Mountpoint: f.opt.Mountpoint, KernelCache: f.opt.KernelCache.String(),
+		Source: f.opt.Source, Mountpoint: f.opt.Mountpoint, KernelCache: f.opt.KernelCache.String(), DataPlane: f.opt.DataPlane,
 		Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
 		Entries: f.x.Len(), Files: uint64(f.x.Files()), DatasetBytes: f.x.FileBytes(),
 		ReadBytes: s.bytes.Load(), Ops: make(map[string]OpStats, numOps), Stats: f.loader.Stats(),

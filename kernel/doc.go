@@ -16,6 +16,6 @@
 // mount of the same set at ControlDir(dev), found from the data mount's device number
 // (docs/kernel.md); clients look there when the mount root holds no .aifs.
 //
-// This package may import layout and the standard library's syscall wrappers; it knows nothing
-// of FUSE or of the Loader, which it is handed as functions.
+// This package may import layout, plan and internal packages; it knows nothing of FUSE or of the
+// Loader, which it is handed as functions.
 package kernel

@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aifs/aifs/internal/mountinfo"
 )
 
 // FSType is the file system type of a kernel plane mount.
@@ -138,4 +140,17 @@ func Dev(path string) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)), nil
+}
+
+// WaitGone returns when the mount with device dev ("major:minor") at mnt has left the mount
+// table (a user's umount), or once stop is closed.
+func WaitGone(stop <-chan struct{}, mnt, dev string) error {
+	return mountinfo.Watch(stop, func(table []byte) bool {
+		for _, m := range mountinfo.Parse(table) {
+			if m.Point == mnt && m.Dev == dev {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/plan"
 )
 
 // Plane carries out the Loader's decisions on the files of a kernel plane mount
@@ -58,8 +59,8 @@ func (p *Plane) Drop(id layout.ID) {
 // Watch tells seen of every file of the mount that a process (reader, its pid) closes after
 // reading, until ctx is done: fanotify FAN_CLOSE_NOWRITE on the whole mount, read in batches by
 // this goroutine. The events are notifications, so no reader waits for Watch; the queue is
-// unlimited, so none is lost (an overflow, were it to come, is counted and skipped). Closes of
-// directories and of files not in the index are not told. It returns ctx's end as nil, or why
+// unlimited, so none is lost (an overflow, were it to come, is skipped). Closes of directories,
+// of files not in the index and the daemon's own (WillNeed, Drop) are not told. It returns ctx's end as nil, or why
 // it could not watch.
 func (p *Plane) Watch(ctx context.Context, seen func(reader uint32, id layout.ID)) error {
 	fan, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_UNLIMITED_QUEUE|unix.FAN_NONBLOCK,
@@ -86,6 +87,7 @@ func (p *Plane) Watch(ctx context.Context, seen func(reader uint32, id layout.ID
 	buf := make([]byte, 64<<10)
 	link := make([]byte, unix.PathMax)
 	prefix := p.mnt + "/"
+	self := uint32(os.Getpid())
 	fds := []unix.PollFd{{Fd: int32(fan), Events: unix.POLLIN}, {Fd: int32(wake[0]), Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
@@ -113,7 +115,8 @@ func (p *Plane) Watch(ctx context.Context, seen func(reader uint32, id layout.ID
 				if fd < 0 { // FAN_NOFD: a queue overflow
 					continue
 				}
-				if id, ok := p.idOf(int(fd), link, prefix); ok {
+				// The daemon's own opens (WillNeed, Drop) are not reads.
+				if id, ok := p.idOf(int(fd), link, prefix); ok && pid != self {
 					seen(pid, id)
 				}
 				unix.Close(int(fd))
@@ -143,7 +146,7 @@ func (p *Plane) idOf(fd int, link []byte, prefix string) (layout.ID, bool) {
 
 // ControlRoot is the directory under which each kernel plane mount's control mount lies, at
 // ControlDir of the plane's device number.
-const ControlRoot = "/run/aifs"
+const ControlRoot = plan.KernelControlRoot
 
 // ControlDir returns where the control mount of the kernel plane mount with device number dev
 // ("major:minor", Dev) lies: a FUSE mount of the same set, whose .aifs holds the plan, stats and

@@ -22,6 +22,11 @@ const (
 	ControlDir = ".aifs"
 	// ControlFile is the plan file in ControlDir, which takes plans by ioctl.
 	ControlFile = "plan"
+	// KernelControlRoot holds the control mount of each kernel data plane mount (aifs mount
+	// -o data=kernel), at KernelControlRoot/MAJOR:MINOR, the plane's device number: the kernel's
+	// EROFS tree cannot hide a ControlDir, so the control files live in a FUSE mount there
+	// (Control finds them).
+	KernelControlRoot = "/run/aifs"
 )
 
 // The header lines of the format: a plan is one of these, "\n", then one sample per line.

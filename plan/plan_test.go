@@ -40,7 +40,7 @@ func specConstants(t *testing.T) map[string]string {
 // against the same table).
 func TestSpec(t *testing.T) {
 	strs := map[string]string{
-		"ControlDir": ControlDir, "ControlFile": ControlFile,
+		"ControlDir": ControlDir, "ControlFile": ControlFile, "KernelControlRoot": KernelControlRoot,
 		"HeaderPaths": HeaderPaths, "HeaderIndices": HeaderIndices,
 	}
 	ints := map[string]int64{

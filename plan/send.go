@@ -20,7 +20,7 @@ var ErrNoMount = errors.New("not the root of an aifs mount (no " + ControlDir + 
 // aifs mount root, syscall.EINVAL if the mount refused the plan's content, and syscall.EPERM if
 // the mount takes no plans (-o plans=off).
 func Send(mountRoot string, r io.Reader) error {
-	name := filepath.Join(mountRoot, ControlDir, ControlFile)
+	name := filepath.Join(Control(mountRoot), ControlFile)
 	f, err := os.Open(name)
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("send plan to %s: %w", mountRoot, ErrNoMount)
@@ -58,4 +58,25 @@ func Send(mountRoot string, r io.Reader) error {
 			return nil
 		}
 	}
+}
+
+// Control returns the control directory of the aifs mount whose root is mountRoot: its
+// ControlDir on the FUSE plane; on the kernel data plane, whose tree has none, ControlDir in
+// the control mount at KernelControlRoot/MAJOR:MINOR, by the device number of mountRoot. Where
+// neither exists it returns the first (an open of a file in it then fails: ErrNotExist).
+func Control(mountRoot string) string {
+	own := filepath.Join(mountRoot, ControlDir)
+	if _, err := os.Lstat(own); err == nil {
+		return own
+	}
+	var st syscall.Stat_t
+	if syscall.Stat(mountRoot, &st) == nil {
+		dev := uint64(st.Dev)
+		major, minor := (dev>>8)&0xfff|(dev>>32)&^0xfff, dev&0xff|(dev>>12)&^0xff // Linux's encoding
+		k := filepath.Join(KernelControlRoot, fmt.Sprintf("%d:%d", major, minor), ControlDir)
+		if _, err := os.Lstat(k); err == nil {
+			return k
+		}
+	}
+	return own
 }

@@ -42,6 +42,36 @@ Location.__doc__ = """Where a file's bytes lie: `shard` is the shard's path (loc
 
 _NO_SHARD = 0xFFFFFFFF
 
+# On the kernel data plane (aifs mount -o data=kernel) the control files are not in the mount:
+# they are in a FUSE mount of the same set at _KERNEL_CONTROL_ROOT/MAJOR:MINOR, by the device
+# number of the mount root (aifs's docs/plan.md; plan.KernelControlRoot in Go;
+# test_plan_spec.py checks that aifs_plan's is the same).
+_KERNEL_CONTROL_ROOT = "/run/aifs"
+
+
+def control_root(mount_root):
+    """Returns the root of the mount that serves the control files (`.aifs`) of the aifs mount
+    at `mount_root`: `mount_root` itself on the FUSE plane; on the kernel plane, its control
+    mount, which shows the same tree with the FUSE plane's inode numbers (those of the locations
+    file). Where neither has `.aifs`, `mount_root`."""
+    if os.path.lexists(os.path.join(mount_root, ".aifs")):
+        return mount_root
+    try:
+        st = os.stat(mount_root)
+    except OSError:
+        return mount_root
+    k = os.path.join(_KERNEL_CONTROL_ROOT, f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    return k if os.path.ismount(mount_root) and os.path.lexists(os.path.join(k, ".aifs")) else mount_root
+
+
+def control_paths(paths, mount_root):
+    """Returns `paths`, files under `mount_root`, as the control mount shows them (control_root):
+    there their inode numbers are those of the locations file. On the FUSE plane, `paths`."""
+    ctl = control_root(mount_root)
+    if ctl == mount_root:
+        return paths
+    return [os.path.join(ctl, os.path.relpath(os.path.realpath(p), mount_root)) for p in paths]
+
 
 class Locations:
     """The `.aifs/locations` file of an aifs mount, read whole, once: where each inode's bytes
@@ -51,7 +81,7 @@ class Locations:
     RECORD = struct.Struct("<QQII")
 
     def __init__(self, mount_root):
-        with io.open(os.path.join(mount_root, ".aifs", "locations"), "rb") as f:
+        with io.open(os.path.join(control_root(mount_root), ".aifs", "locations"), "rb") as f:
             self._data = memoryview(f.read())
         if len(self._data) < self.HEADER.size:
             raise ValueError("the locations file is shorter than its header")
@@ -126,7 +156,8 @@ class Mount:
         self.__init__(state["mountpoint"])
 
     def _load(self):
-        self._loc_path = os.path.join(self.mountpoint, ".aifs", "locations")
+        self._control = control_root(self.mountpoint)
+        self._loc_path = os.path.join(self._control, ".aifs", "locations")
         self._stamp = self._stamp_now()
         self._dev = os.stat(self.mountpoint).st_dev
         self.locations = Locations(self.mountpoint)
@@ -166,6 +197,8 @@ class Mount:
         st = os.stat(path)
         if st.st_dev != self._dev:
             return None
+        if self._control != self.mountpoint:  # the kernel plane: the FUSE plane's inode
+            st = os.stat(control_paths([path], self.mountpoint)[0])
         r = self.locations.record(st.st_ino)
         return r if r is not None and r[1] == st.st_size else None
 
@@ -245,7 +278,7 @@ def open(mountpoint):  # noqa: A001 (the module's entry point, as io.open)
     """Returns a Mount of the aifs mount at `mountpoint` (or any directory in it: the mount
     root is found by walking up to the directory holding `.aifs/locations`)."""
     d = os.path.realpath(mountpoint)
-    while not os.path.exists(os.path.join(d, ".aifs", "locations")):
+    while not os.path.exists(os.path.join(control_root(d), ".aifs", "locations")):
         parent = os.path.dirname(d)
         if parent == d or os.path.ismount(d):
             raise FileNotFoundError(errno.ENOENT, "not in an aifs mount (no .aifs/locations)", mountpoint)

@@ -13,6 +13,9 @@ Protocol (version 1), specified in aifs's docs/plan.md (python/test_plan_spec.py
 constants below against it):
 
 - The control file is `<mount root>/.aifs/plan`. `.aifs` is never listed, but it can be looked up.
+  On the kernel data plane (`aifs mount -o data=kernel`) the tree has no `.aifs`: the control
+  directory is `_KERNEL_CONTROL_ROOT/MAJOR:MINOR/.aifs`, by the mount root's device number
+  (aifs_direct.control_root).
   The mount root is found by walking up from the dataset's root directory (symlinks resolved) to
   the first directory that contains `.aifs/plan`, stopping after `/` or a mount point.
 - The mount is read-only in the kernel, so the plan is not written but sent by ioctl: each epoch
@@ -55,6 +58,8 @@ _PATHS_HEADER = b"aifs-plan 1 paths\n"
 _INDICES_HEADER = b"aifs-plan 1 indices\n"
 # The plan file, relative to the mount root.
 _PLAN_PATH = (".aifs", "plan")
+# Where the kernel data plane's control mounts are (aifs_direct.control_root).
+_KERNEL_CONTROL_ROOT = "/run/aifs"
 
 
 class _PlanWriter:
@@ -100,7 +105,7 @@ class _PlanWriter:
             if self._sample_lines is None:
                 self._sample_lines = _sample_lines(self.samples, self.root, self.mount_root)
             header, lines = _PATHS_HEADER, map(self._sample_lines.__getitem__, indices)
-        path = os.path.join(self.mount_root, *_PLAN_PATH)
+        path = os.path.join(aifs_direct.control_root(self.mount_root), *_PLAN_PATH)
         try:
             send_plan(path, _pieces(header, lines))
         except OSError as e:
@@ -289,7 +294,7 @@ def sample_places(dataset, plan=None):
     try:
         loc = aifs_direct.Locations(plan.mount_root)
         paths = [os.fsdecode(plan.samples[plan.base_index(i)][0]) for i in range(len(dataset))]
-        places = [loc.place(ino) for ino in aifs_direct.inodes(paths)]
+        places = [loc.place(ino) for ino in aifs_direct.inodes(aifs_direct.control_paths(paths, plan.mount_root))]
     except (OSError, ValueError) as e:
         warnings.warn(f"aifs_plan: cannot read the sample locations of {plan.mount_root}: {e}; "
                       "ranges follow the sample order", stacklevel=3)
@@ -367,7 +372,7 @@ def _find_mount_root(start):
     `.aifs/plan`, looking no higher than the mount point `start` is on; None if there is none."""
     directory = os.path.realpath(start)
     while True:
-        if os.path.exists(os.path.join(directory, *_PLAN_PATH)):
+        if os.path.exists(os.path.join(aifs_direct.control_root(directory), *_PLAN_PATH)):
             return directory
         parent = os.path.dirname(directory)
         if parent == directory or os.path.ismount(directory):

@@ -32,16 +32,16 @@ def spec_constants():
     return rows
 
 
-def module_constants():
-    """Evaluates the module-level assignments of aifs_plan.py whose values are constant
-    expressions (literals and arithmetic on earlier ones)."""
-    with open(MODULE, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), MODULE)
+def module_constants(module=MODULE):
+    """Evaluates the module-level assignments of `module` (aifs_plan.py) whose values are
+    constant expressions (literals and arithmetic on earlier ones)."""
+    with open(module, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), module)
     names = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             try:
-                names[node.targets[0].id] = eval(compile(ast.Expression(node.value), MODULE, "eval"),
+                names[node.targets[0].id] = eval(compile(ast.Expression(node.value), module, "eval"),
                                                  {"__builtins__": {}}, dict(names))
             except Exception:
                 pass  # not a constant expression
@@ -62,6 +62,11 @@ class SpecTest(unittest.TestCase):
                     self.assertEqual(got, int(want, 0))
                 else:
                     self.assertEqual(got, want)
+
+    def test_kernel_control_root_shared(self):
+        """aifs_direct finds the kernel plane's control mounts where aifs_plan says they are."""
+        direct = module_constants(os.path.join(os.path.dirname(MODULE), "aifs_direct.py"))
+        self.assertEqual(direct["_KERNEL_CONTROL_ROOT"], module_constants()["_KERNEL_CONTROL_ROOT"])
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import (
 	"github.com/aifs/aifs/backend/s3"
 	"github.com/aifs/aifs/internal/human"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/plan"
 )
 
 func runLocate(ctx context.Context, args []string) int {
@@ -72,7 +73,7 @@ func locateSource(ctx context.Context, arg string, paths []string, s3c *s3Config
 	if err != nil {
 		return nil, nil, err
 	}
-	source, identity, err := readLocationsHead(filepath.Join(mnt, ".aifs", "locations"))
+	source, identity, err := readLocationsHead(filepath.Join(plan.Control(mnt), "locations"))
 	if errors.Is(err, os.ErrNotExist) {
 		src, err := openSource(ctx, arg, s3c, zap.NewNop())
 		return src, paths, err

@@ -18,6 +18,16 @@ The same mount from mount(8) or /etc/fstab (after scripts/install.sh):
   SRC  MOUNTPOINT  fuse.aifs  ro,nofail,allow_other  0 0
 
 Mount options (-o, comma-separated, repeatable):
+  data=fuse|kernel|auto     which path serves the files' bytes (docs/kernel.md). fuse
+                            (default): aifs's FUSE server. kernel: the kernel's EROFS over the
+                            same shards, with no daemon on the read path (aifs still reads
+                            ahead by plan, keeps and drops); needs root, a kernel with EROFS
+                            mounted from files (Linux 6.12+), local shards whose samples start
+                            on 512-byte boundaries (aifs pack since --align, aifs index), and
+                            neither verify=on nor kernel_cache=off; the control files are then
+                            at /run/aifs/MAJOR:MINOR/.aifs (aifs stats, aifs plan and
+                            aifs_plan find them). auto: kernel where it can be, else fuse; the
+                            mount's first line says which and why
   kernel_cache=on|off       on (default): sample pages stay in the kernel page cache, so warm
                             epochs are served by the kernel, at 2 FUSE requests per sample;
                             off: every read reaches aifs and nothing is cached in the kernel,

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/aifs/aifs/internal/mountinfo"
+	"github.com/aifs/aifs/kernel"
+	"github.com/aifs/aifs/layout/erofsmeta"
 )
 
 // errNotMounted is lazyUnmount's error when nothing is mounted at the path (someone else has
@@ -104,6 +106,9 @@ func checkDir(abs, mountpoint string) (string, error) {
 func recoverStale(path string) (notice string, err error) {
 	m, ok := mountinfo.At(path)
 	fstype, source := m.FSType, m.Source
+	if ok && fstype == kernel.FSType && strings.HasPrefix(filepath.Base(source), erofsmeta.ImagePrefix) {
+		return recoverKernelPlane(path, m)
+	}
 	if !ok || fstype != "fuse" && !strings.HasPrefix(fstype, "fuse.") {
 		return "", nil
 	}
@@ -120,4 +125,28 @@ func recoverStale(path string) (notice string, err error) {
 		return "", fmt.Errorf("%s was left mounted by an aifs daemon that died; unmounting it: %w", path, err)
 	}
 	return fmt.Sprintf("%s was left mounted (%s) by an aifs daemon that died; unmounted it", path, source), nil
+}
+
+// recoverKernelPlane looks at an aifs kernel plane mounted at path (m): if its daemon is gone
+// (its control mount answers ENOTCONN, or is gone), the plane and its control mount are
+// unmounted lazily (readers of the plane go on reading: the kernel serves them) and the notice
+// says so; a plane whose daemon is alive is refused.
+func recoverKernelPlane(path string, m mountinfo.Mount) (notice string, err error) {
+	ctl := kernel.ControlDir(m.Dev)
+	var st syscall.Statfs_t
+	cm, mounted := mountinfo.At(ctl)
+	if mounted {
+		err := syscall.Statfs(ctl, &st)
+		if err != syscall.ENOTCONN && err != syscall.ECONNABORTED {
+			return "", fmt.Errorf("%s is already a mount point (the aifs kernel plane of %s, whose daemon is alive: control mount %s)", path, cm.Source, ctl)
+		}
+		if err := lazyUnmount(ctl); err != nil && !errors.Is(err, errNotMounted) {
+			return "", fmt.Errorf("%s was left mounted by an aifs daemon that died; unmounting its control mount %s: %w", path, ctl, err)
+		}
+	}
+	os.Remove(ctl)
+	if err := syscall.Unmount(path, syscall.MNT_DETACH); err != nil {
+		return "", fmt.Errorf("%s was left mounted by an aifs daemon that died; unmounting it: %w", path, err)
+	}
+	return fmt.Sprintf("%s was left mounted (the kernel plane, %s) by an aifs daemon that died; unmounted it", path, m.Source), nil
 }

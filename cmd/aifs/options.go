@@ -22,8 +22,10 @@ type mountConfig struct {
 	cacheSize       int64 // bytes of the disk cache
 	cacheSizeSet    bool  // cache_size or --cache-size given
 	prefetchShards  bool
-	pushChunks      string // -o push_chunks: "auto" (default), "on" or "off"
-	verify          bool   // -o verify=on
+	pushChunks      string       // -o push_chunks: "auto" (default), "on" or "off"
+	verify          bool         // -o verify=on
+	data            string       // -o data: dataFUSE (default), dataKernel or dataAuto
+	plane           *kernelPlane // the kernel plane, once mounted; nil: the FUSE plane
 	s3              s3Config
 	noPlans         bool // -o plans=off
 	allowOther      bool
@@ -47,7 +49,7 @@ const mountSynopsis = "[flags] SRC MOUNTPOINT [-o opt,opt=value...]"
 // starts with every default, and the -o values into opts.
 func mountFlags(c *mountConfig, opts *optList) *flag.FlagSet {
 	flags := newFlags("mount", mountSynopsis, mountHelp)
-	*c = mountConfig{kernelCache: fs.CacheOn, pushChunks: "auto", chunkReads: true}
+	*c = mountConfig{kernelCache: fs.CacheOn, pushChunks: "auto", chunkReads: true, data: dataFUSE}
 	flags.BoolVar(&c.foreground, "f", false, "stay in the foreground (logs go to stderr unless --log-file)")
 	flags.Var(opts, "o", "mount options, comma-separated (see above); repeatable")
 	flags.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -159,6 +161,8 @@ func (c *mountConfig) applyOptions(opts []string) error {
 				c.prefetchShards = val == "on"
 			case key == "push_chunks" && (val == "auto" || val == "on" || val == "off"):
 				c.pushChunks = val
+			case key == "data" && (val == dataFUSE || val == dataKernel || val == dataAuto):
+				c.data = val
 			case key == "verify" && (val == "on" || val == "off"):
 				c.verify = val == "on"
 			case key == "log_level" && hasVal:

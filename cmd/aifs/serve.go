@@ -46,6 +46,9 @@ func (c *mountConfig) serve(ctx context.Context, ready *readyPipe) int {
 
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
+	if kp := c.plane; kp != nil {
+		return kp.serve(ctx, log, srv, done)
+	}
 	select {
 	case <-done:
 		log.Info("unmounted", zap.String("mountpoint", c.mountpoint))
@@ -163,12 +166,29 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	if src.s3 != nil {
 		po.ChunkBytes = diskcache.DefaultChunkSize // a GET costs a round trip: as large as the disk cache's chunks
 	}
+	kp, reason, err := c.choosePlane(log, src, mnt)
+	if err != nil {
+		return nil, nil, err
+	}
+	plane, fuseAt := fs.DataPlane{Plane: dataFUSE, Reason: reason, Mountpoint: mnt}, mnt
+	if kp != nil {
+		closers = append(closers, func() error { return os.Remove(kp.ctl) }, kp.unmount)
+		po.WillNeed, po.Drop = kp.plane.WillNeed, kp.plane.Drop
+		plane.Plane, fuseAt = dataKernel, kp.ctl
+	}
+	log.Info("data plane", zap.String("plane", plane.Plane), zap.String("why", reason))
+	if c.data != dataFUSE {
+		c.notices = append(c.notices, fmt.Sprintf("data plane: %s (%s)", plane.Plane, reason))
+	}
 	f, err := fs.New(ctx, src.x, be, fs.Options{Logger: log.Named("fs"), KernelCache: c.kernelCache, Source: src.name, Mountpoint: mnt,
-		Prefetch: po, Storage: storage, NoPlans: c.noPlans})
+		Prefetch: po, Storage: storage, NoPlans: c.noPlans, DataPlane: plane})
 	if err != nil {
 		return nil, nil, err
 	}
 	closers = append(closers, f.Close)
+	if kp != nil {
+		kp.fs, c.plane = f, kp
+	}
 	if dc != nil && c.pushOn(log, src.x) {
 		dc.OnArrived(f.Arrived) // the disk cache's chunks, as they come from S3, go on into the page cache (push_chunks)
 	}
@@ -179,7 +199,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		}
 		closers = append(closers, metrics.Close) // closed before f: its handlers read f's stats
 	}
-	s, err := fs.Mount(f, mnt, fs.MountOptions{AllowOther: c.allowOther, FsName: src.name, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
+	s, err := fs.Mount(f, fuseAt, fs.MountOptions{AllowOther: c.allowOther, FsName: src.name, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
 	if err != nil {
 		return nil, nil, err
 	}

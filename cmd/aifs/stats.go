@@ -16,6 +16,7 @@ import (
 
 	"github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/internal/human"
+	"github.com/aifs/aifs/plan"
 )
 
 func runStats(ctx context.Context, args []string) int {
@@ -29,7 +30,7 @@ percentiles.`)
 	if !ok {
 		return code
 	}
-	b, err := os.ReadFile(filepath.Join(pos[0], ".aifs", "stats"))
+	b, err := os.ReadFile(filepath.Join(plan.Control(pos[0]), "stats"))
 	if err != nil {
 		return fail("stats", fmt.Errorf("%s is not an aifs mount? %w", pos[0], err))
 	}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"go.uber.org/zap"
+
+	"github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/kernel"
+	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/erofsmeta"
+)
+
+// The data planes of -o data (docs/kernel.md).
+const (
+	dataFUSE   = "fuse"   // aifs's FUSE server answers every request
+	dataKernel = "kernel" // the kernel's EROFS serves the files; a FUSE mount beside it serves the control files
+	dataAuto   = "auto"   // kernel where it can be, FUSE otherwise
+)
+
+// kernelRefusal returns why the set src cannot be served by the kernel plane with c's options
+// in this process, or "" if it can as far as can be told before mounting. x's every index block
+// is read and checked here (erofsmeta.Check): the image is written only from a checked index.
+func (c *mountConfig) kernelRefusal(src *source) string {
+	switch {
+	case src.s3 != nil:
+		return "the shards are in S3 (the kernel plane serves local shards)"
+	case c.verify:
+		return "verify=on checks every sample as the daemon reads it, and on the kernel plane the daemon reads none"
+	case c.kernelCache == fs.CacheOff:
+		return "kernel_cache=off keeps samples out of the page cache, where the kernel plane serves them from"
+	}
+	if err := kernel.Available(); err != nil {
+		return err.Error()
+	}
+	if _, err := erofsmeta.Check(src.x); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// kernelPlane is a live kernel plane: the EROFS mount at mnt (device dev) and the control
+// mount's directory.
+type kernelPlane struct {
+	mnt, dev, ctl string
+	plane         *kernel.Plane
+	reason        string
+	fs            *fs.FS // the control mount's, which takes the plane's observations
+}
+
+// mountKernel builds (or finds) the EROFS image of src and mounts it at mnt. It returns an error
+// wrapping kernel.ErrUnsupported where the kernel refused the mount for want of a feature.
+func mountKernel(log *zap.Logger, src *source, mnt string) (*kernelPlane, error) {
+	image, bs, err := erofsmeta.Cached(src.x, src.name)
+	if err != nil {
+		return nil, fmt.Errorf("kernel plane: %w", err)
+	}
+	devices := make([]string, len(src.x.Shards()))
+	for i, s := range src.x.Shards() {
+		devices[i] = layout.ShardPath(src.name, s)
+	}
+	if err := kernel.Mount(image, devices, mnt, true); err != nil {
+		return nil, fmt.Errorf("kernel plane: %w", err)
+	}
+	dev, err := kernel.Dev(mnt)
+	if err == nil {
+		var ctl string
+		if ctl, err = kernel.MakeControlDir(dev); err == nil {
+			log.Debug("kernel plane mounted", zap.String("image", image), zap.Int("block_size", bs), zap.String("control", ctl))
+			return &kernelPlane{mnt: mnt, dev: dev, ctl: ctl, plane: kernel.NewPlane(mnt, src.x)}, nil
+		}
+	}
+	kernel.Unmount(mnt)
+	return nil, fmt.Errorf("kernel plane: %w", err)
+}
+
+// choosePlane mounts the kernel plane at mnt when -o data asks for it and it can be, and
+// returns it (nil: the FUSE plane) and the reason for the choice, for the mount's first line and
+// the stats. data=kernel fails where the kernel plane cannot be; auto falls back to FUSE.
+func (c *mountConfig) choosePlane(log *zap.Logger, src *source, mnt string) (*kernelPlane, string, error) {
+	if c.data == dataFUSE {
+		return nil, "data=fuse", nil
+	}
+	why := c.kernelRefusal(src)
+	var kp *kernelPlane
+	if why == "" {
+		var err error
+		kp, err = mountKernel(log, src, mnt)
+		switch {
+		case err == nil:
+			kp.reason = "data=" + c.data + ": EROFS over the local shards, mounted from files (root, aligned samples)"
+			return kp, kp.reason, nil
+		case c.data == dataKernel || !errors.Is(err, kernel.ErrUnsupported):
+			return nil, "", err
+		}
+		why = err.Error()
+	}
+	if c.data == dataKernel {
+		return nil, "", fmt.Errorf("-o data=kernel: %s", why)
+	}
+	return nil, "data=auto: FUSE, since " + why, nil
+}
+
+// unmount ends the kernel plane: the EROFS mount (detached if files are open in it: their
+// readers go on reading, the kernel serves them) and then the control mount's directory.
+func (kp *kernelPlane) unmount() error {
+	err := kernel.Unmount(kp.mnt)
+	if errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	return err
+}
+
+// serve runs the kernel plane until ctx ends (SIGINT, SIGTERM: the plane is unmounted, or
+// detached if files are open in it, and then the control mount) or a user unmounts the plane
+// (the control mount then ends) or the control mount (srv ends: done closes; the plane is then
+// unmounted by the cleanup). Meanwhile fanotify's reads are told to the control mount's Loader
+// (kernel.Plane.Watch).
+func (kp *kernelPlane) serve(ctx context.Context, log *zap.Logger, srv *fs.Server, done <-chan struct{}) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		if err := kp.plane.Watch(ctx, kp.fs.Seen); err != nil {
+			log.Warn("kernel plane: reads are not observed (no read-ahead by plan, no drops)", zap.Error(err))
+		}
+	}()
+	gone := make(chan struct{})
+	go func() {
+		if err := kernel.WaitGone(ctx.Done(), kp.mnt, kp.dev); err != nil {
+			log.Warn("kernel plane: cannot watch the mount table: an umount of the plane will not end the daemon", zap.Error(err))
+			return
+		}
+		close(gone)
+	}()
+	select {
+	case <-done:
+		log.Info("control mount unmounted; unmounting the kernel plane", zap.String("control", kp.ctl))
+		return exitOK
+	case <-gone:
+		log.Info("kernel plane unmounted", zap.String("mountpoint", kp.mnt))
+	case <-ctx.Done():
+		log.Info("signal: unmounting the kernel plane", zap.String("mountpoint", kp.mnt))
+		if err := kp.unmount(); err != nil {
+			log.Error("unmount failed", zap.Error(err))
+		}
+	}
+	if err := srv.Unmount(); err != nil {
+		log.Warn("control mount busy; detaching it", zap.Error(err))
+		if err := lazyUnmount(kp.ctl); err != nil && !errors.Is(err, errNotMounted) {
+			log.Error("unmount of the control mount failed", zap.Error(err))
+			return exitFailure
+		}
+	}
+	<-done
+	log.Info("unmounted", zap.String("mountpoint", kp.mnt))
+	return exitOK
+}

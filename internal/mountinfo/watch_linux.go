@@ -1,0 +1,69 @@
+package mountinfo
+
+import (
+	"io"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// Watch calls fn with the mount table (a copy of File) now and again after each change of it,
+// until fn returns false or stop is closed; then it returns nil. It sleeps in between: the kernel
+// flags the open table with POLLPRI when a mount comes or goes or changes, and the table is read
+// again only then. A failure to open or read the table is returned.
+func Watch(stop <-chan struct{}, fn func(table []byte) bool) error {
+	file, err := os.Open(File)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	// stop closes the pipe's write end, which wakes the poll.
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-stop:
+		case <-done:
+		}
+		w.Close()
+	}()
+	for {
+		if _, err := file.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		table, err := io.ReadAll(file)
+		if err != nil {
+			return err
+		}
+		if !fn(table) || !waitChange(file, r) {
+			return nil
+		}
+	}
+}
+
+// waitChange waits until the table open as file changes and returns true, or until stop's
+// writer is closed and returns false.
+func waitChange(file, stop *os.File) bool {
+	type pollFd struct {
+		fd             int32
+		events, revent int16
+	}
+	const pollIn, pollPri, pollErr = 0x1, 0x2, 0x8
+	fds := [2]pollFd{{fd: int32(file.Fd()), events: pollPri}, {fd: int32(stop.Fd()), events: pollIn}}
+	for {
+		fds[0].revent, fds[1].revent = 0, 0
+		n, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 2, 0, 0, 0, 0)
+		switch {
+		case errno == syscall.EINTR:
+		case errno != 0 || fds[1].revent != 0:
+			return false
+		case n > 0 && fds[0].revent&(pollPri|pollErr) != 0:
+			return true
+		}
+	}
+}
