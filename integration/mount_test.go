@@ -41,7 +41,11 @@ func mountSet(t testing.TB, set string, args ...string) string {
 func unmount(t testing.TB, mnt string, pid int) {
 	t.Helper()
 	if isMounted(mnt) {
-		if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
+		cmd := exec.Command("fusermount3", "-u", mnt)
+		if m, _ := mountinfo.At(mnt); m.FSType == "erofs" { // the kernel data plane
+			cmd = exec.Command("umount", mnt)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("fusermount3 -u %s: %v: %s; detaching it", mnt, err, out)
 			syscall.Unmount(mnt, syscall.MNT_DETACH)
 		}

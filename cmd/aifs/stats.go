@@ -52,6 +52,9 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	fmt.Fprintf(w, "mountpoint    %s\n", human.Name(s.Mountpoint))
 	fmt.Fprintf(w, "up            %s (since %s)\n", time.Duration(s.UptimeSeconds*1e9).Round(time.Second).String(), s.Started.Format(time.RFC3339))
 	fmt.Fprintf(w, "kernel cache  %s\n", s.KernelCache)
+	if s.DataPlane.Plane != "" {
+		fmt.Fprintf(w, "data plane    %s (%s)\n", s.DataPlane.Plane, s.DataPlane.Reason)
+	}
 	fmt.Fprintf(w, "daemon        %s live Go heap (after %d collections), %d goroutines\n", human.Bytes(int64(s.Daemon.HeapLiveBytes)), s.Daemon.GCCycles, s.Daemon.Goroutines)
 	if s.RWRemountsReverted > 0 {
 		fmt.Fprintf(w, "read-only     %d read-write remounts undone\n", s.RWRemountsReverted)

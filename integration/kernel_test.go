@@ -1,0 +1,342 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aifs/aifs/internal/mountinfo"
+	"github.com/aifs/aifs/plan"
+)
+
+// The kernel data plane (aifs mount -o data=kernel, docs/kernel.md): the kernel's EROFS serves
+// the shards, a FUSE mount at /run/aifs/MAJOR:MINOR serves the control files. These tests need
+// root and EROFS with file-backed mounts (Linux 6.12+): CI has both.
+
+// needKernelPlane fails where the kernel plane cannot be mounted: CI has root and EROFS.
+func needKernelPlane(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the kernel plane tests need root (they mount EROFS)")
+	}
+	b, _ := os.ReadFile("/proc/filesystems")
+	if !strings.Contains(string(b), "erofs") {
+		exec.Command("modprobe", "erofs").Run()
+		b, _ = os.ReadFile("/proc/filesystems")
+	}
+	if !strings.Contains(string(b), "erofs") {
+		t.Fatal("the running kernel has no EROFS")
+	}
+}
+
+// mountKernel mounts set at a new directory with -o data=kernel (and args) and returns the
+// mountpoint; cleanup unmounts the plane and checks that the daemon ended and left nothing
+// behind (the control mount and its directory).
+func mountKernel(t *testing.T, set string, args ...string) string {
+	t.Helper()
+	mnt := filepath.Join(t.TempDir(), "kmnt")
+	mkdir(t, mnt)
+	mustAifs(t, append([]string{"mount", "-o", "data=kernel", set, mnt}, args...)...)
+	pid := daemonPID(t, mnt)
+	ctl := controlOf(t, mnt)
+	t.Cleanup(func() {
+		unmount(t, mnt, pid)
+		if isMounted(ctl) {
+			t.Errorf("the control mount %s is still mounted after the plane's daemon ended", ctl)
+			syscall.Unmount(ctl, syscall.MNT_DETACH)
+		}
+	})
+	return mnt
+}
+
+// controlOf returns the control mount of the kernel plane at mnt, checking that mnt is one.
+func controlOf(t *testing.T, mnt string) string {
+	t.Helper()
+	m, ok := mountinfo.At(mnt)
+	if !ok || m.FSType != "erofs" {
+		t.Fatalf("%s is not an EROFS mount: %+v", mnt, m)
+	}
+	ctl := filepath.Dir(plan.Control(mnt))
+	if ctl != filepath.Join(plan.KernelControlRoot, m.Dev) || !isMounted(ctl) {
+		t.Fatalf("the control mount of %s is %s (mounted: %v), want %s", mnt, ctl, isMounted(ctl), filepath.Join(plan.KernelControlRoot, m.Dev))
+	}
+	return ctl
+}
+
+// TestKernelPlaneTree: the kernel plane shows the edge-case tree as the source has it, and as
+// the FUSE plane shows it, byte for byte; no .aifs in it; the control files work through
+// plan.Control (aifs stats names the plane).
+func TestKernelPlaneTree(t *testing.T) {
+	needKernelPlane(t)
+	src := edgeTree(t)
+	set := filepath.Join(t.TempDir(), "set")
+	mustAifs(t, "pack", "--quiet", src, set)
+	kmnt := mountKernel(t, set)
+	fmnt := mountSet(t, set)
+
+	want := sourceEntries(t, src, true)
+	compareEntries(t, "kernel plane", want, sourceEntries(t, kmnt, true))
+	compareEntries(t, "kernel plane against the FUSE plane", sourceEntries(t, fmnt, true), sourceEntries(t, kmnt, true))
+	if g, w := names(t, kmnt), names(t, fmnt); !slices.Equal(g, w) {
+		t.Errorf("root listing: kernel plane %q, FUSE plane %q", g, w)
+	}
+	if _, err := os.Lstat(filepath.Join(kmnt, ".aifs")); err == nil {
+		t.Errorf("the kernel plane's tree has a .aifs")
+	}
+	r := mustAifs(t, "stats", kmnt)
+	if !strings.Contains(r.stdout, "data plane    kernel") {
+		t.Errorf("aifs stats of the kernel plane does not name it:\n%s", r.stdout)
+	}
+	s := readStats(t, filepath.Dir(plan.Control(kmnt)))
+	if s.DataPlane.Plane != "kernel" || s.DataPlane.Mountpoint != kmnt || s.Files != uint64(countFiles(want)) {
+		t.Errorf("stats: data plane %+v, files %d; want kernel at %s, %d files", s.DataPlane, s.Files, kmnt, countFiles(want))
+	}
+	// EROFS is read-only in the kernel: root cannot remount it read-write (issue 52's item 2).
+	if out, err := exec.Command("mount", "-o", "remount,rw", kmnt).CombinedOutput(); err == nil {
+		t.Errorf("mount -o remount,rw of the kernel plane succeeded: %s", out)
+	}
+	f := filepath.Join(kmnt, "a", "one")
+	if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
+		if _, err := os.OpenFile(f, os.O_RDWR, 0); err == nil || !strings.Contains(err.Error(), "read-only") {
+			t.Errorf("open O_RDWR on the kernel plane: %v, want EROFS", err)
+		}
+	}
+}
+
+// TestKernelPlaneTar: a tar set (aifs index, 512-byte aligned members) through the kernel plane
+// reads as through the FUSE plane.
+func TestKernelPlaneTar(t *testing.T) {
+	needKernelPlane(t)
+	src := edgeTree(t)
+	dir := t.TempDir()
+	tarPath := filepath.Join(dir, "edge.tar")
+	run(t, "tar", "--format=gnu", "--sort=name", "--exclude", "./big", "-cf", tarPath, "-C", src, ".")
+	set := filepath.Join(dir, "index")
+	mustAifs(t, "index", "--quiet", tarPath, set)
+	kmnt := mountKernel(t, set)
+	fmnt := mountSet(t, set)
+	compareEntries(t, "tar set, kernel plane against the FUSE plane", sourceEntries(t, fmnt, true), sourceEntries(t, kmnt, true))
+}
+
+// TestKernelPlaneRefusals: where the kernel plane cannot serve a set, data=kernel fails with the
+// reason and data=auto mounts the FUSE plane and says why (first line, stats).
+func TestKernelPlaneRefusals(t *testing.T) {
+	needKernelPlane(t)
+	src := t.TempDir()
+	for i := range 20 {
+		writeFile(t, filepath.Join(src, "c", fmt.Sprintf("s-%02d.bin", i)), randomBytes(uint64(i)+7, 1000+i))
+	}
+	tight := filepath.Join(t.TempDir(), "tight")
+	mustAifs(t, "pack", "--quiet", "--align", "0", src, tight)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	mkdir(t, mnt)
+	r := aifs(t, "mount", "-o", "data=kernel", tight, mnt)
+	if r.code == 0 || !strings.Contains(r.stderr, "align") {
+		t.Errorf("data=kernel of a set packed end to end: want a refusal naming the alignment, got %s", r)
+	}
+	if isMounted(mnt) {
+		t.Fatalf("%s is mounted after a refused mount", mnt)
+	}
+	aligned := filepath.Join(t.TempDir(), "aligned")
+	mustAifs(t, "pack", "--quiet", src, aligned)
+	for _, c := range []struct {
+		set, opts, why string
+	}{
+		{tight, "data=auto", "align"},
+		{aligned, "data=auto,verify=on", "verify=on"},
+		{aligned, "data=auto,kernel_cache=off", "kernel_cache=off"},
+		{aligned, "data=fuse", "data=fuse"},
+	} {
+		r := mustAifs(t, "mount", "-o", c.opts, c.set, mnt)
+		pid := daemonPID(t, mnt)
+		s := readStats(t, mnt)
+		if s.DataPlane.Plane != "fuse" || !strings.Contains(s.DataPlane.Reason, c.why) {
+			t.Errorf("-o %s: data plane %+v, want fuse because of %q", c.opts, s.DataPlane, c.why)
+		}
+		if c.opts != "data=fuse" && !strings.Contains(r.stderr, "data plane: fuse") {
+			t.Errorf("-o %s: the mount did not say which plane and why: %s", c.opts, r)
+		}
+		unmount(t, mnt, pid)
+	}
+}
+
+// TestKernelPlaneLifecycle: umount, SIGTERM and SIGINT each end the daemon and leave nothing
+// mounted; after kill -9 of the daemon, 8 readers of the plane go on reading right bytes (the
+// kernel serves them), and a new mount takes the mountpoint back.
+func TestKernelPlaneLifecycle(t *testing.T) {
+	needKernelPlane(t)
+	src := t.TempDir()
+	const n = 64
+	for i := range n {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("c%d", i%4), fmt.Sprintf("s-%02d.bin", i)), randomBytes(uint64(i)+100, 5000+97*i))
+	}
+	set := filepath.Join(t.TempDir(), "set")
+	mustAifs(t, "pack", "--quiet", "--shard-size", "64K", src, set)
+	mnt := filepath.Join(t.TempDir(), "kmnt")
+	mkdir(t, mnt)
+	read := func(i int) error {
+		p := fmt.Sprintf("c%d/s-%02d.bin", i%4, i)
+		b, err := os.ReadFile(filepath.Join(mnt, p))
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(b, randomBytes(uint64(i)+100, 5000+97*i)) {
+			return fmt.Errorf("%s: wrong bytes", p)
+		}
+		return nil
+	}
+	for how, end := range map[string]func(pid int) error{
+		"umount":  func(int) error { return exec.Command("umount", mnt).Run() },
+		"SIGTERM": func(pid int) error { return syscall.Kill(pid, syscall.SIGTERM) },
+		"SIGINT":  func(pid int) error { return syscall.Kill(pid, syscall.SIGINT) },
+	} {
+		mustAifs(t, "mount", "-o", "data=kernel", set, mnt)
+		pid := daemonPID(t, mnt)
+		ctl := controlOf(t, mnt)
+		t.Cleanup(func() { unmount(t, mnt, pid) })
+		if err := read(5); err != nil {
+			t.Fatalf("%s: %v", how, err)
+		}
+		if err := end(pid); err != nil {
+			t.Fatalf("%s: %v", how, err)
+		}
+		if !waitExit(pid, 10*time.Second) {
+			t.Fatalf("%s: the daemon did not exit", how)
+		}
+		if isMounted(mnt) || isMounted(ctl) {
+			t.Fatalf("%s: left mounted: plane %v, control %v", how, isMounted(mnt), isMounted(ctl))
+		}
+		if _, err := os.Stat(ctl); err == nil {
+			t.Errorf("%s: the control directory %s is left", how, ctl)
+		}
+	}
+
+	mustAifs(t, "mount", "-o", "data=kernel", set, mnt)
+	pid := daemonPID(t, mnt)
+	t.Cleanup(func() { unmount(t, mnt, 0) })
+	var stop atomic.Bool
+	var reads atomic.Int64
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for r := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := r; !stop.Load(); i = (i + 7) % n {
+				if err := read(i); err != nil {
+					errs <- err
+					return
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	syscall.Kill(pid, syscall.SIGKILL)
+	if !waitExit(pid, 10*time.Second) {
+		t.Fatal("the daemon survived SIGKILL")
+	}
+	before := reads.Load()
+	time.Sleep(500 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a reader of the plane after kill -9 of its daemon: %v", err)
+	}
+	if reads.Load() <= before {
+		t.Errorf("no reads after the daemon was killed (%d before, %d in all)", before, reads.Load())
+	}
+	r := mustAifs(t, "mount", "-o", "data=kernel", set, mnt)
+	if !strings.Contains(r.stderr, "aifs daemon that died") {
+		t.Errorf("a new mount over the plane of a killed daemon: want a notice, got %s", r)
+	}
+	controlOf(t, mnt)
+	if err := read(9); err != nil {
+		t.Errorf("read after the mountpoint was taken back: %v", err)
+	}
+	unmount(t, mnt, daemonPID(t, mnt))
+	if isMounted(mnt) {
+		t.Error("mounts are stacked on the mountpoint after the recovery")
+	}
+}
+
+// TestKernelPlanePlan: a plan sent to the kernel plane (aifs plan, through the control mount)
+// brings its samples into the page cache before their read (mincore), and the plane's reads
+// reach the daemon's Loader (fanotify: the plan's cursor moves).
+func TestKernelPlanePlan(t *testing.T) {
+	needKernelPlane(t)
+	src := t.TempDir()
+	const n = 200
+	var paths []string
+	for i := range n {
+		p := fmt.Sprintf("c%d/s-%03d.bin", i%5, i)
+		writeFile(t, filepath.Join(src, p), randomBytes(uint64(i)+300, 40000+i))
+		paths = append(paths, p)
+	}
+	set := filepath.Join(t.TempDir(), "set")
+	mustAifs(t, "pack", "--quiet", src, set)
+	mnt := mountKernel(t, set)
+	exec.Command("sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches").Run()
+	planned := []string{paths[150], paths[3], paths[77], paths[120], paths[42]}
+	planFile := filepath.Join(t.TempDir(), "plan")
+	writeFile(t, planFile, []byte(plan.HeaderPaths+"\n"+strings.Join(planned, "\n")+"\n"))
+	mustAifs(t, "plan", mnt, planFile)
+	for _, p := range planned {
+		var res int
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if res = residentPages(t, filepath.Join(mnt, p)); res > 0 {
+				break
+			}
+		}
+		if res == 0 {
+			t.Errorf("%s, planned, is not in the page cache 5 s after the plan", p)
+		}
+	}
+	if res := residentPages(t, filepath.Join(mnt, paths[100])); res != 0 {
+		t.Errorf("%s, not planned, has %d pages in the page cache", paths[100], res)
+	}
+	for _, p := range planned {
+		if _, err := os.ReadFile(filepath.Join(mnt, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctl := filepath.Dir(plan.Control(mnt))
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		s := readStats(t, ctl)
+		if len(s.Plans) == 1 && s.Plans[0].Read == len(planned) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the plan's cursor after its samples were read on the plane: %+v, want %d read", s.Plans, len(planned))
+		}
+	}
+}
+
+// residentPages returns how many pages of file path are in the page cache (cachestat(2)).
+func residentPages(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var cs unix.Cachestat_t
+	if err := unix.Cachestat(uint(f.Fd()), &unix.CachestatRange{}, &cs, 0); err != nil {
+		t.Fatalf("cachestat %s: %v", path, err)
+	}
+	return int(cs.Cache)
+}
