@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -252,6 +253,7 @@ func TestBuildPacked(t *testing.T) {
 			}
 			img := build(t, x, bs)
 			compareImage(t, x, img, shardReaders(t, dir, x))
+			checkDeviceTable(t, x, img, bs)
 			if again := build(t, x, bs); !bytes.Equal(img, again) {
 				t.Error("two builds of one index differ")
 			}
@@ -259,6 +261,23 @@ func TestBuildPacked(t *testing.T) {
 				compareImage(t, x, build(t, x, 512), shardReaders(t, dir, x))
 			}
 		})
+	}
+}
+
+// checkDeviceTable checks the image's device table as the kernel reads it (go-erofs's reader
+// ignores it): one slot per shard, where the superblock says, each giving its shard's size in
+// blocks.
+func checkDeviceTable(t *testing.T, x *layout.Index, img []byte, bs int) {
+	t.Helper()
+	sb := img[superblockOffset:]
+	n, slot := int(binary.LittleEndian.Uint16(sb[86:])), int(binary.LittleEndian.Uint16(sb[88:]))*deviceSlotSize
+	if n != len(x.Shards()) {
+		t.Fatalf("the superblock counts %d devices; the set has %d shards", n, len(x.Shards()))
+	}
+	for i, s := range x.Shards() {
+		if got, want := binary.LittleEndian.Uint32(img[slot+i*deviceSlotSize+64:]), blocks(s.Size, bs); uint64(got) != want {
+			t.Fatalf("device %d is %d blocks in the device table; shard %s is %d bytes, %d blocks", i+1, got, s.Name, s.Size, want)
+		}
 	}
 }
 
@@ -316,7 +335,9 @@ func TestBuildTars(t *testing.T) {
 			if err != nil || bs != MinBlockSize {
 				t.Fatalf("Check of a tar set = %d, %v; want %d", bs, err, MinBlockSize)
 			}
-			compareImage(t, x, build(t, x, bs), devs)
+			img := build(t, x, bs)
+			compareImage(t, x, img, devs)
+			checkDeviceTable(t, x, img, bs)
 		})
 	}
 }
@@ -331,6 +352,41 @@ func TestCheckRefusesUnaligned(t *testing.T) {
 	var out bytes.Buffer
 	if err := Build(x, &nopSeeker{&out}, 512); !errors.As(err, &ns) || out.Len() > 0 {
 		t.Errorf("Build of a set packed tight = %v with %d bytes written; want NotServable and nothing", err, out.Len())
+	}
+}
+
+// TestCheckRefuses checks Check's other reasons: a shard that is not whole blocks (EROFS fails
+// the read of its last block), and more shards than EROFS has devices.
+func TestCheckRefuses(t *testing.T) {
+	encode := func(size uint64, shards int) *layout.Index {
+		root := &layout.Node{Mode: layout.ModeDir | 0o755, Children: []*layout.Node{
+			{Name: "a", Mode: layout.ModeRegular | 0o644, Size: 10, Offset: 4096},
+		}}
+		ss := make([]layout.Shard, shards)
+		for i := range ss {
+			ss[i] = layout.Shard{Name: layout.ShardName(i), Size: size}
+		}
+		x, err := layout.Parse(layout.EncodeIndex(layout.Number(root), ss, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	for _, c := range []struct {
+		x      *layout.Index
+		bs     int
+		reason string
+	}{
+		{encode(8192, 1), 4096, ""},
+		{encode(4096+512, 1), 512, ""},
+		{encode(4096+10, 1), 0, "not a whole number of 512-byte blocks"},
+		{encode(8192, MaxDevices+1), 0, "EROFS takes at most 65535 devices"},
+	} {
+		bs, err := Check(c.x)
+		var ns *NotServable
+		if c.reason == "" && (err != nil || bs != c.bs) || c.reason != "" && (!errors.As(err, &ns) || !strings.Contains(ns.Reason, c.reason)) {
+			t.Errorf("Check = %d, %v; want %d %q", bs, err, c.bs, c.reason)
+		}
 	}
 }
 
@@ -438,5 +494,38 @@ func TestCachedReadOnlyDir(t *testing.T) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(p, &st); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkBuildFlat builds the image of a set of 1 M files of 100 KiB in one directory
+// (docs/bench/erofs-notes.md): go test -run - -bench BuildFlat -benchmem ./layout/erofsmeta.
+func BenchmarkBuildFlat(b *testing.B) {
+	const files, size, perShard = 1 << 20, 100 << 10, 10_000
+	root := &layout.Node{Mode: layout.ModeDir | 0o755, MTime: 1e18}
+	var shards []layout.Shard
+	for i := range files {
+		if i%perShard == 0 {
+			shards = append(shards, layout.Shard{Name: layout.ShardName(len(shards)), Size: perShard * size})
+		}
+		root.Children = append(root.Children, &layout.Node{Name: fmt.Sprintf("n%08d.JPEG", i), Mode: layout.ModeRegular | 0o644,
+			MTime: 1e18 + int64(i), Size: size, Offset: uint64(i%perShard) * size, Shard: uint32(len(shards) - 1)})
+	}
+	x, err := layout.Parse(layout.EncodeIndex(layout.Number(root), shards, true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	root = nil
+	b.ResetTimer()
+	for range b.N {
+		f, err := os.Create(filepath.Join(b.TempDir(), "img"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := Build(x, f, BlockSize); err != nil {
+			b.Fatal(err)
+		}
+		fi, _ := f.Stat()
+		b.ReportMetric(float64(fi.Size()), "image-bytes")
+		f.Close()
 	}
 }
