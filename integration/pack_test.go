@@ -625,8 +625,8 @@ func TestPackRoundTrip(t *testing.T) {
 
 	t.Run("shards", func(t *testing.T) {
 		// FORMAT.md: samples in pack order (file ids ascending), each non-empty one at the next
-		// multiple of 4096 (the default --align), a new shard only when the next sample would
-		// not fit, and a sample larger than the target alone.
+		// multiple of 4096 (the default --align), each shard padded to one, a new shard only
+		// when the next sample would not fit, and a sample larger than the target alone.
 		x := wantShardSet(t, dst)
 		shards := x.Shards()
 		if len(shards) < 5 {
@@ -642,7 +642,7 @@ func TestPackRoundTrip(t *testing.T) {
 				continue
 			}
 			if e.Shard != cur {
-				if e.Shard != cur+1 || end != shards[cur].Size {
+				if e.Shard != cur+1 || aligned(end) != shards[cur].Size {
 					t.Fatalf("%q: shard %d after shard %d ended at %d of %d bytes", x.Path(layout.ID(i)), e.Shard, cur, end, shards[cur].Size)
 				}
 				if e.Size > 0 && aligned(shards[cur].Size)+e.Size <= shardTarget {
@@ -661,7 +661,7 @@ func TestPackRoundTrip(t *testing.T) {
 				nonzero[e.Shard]++
 			}
 		}
-		if int(cur) != len(shards)-1 || end != shards[cur].Size {
+		if int(cur) != len(shards)-1 || aligned(end) != shards[cur].Size {
 			t.Fatalf("samples end in shard %d at %d; the index has %d shards, the last of %d bytes", cur, end, len(shards), shards[len(shards)-1].Size)
 		}
 		for i, s := range shards {

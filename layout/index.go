@@ -340,8 +340,9 @@ func (x *Index) FileBytes() uint64 { return x.fileBytes }
 // Shards returns the shard table. The caller must not modify it.
 func (x *Index) Shards() []Shard { return x.shards }
 
-// ShardBytes returns the sum of the shards' sizes: FileBytes for a set written by Pack, which
-// packs samples densely.
+// ShardBytes returns the sum of the shards' sizes: FileBytes and the padding that aligns samples
+// for a set written by Pack (FORMAT.md), tar headers too for a set of tars. What samples take in
+// memory is FileBytes.
 func (x *Index) ShardBytes() uint64 { return x.shardBytes }
 
 // NextFile returns the first regular file after id in pack order (id need not be a file), or

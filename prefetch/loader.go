@@ -250,7 +250,7 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 			l.stagers[i] = st
 		}
 	}
-	l.mem.keepBudget, l.mem.aheadBudget, l.mem.keepFraction = splitMemory(opt.CacheBytes, int64(x.ShardBytes()), opt.KeepRead)
+	l.mem.keepBudget, l.mem.aheadBudget, l.mem.keepFraction = splitMemory(opt.CacheBytes, int64(x.FileBytes()), opt.KeepRead)
 	l.mem.keepRead, l.mem.stats = opt.KeepRead, &l.stats
 	if opt.Verify {
 		l.verified, l.corrupt = bitset.NewAtomic(x.Len()), bitset.NewAtomic(x.Len())

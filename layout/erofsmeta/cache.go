@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,9 @@ const ImagePrefix = ".aifs-erofs-"
 // writable; other users get os.UserCacheDir()/aifs/erofs.
 const SystemCacheDir = "/var/cache/aifs/erofs"
 
+// systemCacheDir is SystemCacheDir, which tests change.
+var systemCacheDir = SystemCacheDir
+
 // Cached returns the path of x's image and its block size, building it with the block size
 // Check chooses if there is none yet. The image lies beside the index, in indexDir, or, where
 // indexDir is not writable (a read-only or another user's set), in SystemCacheDir (root) or
@@ -45,57 +49,56 @@ func Cached(x *layout.Index, indexDir string) (imagePath string, blockSize int, 
 	if err != nil {
 		return "", 0, err
 	}
-	dir, prefix, err := cacheDir(indexDir)
+	abs, err := filepath.Abs(indexDir)
 	if err != nil {
-		return "", 0, err
+		return "", 0, fmt.Errorf("erofs image cache: %w", err)
 	}
-	key := fmt.Sprintf("%s%s%08x-%d-v%d-b%d-", ImagePrefix, prefix, x.Identity(), x.Len(), FormatVersion, bs)
-	if p, ok := findCached(dir, key); ok {
+	key := fmt.Sprintf("%08x-%d-v%d-b%d-", x.Identity(), x.Len(), FormatVersion, bs)
+	if p, ok := findCached(abs, ImagePrefix+key); ok {
 		return p, bs, nil
 	}
-	name, err := buildAtomic(x, bs, dir, key)
+	shared, prefix, sharedErr := sharedDir(abs)
+	if sharedErr == nil {
+		if p, ok := findCached(shared, ImagePrefix+prefix+key); ok {
+			return p, bs, nil
+		}
+	}
+	dir, pre := abs, ""
+	name, err := buildAtomic(x, bs, dir, ImagePrefix+key)
+	if errors.Is(err, errNotWritable) {
+		if sharedErr != nil {
+			return "", 0, fmt.Errorf("erofs image cache: %s is not writable and %w", indexDir, sharedErr)
+		}
+		if err := os.MkdirAll(shared, 0o755); err != nil {
+			return "", 0, fmt.Errorf("erofs image cache: %s is not writable and %w", indexDir, err)
+		}
+		dir, pre = shared, prefix
+		name, err = buildAtomic(x, bs, dir, ImagePrefix+pre+key)
+	}
 	if err != nil {
 		return "", 0, err
 	}
-	removeStale(dir, ImagePrefix+prefix, name)
+	removeStale(dir, ImagePrefix+pre, name)
 	return filepath.Join(dir, name), bs, nil
 }
 
-// cacheDir returns the directory the image of the set in indexDir is kept in, and the prefix its
-// name takes there: none beside the index, a hash of indexDir's path in a shared directory.
-func cacheDir(indexDir string) (dir, prefix string, err error) {
-	abs, err := filepath.Abs(indexDir)
-	if err != nil {
-		return "", "", fmt.Errorf("erofs image cache: %w", err)
-	}
-	if writable(abs) {
-		return abs, "", nil
-	}
-	dir = SystemCacheDir
+// sharedDir returns the directory the image of the set in indexDir (absolute) is kept in when
+// indexDir is not writable, and the prefix its name takes there: a hash of indexDir.
+func sharedDir(indexDir string) (dir, prefix string, err error) {
+	dir = systemCacheDir
 	if os.Geteuid() != 0 {
 		user, err := os.UserCacheDir()
 		if err != nil {
-			return "", "", fmt.Errorf("erofs image cache: %s is not writable and there is no cache directory: %w", indexDir, err)
+			return "", "", fmt.Errorf("there is no cache directory: %w", err)
 		}
 		dir = filepath.Join(user, "aifs", "erofs")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", "", fmt.Errorf("erofs image cache: %s is not writable: %w", indexDir, err)
-	}
-	h := sha256.Sum256([]byte(abs))
+	h := sha256.Sum256([]byte(indexDir))
 	return dir, hex.EncodeToString(h[:6]) + "-", nil
 }
 
-// writable reports whether a file can be created in dir.
-func writable(dir string) bool {
-	f, err := os.CreateTemp(dir, ImagePrefix+"probe-*")
-	if err != nil {
-		return false
-	}
-	f.Close()
-	os.Remove(f.Name())
-	return true
-}
+// errNotWritable is buildAtomic's error when it cannot create a file in the directory.
+var errNotWritable = errors.New("directory not writable")
 
 // findCached returns an image in dir whose name begins with key and whose bytes hash to the rest
 // of its name, owned by this user and writable by no one else.
@@ -144,6 +147,9 @@ func readOwn(p string) ([]byte, bool) {
 // by its hash, and returns that name.
 func buildAtomic(x *layout.Index, bs int, dir, key string) (name string, err error) {
 	f, err := os.CreateTemp(dir, ImagePrefix+"tmp-*")
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		return "", fmt.Errorf("%w: %w", errNotWritable, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("erofs image cache: %w", err)
 	}
@@ -188,9 +194,7 @@ func removeStale(dir, prefix, keep string) {
 	}
 	for _, de := range ents {
 		if n := de.Name(); n != keep && strings.HasPrefix(n, prefix) && strings.HasSuffix(n, ".img") {
-			if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				continue
-			}
+			os.Remove(filepath.Join(dir, n)) // another's, or gone already: left as it is
 		}
 	}
 }

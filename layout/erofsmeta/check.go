@@ -49,7 +49,8 @@ func notServable(format string, args ...any) error {
 
 // Check reads and checks every block of x (layout.Index.CheckAll) and every entry, and returns
 // the block size the set's image takes: 4096 if every non-empty file's extent starts on a 4 KiB
-// boundary, else 512 if every one starts on a 512-byte boundary. A set EROFS cannot serve gives
+// boundary and every shard is a whole number of 4 KiB blocks, else 512 if every one is so at
+// 512 bytes. A set EROFS cannot serve gives
 // a *NotServable; an index that fails its checks gives that error, wrapped. Check reads the whole
 // index (O(entries)) and allocates nothing per entry. It does not look at the shards: whether
 // they are local files is the caller's to say.
@@ -85,6 +86,19 @@ func Check(x *layout.Index) (blockSize int, err error) {
 	}
 	if err := x.Err(); err != nil {
 		return 0, fmt.Errorf("index: %w", err)
+	}
+	// EROFS fails a read of a device's last block with EIO where the file ends inside it (a
+	// short read of the backing file: Linux 6.18, file-backed, with or without directio), so
+	// every shard must be whole blocks: aifs pack pads its shards so, and a tar is 512-byte
+	// records.
+	for _, s := range shards {
+		if s.Size%uint64(blockSize) != 0 {
+			blockSize = MinBlockSize
+		}
+		if s.Size%MinBlockSize != 0 {
+			return 0, notServable("shard %s is %d bytes, not a whole number of %d-byte blocks, which EROFS needs: the set was packed before aifs pack aligned samples; repack it with aifs pack",
+				s.Name, s.Size, MinBlockSize)
+		}
 	}
 	for _, s := range shards {
 		if blocks(s.Size, blockSize) > math.MaxUint32 {

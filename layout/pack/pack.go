@@ -1,7 +1,7 @@
 // Package pack writes a new shard set (layout's format) from a directory tree: it walks the tree
-// (ListFiles), copies the files' bytes densely into shards in pack order and writes the index
-// last, through a Sink (a local directory, or backend/s3's upload); WriteIndexFile replaces an
-// index alone. It imports layout and the standard library.
+// (ListFiles), copies the files' bytes into shards in pack order, each on a multiple of
+// Options.Align, and writes the index last, through a Sink (a local directory, or backend/s3's
+// upload); WriteIndexFile replaces an index alone. It imports layout and the standard library.
 package pack
 
 import (
@@ -153,6 +153,7 @@ func (p *packer) run(ctx context.Context, src string) (Result, error) {
 			place.place(e.size)
 		}
 	}
+	place.finish()
 	shards := place.shards
 	if err := p.writeData(ctx, src, t, res.Files, shards, res.Bytes); err != nil {
 		return Result{}, err
@@ -282,7 +283,7 @@ func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shard
 		done    int64
 		copyBuf []byte
 		place   = p.placer()
-		zeros   []byte
+		zeros   = make([]byte, p.opt.Align) // padding
 	)
 	defer func() {
 		if w != nil && w.w != nil {
@@ -299,7 +300,7 @@ func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shard
 		shard, off := place.place(s.size)
 		if w == nil || w.index != int(shard) {
 			if w != nil {
-				if err := w.finish(&shards[w.index]); err != nil {
+				if err := w.finish(&shards[w.index], zeros); err != nil {
 					return err
 				}
 			}
@@ -312,9 +313,6 @@ func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shard
 			return s.err
 		}
 		if pad := off - w.sum.Size; pad > 0 { // zeros up to the sample's aligned start
-			if zeros == nil {
-				zeros = make([]byte, p.opt.Align)
-			}
 			if _, err := w.Write(zeros[:pad]); err != nil {
 				return err
 			}
@@ -344,7 +342,7 @@ func (p *packer) writeInOrder(ctx context.Context, t *packTree, files int, shard
 		}
 	}
 	if w != nil {
-		return w.finish(&shards[w.index])
+		return w.finish(&shards[w.index], zeros)
 	}
 	return nil
 }
@@ -433,8 +431,14 @@ func (w *shardWriter) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// finish flushes and closes the shard and records its checksum; the size was planned in advance.
-func (w *shardWriter) finish(s *layout.Shard) error {
+// finish pads the shard with zeros to its planned size (less than len(zeros) bytes after its
+// last sample), flushes and closes it, and records its checksum.
+func (w *shardWriter) finish(s *layout.Shard, zeros []byte) error {
+	if pad := s.Size - w.sum.Size; w.sum.Size < s.Size && pad < uint64(len(zeros)) {
+		if _, err := w.Write(zeros[:pad]); err != nil {
+			return err
+		}
+	}
 	if err := w.bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", w.name, err)
 	}

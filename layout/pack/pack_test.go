@@ -295,22 +295,30 @@ func TestListFiles(t *testing.T) {
 }
 
 // assignShards places files in pack order into shards of about target bytes each, each
-// non-empty one starting on a multiple of align, as Pack does.
+// non-empty one starting on a multiple of align and each shard padded to one, as Pack does.
 func assignShards(files []*layout.Node, target, align uint64) []layout.Shard {
 	var shards []layout.Shard
+	up := func(n uint64) uint64 { return (n + align - 1) / align * align }
 	start := func(end, size uint64) uint64 {
 		if size == 0 {
 			return end
 		}
-		return (end + align - 1) / align * align
+		return up(end)
 	}
+	var end uint64
 	for _, f := range files {
-		if len(shards) == 0 || shards[len(shards)-1].Size > 0 && start(shards[len(shards)-1].Size, f.Size)+f.Size > target {
+		if len(shards) == 0 || end > 0 && start(end, f.Size)+f.Size > target {
+			if len(shards) > 0 {
+				shards[len(shards)-1].Size = up(end)
+			}
 			shards = append(shards, layout.Shard{Name: layout.ShardName(len(shards)), Kind: layout.ShardData})
+			end = 0
 		}
-		s := &shards[len(shards)-1]
-		f.Shard, f.Offset = uint32(len(shards)-1), start(s.Size, f.Size)
-		s.Size = f.Offset + f.Size
+		f.Shard, f.Offset = uint32(len(shards)-1), start(end, f.Size)
+		end = f.Offset + f.Size
+	}
+	if len(shards) > 0 {
+		shards[len(shards)-1].Size = up(end)
 	}
 	return shards
 }
@@ -406,6 +414,9 @@ func nodeTreeIndex(t *testing.T, src string, shardSize, align int64) []byte {
 		s.CRC = layout.UpdateChecksum(s.CRC, make([]byte, f.Offset-ends[f.Shard])) // the padding
 		s.CRC = layout.UpdateChecksum(s.CRC, b)
 		ends[f.Shard] = f.Offset + f.Size
+	}
+	for i := range shards { // the padding after the last sample
+		shards[i].CRC = layout.UpdateChecksum(shards[i].CRC, make([]byte, shards[i].Size-ends[i]))
 	}
 	return layout.EncodeIndex(nodes, shards, false)
 }

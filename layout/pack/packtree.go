@@ -187,24 +187,35 @@ func (p *packer) expand(ctx context.Context, t *packTree, k int, dir string, anc
 // shardPlacer places files, in pack order, into shards of about target bytes each, each
 // non-empty file starting on a multiple of align (a power of two; 1 packs them end to end) with
 // zero bytes before it to pad: a new shard starts when the next file would take the current one
-// past target. A shard ends where its last file ends. An empty file occupies no bytes and has
-// the offset at which the shard ends.
+// past target. A shard is padded with zeros to a multiple of align after its last file: the
+// kernel's EROFS fails a read of a shard's last block if the file ends inside it. An empty file
+// occupies no bytes and has the offset at which the shard ended before it.
 type shardPlacer struct {
 	target uint64
 	align  uint64
 	shards []layout.Shard // the shards so far; the last one is being filled
+	end    uint64         // where the last one's last file ends
 }
 
 // place places the next file, of size bytes, returning its shard and offset.
 func (p *shardPlacer) place(size uint64) (shard uint32, offset uint64) {
 	k := len(p.shards)
-	if k == 0 || p.shards[k-1].Size > 0 && p.aligned(p.shards[k-1].Size, size)+size > p.target {
+	if k == 0 || p.end > 0 && p.aligned(p.end, size)+size > p.target {
+		p.finish()
 		p.shards = append(p.shards, layout.Shard{Name: layout.ShardName(k), Kind: layout.ShardData})
+		p.end = 0
 	}
-	s := &p.shards[len(p.shards)-1]
-	shard, offset = uint32(len(p.shards)-1), p.aligned(s.Size, size)
-	s.Size = offset + size
+	shard, offset = uint32(len(p.shards)-1), p.aligned(p.end, size)
+	p.end = offset + size
 	return shard, offset
+}
+
+// finish pads the last shard, ending its size on a multiple of align. Call it once all files are
+// placed, before reading the shards' sizes.
+func (p *shardPlacer) finish() {
+	if k := len(p.shards); k > 0 {
+		p.shards[k-1].Size = p.aligned(p.end, 1)
+	}
 }
 
 // aligned returns where a file of size bytes starts in a shard that ends at end.
