@@ -43,7 +43,8 @@ func unmount(t testing.TB, mnt string, pid int) {
 	if isMounted(mnt) {
 		cmd := exec.Command("fusermount3", "-u", mnt)
 		if m, _ := mountinfo.At(mnt); m.FSType == "erofs" { // the kernel data plane
-			cmd = exec.Command("umount", mnt)
+			kernelUmount(t, mnt)
+			cmd = exec.Command("true")
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("fusermount3 -u %s: %v: %s; detaching it", mnt, err, out)

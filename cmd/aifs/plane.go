@@ -129,8 +129,8 @@ func (kp *kernelPlane) serve(ctx context.Context, log *zap.Logger, srv *fs.Serve
 	}()
 	gone := make(chan struct{})
 	go func() {
-		if err := kernel.WaitGone(ctx.Done(), kp.mnt, kp.dev); err != nil {
-			log.Warn("kernel plane: cannot watch the mount table: an umount of the plane will not end the daemon", zap.Error(err))
+		if err := kernel.WaitGone(ctx.Done(), kp.mnt); err != nil {
+			log.Warn("kernel plane: cannot watch for its umount, which will not end the daemon", zap.Error(err))
 			return
 		}
 		close(gone)
