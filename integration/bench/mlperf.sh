@@ -48,7 +48,7 @@
 # report written to a temporary folder; it fails if any run fails or is missing from the report.
 #
 # Environment (defaults in brackets; SMOKE=1's in braces):
-#   WORKLOADS ["resnet50 retinanet"]  SYSTEMS ["ext4 xfs aifs:torch aifs:plan"] {"ext4 aifs:plan"}
+#   WORKLOADS ["resnet50 retinanet"]  SYSTEMS ["ext4 xfs aifs aifs:torch aifs:plan"] {"ext4 aifs:plan"}
 #   RESNET50_FILES [12000] {300}  RETINANET_FILES [4000] {150}  NS ["1 2 3 4 6 8"] {"1 2"}
 #   NOCOMPUTE_N [4] {2}  EPOCHS [5] {1} (measured, after WARMUP [1])  ACCEL [a100]  SCALE [8]
 #   THREADS [2]  PROC_MB [120]  RANK_MB [115]  STOP [1] {0}  FIO_S [3] {1} (seconds a fio run)
@@ -61,7 +61,7 @@ if [[ $SMOKE == 1 ]]; then
 	: "${NOCOMPUTE_N:=2}" "${EPOCHS:=1}" "${FIO_S:=1}" "${STOP:=0}"
 fi
 WORKLOADS=${WORKLOADS:-resnet50 retinanet}
-SYSTEMS=${SYSTEMS:-ext4 xfs aifs:torch aifs:plan}
+SYSTEMS=${SYSTEMS:-ext4 xfs aifs aifs:torch aifs:plan}
 RESNET50_FILES=${RESNET50_FILES:-12000}
 RETINANET_FILES=${RETINANET_FILES:-4000}
 NS=${NS:-1 2 3 4 6 8}
