@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs the whole aifs test suite on a fresh Debian 12 machine with Go, installing what it needs:
-# formatting and vet, the Python tests (plan module, benchmark report), every package's tests with the race detector (integration tests build and
-# drive the aifs binary; fuzz seed corpora run as ordinary tests), then the same tests once with
-# GOMAXPROCS=1. CI runs exactly this (.ci/run). The tests are built with -tags integration, so
-# that those needing root, FUSE, S3 servers, tools or PyTorch run, and fail where what they need
-# is missing (without the tag they skip: internal/testenv).
+# formatting and vet, the Python tests (plan module, benchmark reports and arithmetic), a tiny run of
+# the MLPerf-Storage-style benchmark (integration/bench/mlperf.sh, about 1.5 minutes), every
+# package's tests with the race detector (integration tests build and drive the aifs binary; fuzz
+# seed corpora run as ordinary tests), then the same tests once with GOMAXPROCS=1. CI runs exactly
+# this (.ci/run). The tests are built with -tags integration, so that those needing root, FUSE, S3
+# servers, tools or PyTorch run, and fail where what they need is missing (without the tag they
+# skip: internal/testenv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
@@ -30,7 +32,11 @@ go vet ./...
 go vet -tags integration ./...
 go vet -tags aifs_noio ./backend/local ./cmd/aifs # the benchmark's no-I/O build (compare.sh) must still build
 PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s python
-PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s integration/bench # the benchmark report
+PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s integration/bench # the benchmark reports
+# The MLPerf-Storage-style benchmark end to end, tiny (two workloads of a few hundred files, N = 1-2,
+# ext4 and aifs with aifs_plan's sampler), so that it cannot rot: it fails if a run fails or a row
+# is missing from its report.
+PYTHONDONTWRITEBYTECODE=1 SMOKE=1 integration/bench/mlperf.sh
 go test -tags integration -race -count=1 -timeout 20m ./...
 GOMAXPROCS=1 go test -tags integration -count=1 -timeout 20m ./...
 echo "all tests passed"

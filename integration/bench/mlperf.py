@@ -1,0 +1,373 @@
+"""The simulated accelerators of mlperf.sh: DLIO's PyTorch training loop, written for this harness.
+
+usage:
+  mlperf.py gen resnet50|retinanet FILES DIR
+  mlperf.py run --root DIR --sampler dlio|torch|plan --n N --batch B --step SECONDS
+                --threads T --epochs E --warmup W --record BYTES --decode raw|pil [--seed S]
+  mlperf.py record FILE KEY=VALUE...   (stdin: one run's JSON; appends it, with the fields, to FILE)
+
+`gen` writes an ImageFolder-like tree of FILES files, 100 to a class folder: for resnet50, files of
+RESNET50_RECORD random bytes (MLPerf Storage's OPEN shape: one file a sample, read raw); for
+retinanet, JPEGs of RETINANET_RECORD bytes (a grayscale noise image, as DLIO's JPEG generator
+makes, padded after its end marker to the record length; PIL ignores the padding).
+
+`run` is one measurement: N processes, the simulated accelerators (ranks), forked from this one
+after it has listed the tree. Each rank iterates its own DataLoader(batch_size=B, num_workers=T,
+prefetch_factor=2, persistent_workers=True, drop_last=True) over the tree for W + E epochs, with
+one of three samplers: dlio (DLIO's index map, `dlio_indices`), torch
+(torch.utils.data.DistributedSampler) or plan (aifs_plan.DistributedSampler, every rank on one
+node, LOCAL_WORLD_SIZE=N, as torchrun sets it on one host). A worker reads each sample whole
+(raw: open().read(); pil: PIL decode to a numpy array, as DLIO's image reader does) and hands
+back its byte count only, so that collating a batch costs nothing the storage is not measured by.
+After each batch a rank sleeps the step time (the accelerator's compute), then waits at a barrier
+of all ranks, as DLIO's _train does after each step. Every rank takes `steps_per_epoch` steps an
+epoch, so that no rank waits at the barrier for one that has run out of samples.
+
+The barrier is a multiprocessing.Barrier (a semaphore in shared memory), not torch.distributed:
+the ranks share one host, where a gloo barrier, a TCP exchange through the loopback, would cost
+each of 2 cores CPU every step that the readers need, with the same semantics.
+
+`run` prints one JSON object: the run's knobs and, for each epoch, the AU and throughput
+(`epoch_metrics`) and the bytes read, and the peak memory of the memory cgroup it runs in
+(`cgroup_memory`) at the end of each epoch.
+"""
+
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import time
+
+# MLPerf Storage's record lengths (bytes a sample) of the two workloads.
+RESNET50_RECORD = 114660
+RETINANET_RECORD = 322957
+# The side of the noise image of a retinanet JPEG: its JPEG (quality 75) is just under the record.
+RETINANET_SIDE = 760
+# How many different noise images the retinanet files are cut from (each file also differs in its
+# padding): enough that no two files in a batch decode the same pixels.
+RETINANET_IMAGES = 16
+FILES_PER_CLASS = 100
+
+
+# --- the arithmetic, pure and tested (test_mlperf.py) ------------------------------------------
+
+def dlio_indices(samples, world, rank, seed, epoch):
+    """DLIO's index map: rank `rank` of `world` owns the block [rank·⌈S/N⌉, (rank+1)·⌈S/N⌉) of the
+    S = `samples` indices (the last block is cut at S), shuffled each epoch with seed + epoch."""
+    per = -(-samples // world)
+    block = list(range(min(rank * per, samples), min((rank + 1) * per, samples)))
+    random.Random(seed + epoch).shuffle(block)
+    return block
+
+
+def steps_per_epoch(samples, world, batch, rank_lengths):
+    """The steps every rank takes an epoch: DLIO's ⌊S / B / N⌋, and no more than the rank with the
+    fewest samples has full batches for (`rank_lengths`: each rank's samples an epoch)."""
+    return min(samples // batch // world, min(rank_lengths) // batch)
+
+
+def rank_metrics(compute, first, wall, batch):
+    """One rank's epoch, as DLIO's statscounter counts it: `compute` is each step's measured
+    compute (sleep) time, `first` the first step's time (its load and compute), `wall` the
+    epoch's time from the loader's start to the end of the last step. The first step is left
+    out (the loader's start-up): AU = Σ compute of steps 2.. / (wall − first), and samples/s =
+    (steps − 1)·B / (wall − first). Returns (au, samples_per_s); (0, 0) for fewer than 2 steps."""
+    window = wall - first
+    if len(compute) < 2 or window <= 0:
+        return 0.0, 0.0
+    return sum(compute[1:]) / window, (len(compute) - 1) * batch / window
+
+
+def epoch_metrics(ranks, batch, record):
+    """Combines the ranks' epochs (dicts of compute, first, wall): the AU is the ranks' mean
+    weighted by their steps (DLIO's end_train), samples/s their sum, MiB/s that × `record` bytes
+    / 2^20. Returns a dict of au, samples_per_s, mib_per_s, steps."""
+    aus, rates, steps = [], [], []
+    for r in ranks:
+        au, rate = rank_metrics(r["compute"], r["first"], r["wall"], batch)
+        aus.append(au)
+        rates.append(rate)
+        steps.append(len(r["compute"]))
+    total = sum(steps)
+    au = sum(a * s for a, s in zip(aus, steps)) / total if total else 0.0
+    rate = sum(rates)
+    return {"au": au, "samples_per_s": rate, "mib_per_s": rate * record / 2**20, "steps": steps[0] if steps else 0}
+
+
+def largest_n(points, floor):
+    """The sweep's answer: the largest N whose AU (the median over its epochs) is at least
+    `floor`, from `points` {N: au}; 0 when none is."""
+    return max((n for n, au in points.items() if au >= floor), default=0)
+
+
+def median_measured(epochs, key):
+    """The median of `key` over the epochs after the warm-up."""
+    return statistics.median(e[key] for e in epochs if not e["warmup"])
+
+
+# --- the dataset --------------------------------------------------------------------------------
+
+def listing(root):
+    """The tree's samples as ImageFolder lists them: (path, class index), classes in sorted order,
+    each class's files in sorted order."""
+    classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
+    return [(os.path.join(root, c, f), i) for i, c in enumerate(classes)
+            for f in sorted(os.listdir(os.path.join(root, c)))]
+
+
+class Files:
+    """An ImageFolder-like dataset (`root`, `samples`, as aifs_plan reads them) whose item is the
+    byte count of a sample read whole (raw) or the bytes of its decoded pixels (pil)."""
+
+    def __init__(self, root, decode):
+        self.root, self.decode = root, decode
+        self.samples = listing(root)
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        path = self.samples[i][0]
+        if self.decode == "pil":
+            import numpy
+            from PIL import Image
+
+            with Image.open(path) as im:
+                return numpy.asarray(im).nbytes
+        with open(path, "rb") as f:
+            return len(f.read())
+
+
+def generate(workload, files, root):
+    """Writes the tree of `gen`."""
+    rng = random.Random(files)
+    jpegs = _noise_jpegs(rng) if workload == "retinanet" else None
+    for i in range(files):
+        d = os.path.join(root, f"c{i // FILES_PER_CLASS:05d}")
+        if i % FILES_PER_CLASS == 0:
+            os.makedirs(d, exist_ok=True)
+        if jpegs is None:
+            name, data = f"{i:08d}.bin", os.urandom(RESNET50_RECORD)
+        else:
+            head = jpegs[i % len(jpegs)]
+            name, data = f"{i:08d}.jpg", head + os.urandom(RETINANET_RECORD - len(head))
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+
+
+def _noise_jpegs(rng):
+    import io
+
+    import numpy
+    from PIL import Image
+
+    out = []
+    for k in range(RETINANET_IMAGES):
+        pixels = numpy.random.default_rng(rng.randrange(1 << 30)).integers(0, 256, (RETINANET_SIDE, RETINANET_SIDE), dtype=numpy.uint8)
+        b = io.BytesIO()
+        Image.fromarray(pixels).save(b, format="JPEG")
+        if b.tell() > RETINANET_RECORD:
+            raise SystemExit(f"mlperf.py: a noise JPEG of {RETINANET_SIDE}² is {b.tell()} bytes, over the record length")
+        out.append(b.getvalue())
+    return out
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+class DlioSampler:
+    """`dlio_indices` as a torch Sampler (set_epoch reshuffles)."""
+
+    def __init__(self, samples, world, rank, seed):
+        self.samples, self.world, self.rank, self.seed, self.epoch = samples, world, rank, seed, 0
+
+    def __iter__(self):
+        return iter(dlio_indices(self.samples, self.world, self.rank, self.seed, self.epoch))
+
+    def __len__(self):
+        return len(dlio_indices(self.samples, self.world, self.rank, self.seed, 0))
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+
+def make_sampler(kind, dataset, world, rank, seed):
+    if kind == "dlio":
+        return DlioSampler(len(dataset), world, rank, seed)
+    if kind == "torch":
+        from torch.utils.data import DistributedSampler
+
+        return DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=seed)
+    if kind == "plan":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+        import aifs_plan
+
+        return aifs_plan.DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=seed,
+                                            local_world_size=world)
+    raise SystemExit(f"mlperf.py: unknown sampler {kind}")
+
+
+def cgroup_memory():
+    """The memory cgroup this process is in (v1 or v2): its limit, peak use, and what its
+    processes hold themselves (anonymous memory and mapped files: libraries, torch's), in bytes;
+    None outside a limited cgroup."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "memory":
+            d = "/sys/fs/cgroup/memory" + path
+            files = ("memory.limit_in_bytes", "memory.max_usage_in_bytes", "total_rss", "total_mapped_file")
+            break
+        if controllers == "" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+            d = "/sys/fs/cgroup" + path
+            files = ("memory.max", "memory.peak", "anon", "file_mapped")
+    else:
+        return None
+    try:
+        with open(os.path.join(d, files[0])) as f:
+            limit = f.read().strip()
+        with open(os.path.join(d, files[1])) as f:
+            peak = int(f.read())
+        with open(os.path.join(d, "memory.stat")) as f:
+            stat = dict(line.split() for line in f)
+    except (OSError, ValueError):
+        return None
+    if limit == "max" or int(limit) >= 1 << 60:
+        return None
+    return {"limit": int(limit), "peak": peak, "anon": int(stat[files[2]]), "mapped": int(stat[files[3]])}
+
+
+def rank_main(rank, args, dataset, barrier, results):
+    import torch
+    from torch.utils.data import DataLoader
+
+    torch.set_num_threads(1)
+    sampler = make_sampler(args["sampler"], dataset, args["n"], rank, args["seed"])
+    workers = args["threads"]
+    loader = DataLoader(dataset, batch_size=args["batch"], sampler=sampler, num_workers=workers,
+                        prefetch_factor=2 if workers else None, persistent_workers=workers > 0, drop_last=True)
+    steps, step_s = args["steps"], args["step"]
+    for epoch in range(args["warmup"] + args["epochs"]):
+        sampler.set_epoch(epoch)
+        barrier.wait()
+        compute, first, nbytes = [], None, 0
+        t0 = time.perf_counter()
+        for batch in loader:
+            nbytes += int(batch.sum())
+            c0 = time.perf_counter()
+            if step_s > 0:
+                time.sleep(step_s)
+            c1 = time.perf_counter()
+            compute.append(c1 - c0)
+            if first is None:
+                first = c1 - t0
+            barrier.wait()
+            if len(compute) == steps:
+                break
+        wall = time.perf_counter() - t0
+        results.put((rank, epoch, {"compute": compute, "first": first or 0.0, "wall": wall, "bytes": nbytes}))
+
+
+def run(args):
+    import multiprocessing as mp
+
+    dataset = Files(args["root"], args["decode"])
+    n = args["n"]
+    if args["sampler"] == "dlio":
+        lengths = [len(dlio_indices(len(dataset), n, r, 0, 0)) for r in range(n)]
+    else:
+        lengths = [-(-len(dataset) // n)] * n  # torch's and aifs_plan's: ⌈S/N⌉ each, padded
+    args["steps"] = steps_per_epoch(len(dataset), n, args["batch"], lengths)
+    if args["steps"] < 2:
+        raise SystemExit(f"mlperf.py: {len(dataset)} samples give {args['steps']} steps of {args['batch']} "
+                         f"an epoch at N={n}; at least 2 are needed (the first is left out)")
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(n, timeout=600)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=rank_main, args=(r, args, dataset, barrier, results)) for r in range(n)]
+    for p in procs:
+        p.start()
+    total = args["warmup"] + args["epochs"]
+    got = {}
+    epochs = []
+    while len(epochs) < total:
+        try:
+            rank, epoch, rec = results.get(timeout=5)
+        except Exception:  # queue.Empty: see whether a rank died
+            dead = [p for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                for p in procs:
+                    p.kill()
+                raise SystemExit(f"mlperf.py: rank {procs.index(dead[0])} exited with {dead[0].exitcode}")
+            continue
+        got.setdefault(epoch, {})[rank] = rec
+        if len(got[epoch]) == n:
+            ranks = [got[epoch][r] for r in range(n)]
+            m = epoch_metrics(ranks, args["batch"], args["record"])
+            m.update(epoch=epoch, warmup=epoch < args["warmup"], bytes=sum(r["bytes"] for r in ranks),
+                     wall=max(r["wall"] for r in ranks), samples=n * m["steps"] * args["batch"],
+                     cgroup=cgroup_memory())
+            epochs.append(m)
+    for p in procs:
+        p.join()
+        if p.exitcode:
+            raise SystemExit(f"mlperf.py: a rank exited with {p.exitcode}")
+    out = {k: args[k] for k in ("sampler", "n", "batch", "step", "threads", "record", "decode", "steps")}
+    out.update(files=len(dataset), epochs=sorted(epochs, key=lambda e: e["epoch"]))
+    json.dump(out, sys.stdout)
+    print()
+
+
+def parse_run(argv):
+    import argparse
+
+    p = argparse.ArgumentParser(prog="mlperf.py run")
+    p.add_argument("--root", required=True)
+    p.add_argument("--sampler", choices=("dlio", "torch", "plan"), default="dlio")
+    p.add_argument("--n", type=int, required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--step", type=float, required=True)
+    p.add_argument("--threads", type=int, required=True)
+    p.add_argument("--epochs", type=int, required=True)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--record", type=int, required=True)
+    p.add_argument("--decode", choices=("raw", "pil"), default="raw")
+    p.add_argument("--seed", type=int, default=0)
+    return vars(p.parse_args(argv))
+
+
+def record(path, fields):
+    """Appends the JSON object on stdin to `path` as one line, with the KEY=VALUE fields added
+    (numbers where they parse as numbers)."""
+    obj = json.load(sys.stdin)
+    for f in fields:
+        k, v = f.split("=", 1)
+        try:
+            obj[k] = int(v)
+        except ValueError:
+            try:
+                obj[k] = float(v)
+            except ValueError:
+                obj[k] = v
+    with open(path, "a") as out:
+        out.write(json.dumps(obj) + "\n")
+
+
+def main(argv):
+    if len(argv) >= 4 and argv[0] == "gen":
+        generate(argv[1], int(argv[2]), argv[3])
+    elif argv[:1] == ["run"]:
+        run(parse_run(argv[1:]))
+    elif len(argv) >= 2 and argv[0] == "record":
+        record(argv[1], argv[2:])
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,237 @@
+"""The report of mlperf.sh: OUT/mlperf.md, OUT/mlperf.tsv (a row per run) and OUT/mlperf.png (AU
+against the simulated accelerators N, per system).
+
+usage: mlperf_report.py RESULTS OUT
+
+RESULTS holds one JSON object a line: {"meta": {KEY: VALUE}} lines, one line per run (mlperf.py
+run's object, with the fields mlperf.sh adds: workload, system, floor, limit, dataset_bytes,
+daemon, daemon_ticks, requests, clk_tck) and one per fio run (system "fio"). Each figure of a run
+is the median over its epochs after the warm-up; a ratio to ext4 compares figures of the same run.
+"""
+
+import json
+import os
+import statistics
+import sys
+
+import mlperf
+
+TITLE = "MLPerf-Storage-style (OPEN shape, cgroup-scaled), not a submission"
+# MLPerf Storage's unscaled shapes (batch, step seconds), for the published figures' scale.
+PUBLISHED = {
+    "resnet50": [("H100", 400, 0.224), ("A100", 400, 0.435)],
+    "retinanet": [("H100 (v3.0)", 24, 0.04755)],
+}
+ORDER = {"ext4": 0, "xfs": 1}
+
+
+def load(path):
+    meta, runs, fio = {}, [], []
+    with open(path) as f:
+        for line in f:
+            obj = json.loads(line)
+            if "meta" in obj:
+                meta.update(obj["meta"])
+            elif obj["system"] == "fio":
+                fio.append(obj)
+            else:
+                runs.append(obj)
+    return meta, runs, fio
+
+
+def summarize(run):
+    """One run's row: the medians over its measured epochs, and per sample read (warm-up included)
+    the FUSE requests and the daemon's CPU µs (None without a daemon); the processes' peak
+    memory (anonymous + mapped files, bytes) and the dataset over what the limit left the page
+    cache for it."""
+    epochs = run["epochs"]
+    measured = [e for e in epochs if not e["warmup"]]
+    aus = [e["au"] for e in measured]
+    samples = sum(e["samples"] for e in epochs)
+    row = {
+        "workload": run["workload"], "system": run["system"], "n": run["n"], "step": run["step"],
+        "batch": run["batch"], "floor": run["floor"], "epochs": len(measured),
+        "au": statistics.median(aus), "au_min": min(aus), "au_max": max(aus),
+        "samples_per_s": mlperf.median_measured(epochs, "samples_per_s"),
+        "mib_per_s": mlperf.median_measured(epochs, "mib_per_s"),
+        "requests_per_sample": None, "daemon_us_per_sample": None,
+        "procs_peak": None, "limit": run.get("limit"), "cache_ratio": None,
+    }
+    if run.get("daemon"):
+        row["requests_per_sample"] = run["requests"] / samples
+        row["daemon_us_per_sample"] = run["daemon_ticks"] * 1e6 / run["clk_tck"] / samples
+    cgs = [e["cgroup"] for e in epochs if e.get("cgroup")]
+    if cgs:
+        row["procs_peak"] = max(c["anon"] + c["mapped"] for c in cgs)
+        room = cgs[0]["limit"] - row["procs_peak"]
+        row["cache_ratio"] = run["dataset_bytes"] / room if room > 0 else float("inf")
+    return row
+
+
+def systems_of(rows):
+    """The systems in the order of the run (ext4 and XFS first)."""
+    seen = list(dict.fromkeys(r["system"] for r in rows))
+    return sorted(seen, key=lambda s: (ORDER.get(s, 2), seen.index(s)))
+
+
+def sweep(rows, workload, system):
+    """A system's sweep over N: (largest N at the floor, its row or None, the no-compute row or
+    None)."""
+    mine = [r for r in rows if r["workload"] == workload and r["system"] == system]
+    timed = {r["n"]: r for r in mine if r["step"] > 0}
+    if not timed:
+        return 0, None, next((r for r in mine if r["step"] == 0), None)
+    floor = next(iter(timed.values()))["floor"]
+    best = mlperf.largest_n({n: r["au"] for n, r in timed.items()}, floor)
+    return best, timed.get(best), next((r for r in mine if r["step"] == 0), None)
+
+
+def fmt(v, digits=0):
+    if v is None:
+        return "—"
+    if isinstance(v, float) and v == float("inf"):
+        return "∞"
+    return f"{v:,.{digits}f}"
+
+
+def ratio(a, b):
+    return fmt(a / b, 2) if a is not None and b else "—"
+
+
+def markdown(meta, rows, fio):
+    out = [f"# {TITLE}", ""]
+    out.append("Written by `sudo integration/bench/mlperf.sh` (integration/bench/mlperf_report.py). DLIO's PyTorch "
+               "training loop, written for this harness (integration/bench/mlperf.py): N simulated accelerators, each a "
+               "process with its own DataLoader, sleeping the step time after each batch, then a barrier of all; AU = Σ "
+               "step time / (epoch time − first step), per epoch; each figure is the median over the epochs after the "
+               "warm-up; ratios compare systems of the same run. The readers, and aifs's daemon, run in one memory cgroup "
+               "whose page-cache room is at most 1/5 of the dataset; caches are dropped before each run.")
+    out.append("")
+    for k in ("machine", "shared", "date", "commit", "seconds"):
+        if k in meta:
+            out.append(f"- {k}: {meta[k]}")
+    knobs = [f"{k}={meta[k]}" for k in ("WORKLOADS", "SYSTEMS", "RESNET50_FILES", "RETINANET_FILES", "NS", "NOCOMPUTE_N",
+                                        "EPOCHS", "WARMUP", "ACCEL", "SCALE", "THREADS", "PROC_MB", "RANK_MB", "STOP", "FIO_S")
+             if k in meta]
+    if knobs:
+        out.append("- knobs: " + ", ".join(f"`{k}`" for k in knobs))
+    out.append("")
+    for wl in dict.fromkeys(r["workload"] for r in rows):
+        mine = [r for r in rows if r["workload"] == wl]
+        timed = [r for r in mine if r["step"] > 0]
+        batch, step, floor = mine[0]["batch"], timed[0]["step"] if timed else 0, mine[0]["floor"]
+        nocompute = next((r["n"] for r in mine if r["step"] == 0), None)
+        size = meta.get(f"bytes_{wl}")
+        out.append(f"## {wl}")
+        out.append("")
+        desc = f"Batch {batch}, step {step} s, AU floor {floor:.2f}"
+        if step:
+            desc += f": one accelerator needs ≥ {batch / step * floor:,.0f} samples/s"
+        if size:
+            desc += f"; dataset {int(size) / 1e9:.2f} GB"
+        out.append(desc + ".")
+        out.append("")
+        out.append(f"| system | largest N at AU ≥ {floor:.2f} | AU there | samples/s there | MiB/s there | × ext4 (N) "
+                   f"| no compute, N={nocompute}: samples/s | × ext4 | FUSE requests a sample | daemon CPU µs a sample "
+                   f"| dataset ÷ page-cache room |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        base_n, _, base_nc = sweep(rows, wl, "ext4")
+        for s in systems_of(mine):
+            best, at, nc = sweep(rows, wl, s)
+            ref = nc or at
+            out.append(f"| {s} | {best} | {fmt(at and at['au'], 2)} | {fmt(at and at['samples_per_s'])} "
+                       f"| {fmt(at and at['mib_per_s'])} | {ratio(best, base_n) if base_n else '—'} "
+                       f"| {fmt(nc and nc['samples_per_s'])} | {ratio(nc and nc['samples_per_s'], base_nc and base_nc['samples_per_s'])} "
+                       f"| {fmt(ref and ref['requests_per_sample'], 2)} | {fmt(ref and ref['daemon_us_per_sample'])} "
+                       f"| {fmt(ref and ref['cache_ratio'], 1)} |")
+        out.append("")
+        pub = PUBLISHED.get(wl)
+        if pub:
+            out.append("For scale, MLPerf Storage's unscaled figures: " + "; ".join(
+                f"one simulated {name} needs ≥ {b / s * floor:,.0f} samples/s ({b / s * floor * mlperf_record(wl) / 2**20:,.0f} MiB/s)"
+                for name, b, s in pub) + (". Published single-client results range from 20 to 128 simulated H100 "
+                                          "(ResNet-50)." if wl == "resnet50" else "."))
+            out.append("")
+        out.append("Every run (requests and daemon CPU a sample count the warm-up epoch; memory is the processes' peak "
+                   "anonymous + mapped bytes in the cgroup):")
+        out.append("")
+        out.append("| system | N | step s | AU (min–max) | samples/s | MiB/s | requests a sample | daemon µs a sample "
+                   "| processes MiB | limit MiB | dataset ÷ room |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in sorted(mine, key=lambda r: (systems_of(mine).index(r["system"]), r["step"] == 0, r["n"])):
+            out.append(f"| {r['system']} | {r['n']} | {r['step']} | {r['au']:.2f} ({r['au_min']:.2f}–{r['au_max']:.2f}) "
+                       f"| {fmt(r['samples_per_s'])} | {fmt(r['mib_per_s'])} | {fmt(r['requests_per_sample'], 2)} "
+                       f"| {fmt(r['daemon_us_per_sample'])} | {fmt(r['procs_peak'] and r['procs_peak'] / 2**20)} "
+                       f"| {fmt(r['limit'] and r['limit'] / 2**20)} | {fmt(r['cache_ratio'], 1)} |")
+        out.append("")
+        fios = [f for f in fio if f["workload"] == wl]
+        if fios:
+            out.append("The device's bound: fio's O_DIRECT random reads of one sample's size, one in flight per job, "
+                       "as many jobs as the readers (N × read threads), samples/s: " +
+                       ", ".join(f"N={f['n']} ({f['jobs']} jobs) {f['samples_per_s']:,}" for f in fios) + ".")
+            out.append("")
+    out.append("![AU against N](mlperf.png)")
+    out.append("")
+    return "\n".join(out)
+
+
+def mlperf_record(wl):
+    return mlperf.RESNET50_RECORD if wl == "resnet50" else mlperf.RETINANET_RECORD
+
+
+TSV_FIELDS = ("workload", "system", "n", "step", "batch", "epochs", "au", "au_min", "au_max", "samples_per_s",
+              "mib_per_s", "requests_per_sample", "daemon_us_per_sample", "procs_peak", "limit", "cache_ratio")
+
+
+def tsv(rows, fio):
+    lines = ["\t".join(TSV_FIELDS)]
+    for r in rows:
+        lines.append("\t".join("" if r[k] is None else (f"{r[k]:.4f}" if isinstance(r[k], float) else str(r[k]))
+                               for k in TSV_FIELDS))
+    for f in fio:
+        row = {k: "" for k in TSV_FIELDS}
+        row.update(workload=f["workload"], system="fio", n=f["n"], samples_per_s=f["samples_per_s"])
+        lines.append("\t".join(str(row[k]) for k in TSV_FIELDS))
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    fig, axes = plt.subplots(1, len(workloads), figsize=(6 * len(workloads), 4.2), squeeze=False)
+    for ax, wl in zip(axes[0], workloads):
+        mine = [r for r in rows if r["workload"] == wl and r["step"] > 0]
+        for s in systems_of(mine):
+            pts = sorted((r["n"], r["au"]) for r in mine if r["system"] == s)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)
+        if mine:
+            ax.axhline(mine[0]["floor"], color="grey", linestyle="--", linewidth=1, label=f"floor {mine[0]['floor']:.2f}")
+        ax.set_title(wl)
+        ax.set_xlabel("simulated accelerators N")
+        ax.set_ylabel("AU (median over epochs)")
+        ax.set_ylim(0, 1.05)
+        ax.legend(fontsize=8)
+    fig.suptitle(TITLE, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main(argv):
+    if len(argv) != 2:
+        raise SystemExit(__doc__)
+    meta, runs, fio = load(argv[0])
+    rows = [summarize(r) for r in runs]
+    os.makedirs(argv[1], exist_ok=True)
+    with open(os.path.join(argv[1], "mlperf.md"), "w") as f:
+        f.write(markdown(meta, rows, fio))
+    with open(os.path.join(argv[1], "mlperf.tsv"), "w") as f:
+        f.write(tsv(rows, fio))
+    plot(rows, os.path.join(argv[1], "mlperf.png"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,147 @@
+"""Tests for mlperf.py's arithmetic (the index map, the steps, AU and throughput, the sweep over N)
+and for mlperf_report.py on a fixed synthetic run, on fixed inputs.
+
+Run: /usr/bin/python3 -m unittest discover -s integration/bench -v
+"""
+
+import json
+import os
+import tempfile
+import unittest
+
+import mlperf
+import mlperf_report
+
+
+class IndexMapTest(unittest.TestCase):
+    def test_blocks(self):
+        # S = 10, N = 3: ⌈10/3⌉ = 4, blocks [0, 4), [4, 8), [8, 10).
+        want = [set(range(0, 4)), set(range(4, 8)), {8, 9}]
+        for r in range(3):
+            self.assertEqual(set(mlperf.dlio_indices(10, 3, r, seed=5, epoch=0)), want[r])
+
+    def test_more_ranks_than_blocks(self):
+        # S = 5, N = 4: ⌈5/4⌉ = 2, so rank 3's block [6, 8) lies past the end: empty.
+        self.assertEqual([len(mlperf.dlio_indices(5, 4, r, 0, 0)) for r in range(4)], [2, 2, 1, 0])
+
+    def test_shuffle_seeded_by_seed_plus_epoch(self):
+        a = mlperf.dlio_indices(1000, 2, 1, seed=7, epoch=3)
+        self.assertEqual(a, mlperf.dlio_indices(1000, 2, 1, seed=7, epoch=3))  # deterministic
+        self.assertEqual(a, mlperf.dlio_indices(1000, 2, 1, seed=8, epoch=2))  # only seed + epoch counts
+        self.assertNotEqual(a, mlperf.dlio_indices(1000, 2, 1, seed=7, epoch=4))
+        self.assertNotEqual(a, sorted(a))  # shuffled
+        self.assertEqual(sorted(a), list(range(500, 1000)))
+
+    def test_ranks_cover_the_dataset_once(self):
+        got = [i for r in range(7) for i in mlperf.dlio_indices(12000, 7, r, 0, 2)]
+        self.assertEqual(sorted(got), list(range(12000)))
+
+
+class StepsTest(unittest.TestCase):
+    def test_dlio_floor(self):
+        # ⌊12000 / 50 / 7⌋ = 34; the last block (12000 − 6·1715 = 1710 samples) still has 34 batches.
+        lengths = [len(mlperf.dlio_indices(12000, 7, r, 0, 0)) for r in range(7)]
+        self.assertEqual(mlperf.steps_per_epoch(12000, 7, 50, lengths), 34)
+
+    def test_short_last_rank(self):
+        # S = 10, N = 4, B = 1: ⌊10/4⌋ = 2, but the last rank holds 1 sample: 1 step, or the
+        # barrier would wait for it forever.
+        lengths = [len(mlperf.dlio_indices(10, 4, r, 0, 0)) for r in range(4)]
+        self.assertEqual(mlperf.steps_per_epoch(10, 4, 1, lengths), 1)
+
+
+class MetricsTest(unittest.TestCase):
+    def test_rank(self):
+        # 4 steps of 0.5 s compute; the first step took 1.5 s; the epoch 4.5 s: the window is
+        # 3 s, with 1.5 s of compute after the first step (AU 0.5) and 3 steps of 10 samples.
+        au, rate = mlperf.rank_metrics([0.5, 0.5, 0.5, 0.5], first=1.5, wall=4.5, batch=10)
+        self.assertAlmostEqual(au, 0.5)
+        self.assertAlmostEqual(rate, 10.0)
+
+    def test_rank_too_short(self):
+        self.assertEqual(mlperf.rank_metrics([0.5], first=1.0, wall=1.0, batch=10), (0.0, 0.0))
+
+    def test_epoch(self):
+        ranks = [
+            {"compute": [0.5, 0.5, 0.5, 0.5], "first": 1.5, "wall": 4.5},  # AU 0.5, 10 samples/s
+            {"compute": [0.5, 0.5, 0.5, 0.5], "first": 0.5, "wall": 2.0},  # AU 1.0, 20 samples/s
+        ]
+        m = mlperf.epoch_metrics(ranks, batch=10, record=2**20)
+        self.assertAlmostEqual(m["au"], 0.75)
+        self.assertAlmostEqual(m["samples_per_s"], 30.0)
+        self.assertAlmostEqual(m["mib_per_s"], 30.0)
+        self.assertEqual(m["steps"], 4)
+
+    def test_au_weighted_by_steps(self):
+        ranks = [
+            {"compute": [1.0] * 3, "first": 1.0, "wall": 3.0},  # AU 1.0 over 3 steps
+            {"compute": [1.0] * 5, "first": 1.0, "wall": 9.0},  # AU 0.5 over 5 steps
+        ]
+        self.assertAlmostEqual(mlperf.epoch_metrics(ranks, 1, 1)["au"], (3 * 1.0 + 5 * 0.5) / 8)
+
+    def test_median_measured_skips_warmup(self):
+        epochs = [{"warmup": True, "au": 0.1}, {"warmup": False, "au": 0.9}, {"warmup": False, "au": 0.7},
+                  {"warmup": False, "au": 0.95}]
+        self.assertEqual(mlperf.median_measured(epochs, "au"), 0.9)
+
+
+class SweepTest(unittest.TestCase):
+    def test_largest_n(self):
+        self.assertEqual(mlperf.largest_n({1: 0.97, 2: 0.93, 3: 0.86, 4: 0.62}, 0.90), 2)
+        self.assertEqual(mlperf.largest_n({1: 0.97, 2: 0.90}, 0.90), 2)  # at the floor passes
+        self.assertEqual(mlperf.largest_n({1: 0.89, 2: 0.5}, 0.90), 0)
+        self.assertEqual(mlperf.largest_n({}, 0.90), 0)
+        # The largest N that passes, also past one that did not (noise at the edge).
+        self.assertEqual(mlperf.largest_n({1: 0.95, 2: 0.88, 3: 0.91}, 0.90), 3)
+
+
+def run_line(system, n, step, aus, rate, daemon=False):
+    epochs = [{"epoch": 0, "warmup": True, "au": 0.2, "samples_per_s": rate / 2, "mib_per_s": 1.0, "samples": 100,
+               "steps": 2, "cgroup": {"limit": 300 << 20, "peak": 0, "anon": 80 << 20, "mapped": 20 << 20}}]
+    for i, au in enumerate(aus):
+        epochs.append({"epoch": i + 1, "warmup": False, "au": au, "samples_per_s": rate + i, "mib_per_s": rate / 10,
+                       "samples": 100, "steps": 2,
+                       "cgroup": {"limit": 300 << 20, "peak": 0, "anon": 90 << 20, "mapped": 10 << 20}})
+    return {"workload": "resnet50", "system": system, "n": n, "step": step, "batch": 50, "floor": 0.9,
+            "epochs": epochs, "limit": 300 << 20, "dataset_bytes": 1000 << 20, "daemon": int(daemon),
+            "daemon_ticks": 40 if daemon else 0, "requests": 800 if daemon else 0, "clk_tck": 100}
+
+
+class ReportTest(unittest.TestCase):
+    def test_report(self):
+        lines = [{"meta": {"machine": "test box", "NS": "1 2 3"}}, {"meta": {"bytes_resnet50": 1048576000}}]
+        lines += [run_line("ext4", 1, 0.05, [0.95, 0.97, 0.96], 900), run_line("ext4", 2, 0.05, [0.92, 0.91, 0.93], 1800),
+                  run_line("ext4", 3, 0.05, [0.7, 0.8, 0.75], 2000), run_line("ext4", 4, 0, [0, 0, 0], 4000),
+                  run_line("aifs:plan", 1, 0.05, [0.93, 0.5, 0.95], 800, True),
+                  run_line("aifs:plan", 2, 0.05, [0.6, 0.5, 0.4], 700, True),
+                  run_line("aifs:plan", 4, 0, [0, 0, 0], 1000, True),
+                  {"workload": "resnet50", "system": "fio", "n": 1, "jobs": 2, "samples_per_s": 5000}]
+        with tempfile.TemporaryDirectory() as d:
+            results = os.path.join(d, "results.jsonl")
+            with open(results, "w") as f:
+                f.write("".join(json.dumps(x) + "\n" for x in lines))
+            mlperf_report.main([results, d])
+            with open(os.path.join(d, "mlperf.md")) as f:
+                md = f.read()
+            with open(os.path.join(d, "mlperf.tsv")) as f:
+                tsv = f.read().splitlines()
+            self.assertTrue(os.path.getsize(os.path.join(d, "mlperf.png")) > 0)
+        self.assertIn(mlperf_report.TITLE, md)
+        # ext4: largest N 2 (median AU 0.92), 1,801 samples/s there (the median of 1800, 1801,
+        # 1802), no compute 4,001; aifs:plan: largest N 1 (median 0.93), × ext4 0.50, no compute
+        # 1,001 (0.25× ext4); 800 requests and 40 ticks (0.4 s) over 400 samples: 2.00 requests
+        # and 1,000 µs a sample; the processes' peak 100 MiB of a 300 MiB limit: the dataset is
+        # 1000/200 = 5.0× the page cache's room.
+        self.assertIn("| ext4 | 2 | 0.92 | 1,801 | 180 | 1.00 | 4,001 | 1.00 | — | — | 5.0 |", md)
+        self.assertIn("| aifs:plan | 1 | 0.93 | 801 | 80 | 0.50 | 1,001 | 0.25 | 2.00 | 1,000 | 5.0 |", md)
+        self.assertIn("one simulated H100 needs ≥ 1,607 samples/s", md)
+        self.assertIn("one simulated A100 needs ≥ 828 samples/s", md)
+        self.assertIn("N=1 (2 jobs) 5,000", md)
+        self.assertEqual(tsv[0].split("\t")[:3], ["workload", "system", "n"])
+        self.assertEqual(len(tsv), 1 + 7 + 1)
+        ext4_2 = next(line.split("\t") for line in tsv if line.startswith("resnet50\text4\t2\t"))
+        self.assertEqual(ext4_2[mlperf_report.TSV_FIELDS.index("au")], "0.9200")
+
+
+if __name__ == "__main__":
+    unittest.main()
