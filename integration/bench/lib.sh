@@ -49,7 +49,11 @@ timed() {
 	secs $((${EPOCHREALTIME/[.,]/} - t0)) >>"$RES/$figure"
 }
 unmount_daemon() {
-	fusermount3 -u "$1"
+	if [[ $(findmnt -n -o FSTYPE "$1") == erofs ]]; then # the kernel data plane (-o data=kernel)
+		for _ in $(seq 50); do umount "$1" 2>/dev/null && break; sleep 0.1; done # busy for a moment while the daemon handles reads (docs/kernel.md)
+	else
+		fusermount3 -u "$1"
+	fi
 	for _ in $(seq 300); do kill -0 "$2" 2>/dev/null || return 0; sleep 0.1; done
 	die "the daemon of $1 (pid $2) did not exit within 30 s of its unmount"
 }
@@ -217,6 +221,11 @@ fio_seq_parts() {
 	bs=$((part < 4 << 20 ? part : 4 << 20))
 	part=$((part / bs * bs))
 	fio_run "$file" read "$bs" "$1" --iodepth=1 --size="$part" --offset_increment="$part"
+}
+# stats_file MNT prints the stats file of the aifs mount at MNT: MNT/.aifs/stats on the FUSE
+# plane, the control mount's on the kernel plane (/run/aifs/MAJOR:MINOR, docs/kernel.md).
+stats_file() {
+	if [[ -e $1/.aifs/stats ]]; then echo "$1/.aifs/stats"; else echo "/run/aifs/$(stat -c '%Hd:%Ld' "$1")/.aifs/stats"; fi
 }
 daemon_pid() { pgrep -f -- "aifs mount .*$1( |$)" | head -1; }
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }

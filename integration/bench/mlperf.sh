@@ -40,7 +40,7 @@
 #              DLIO does; batch 24, step 0.04755 s, unscaled; THREADS read threads; floor 0.85.
 # SYSTEMS entries are SYSTEM or SYSTEM:SAMPLER. SYSTEM: ext4, xfs (the tree on that image), aifs
 # (the ext4 image's shard set mounted by aifs), aifs-kernel (the same mounted with
-# -o data=kernel: the kernel data plane, a slot for when it exists). SAMPLER: dlio (DLIO's index
+# -o data=kernel: the kernel data plane, docs/kernel.md). SAMPLER: dlio (DLIO's index
 # map, the default), torch (torch.utils.data.DistributedSampler), plan
 # (aifs_plan.DistributedSampler, all ranks one node).
 #
@@ -157,7 +157,7 @@ point() {
 		mkdir "$mnt"
 		if [[ $sys == aifs ]]; then
 			in_cg "$CG" "$AIFS" mount "$RUN/ext4/$wl/set" "$mnt"
-		else # the kernel data plane; fails until aifs has it
+		else # the kernel data plane (docs/kernel.md)
 			in_cg "$CG" "$AIFS" mount -o data=kernel "$RUN/ext4/$wl/set" "$mnt"
 		fi
 		pid=$(daemon_pid "$RUN/ext4/$wl/set")
@@ -168,7 +168,7 @@ point() {
 	dropcaches
 	if [[ -n $pid ]]; then
 		t0=$(cpu_ticks "$pid")
-		q0=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$mnt/.aifs/stats")
+		q0=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$(stats_file "$mnt")")
 	fi
 	out=$RUN/point.json
 	in_cg "$CG" env LOCAL_WORLD_SIZE="$n" $PY "$DRIVER" run --root "$root" --sampler "$sampler" --n "$n" --batch "$batch" \
@@ -176,7 +176,7 @@ point() {
 		die "$wl $entry N=$n step $step: the run failed"
 	if [[ -n $pid ]]; then
 		t1=$(cpu_ticks "$pid")
-		q1=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$mnt/.aifs/stats")
+		q1=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$(stats_file "$mnt")")
 		unmount_daemon "$mnt" "$pid"
 	fi
 	$PY "$DRIVER" record "$RESULTS" workload="$wl" system="$entry" floor="$floor" limit="$limit" \
