@@ -116,8 +116,10 @@ func (p *Plane) Watch(ctx context.Context, seen func(reader uint32, id layout.ID
 					continue
 				}
 				// The daemon's own opens (WillNeed, Drop) are not reads.
-				if id, ok := p.idOf(int(fd), link, prefix); ok && pid != self {
-					seen(pid, id)
+				if pid != self {
+					if id, ok := p.idOf(int(fd), link, prefix); ok {
+						seen(pid, id)
+					}
 				}
 				unix.Close(int(fd))
 			}
