@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -341,6 +342,30 @@ func TestKernelPlanePlan(t *testing.T) {
 		if time.Now().After(end) {
 			t.Fatalf("the plan's cursor after its samples were read on the plane: %+v, want %d read", s.Plans, len(planned))
 		}
+	}
+}
+
+// TestKernelPlaneTorchPlan: torchvision's ImageFolder through a shuffled DataLoader wrapped by
+// aifs_plan.plan() reads the same decoded samples from the kernel plane as from the source; the
+// plan reaches the daemon through the control mount, its cursor follows the plane's reads
+// (fanotify) to the end, and samples were brought into the page cache ahead of their readers.
+func TestKernelPlaneTorchPlan(t *testing.T) {
+	needKernelPlane(t)
+	src, set := jpegSet(t)
+	mnt := mountKernel(t, set)
+	out := torchCheck(t, "loader", src, mnt, "--workers", "2", "--plan")
+	var res struct {
+		Prefetch struct{ Stored int }
+		Plans    []struct{ Writer, Samples, Read int }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("check.py output: %v", err)
+	}
+	if len(res.Plans) != 1 || res.Plans[0].Samples != jpegFiles || res.Plans[0].Read < jpegFiles-16 {
+		t.Errorf("plans %+v, want one plan of %d samples, read to its end", res.Plans, jpegFiles)
+	}
+	if res.Prefetch.Stored == 0 {
+		t.Errorf("no sample was brought into the page cache ahead of its reader: %s", out)
 	}
 }
 

@@ -132,7 +132,11 @@ def cmd_loader(args):
 
 
 def read_stats(mnt):
-    with open(os.path.join(mnt, ".aifs", "stats"), "rb") as f:
+    """The stats file of the aifs mount at `mnt`, on either data plane (aifs_direct.control_root)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    import aifs_direct
+
+    with open(os.path.join(aifs_direct.control_root(mnt), ".aifs", "stats"), "rb") as f:
         return json.load(f)
 
 
