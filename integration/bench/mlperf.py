@@ -303,7 +303,8 @@ def run(args):
             if dead:
                 for p in procs:
                     p.kill()
-                raise SystemExit(f"mlperf.py: rank {procs.index(dead[0])} exited with {dead[0].exitcode}")
+                why = " (killed: by the memory cgroup's OOM killer?)" if dead[0].exitcode == -9 else ""
+                raise SystemExit(f"mlperf.py: rank {procs.index(dead[0])} exited with {dead[0].exitcode}{why}")
             continue
         got.setdefault(epoch, {})[rank] = rec
         if len(got[epoch]) == n:

@@ -15,8 +15,9 @@
 #      dataset's bytes / 5 plus what the processes hold themselves, PROC_MB + N × RANK_MB (their
 #      anonymous memory and mapped files: Python, torch's libraries, the daemon's buffers), so that
 #      the page cache has at most 1/5 of the dataset (the 5× rule). The defaults err low: the
-#      smoke run measured 250-290 MiB of them at N = 1 and 375-410 MiB at N = 2, so the page
-#      cache gets less than 1/5, not more. Each run records the largest anonymous + mapped
+#      first full run measured 206-277 MiB of them at N = 1 and 340-384 MiB at N = 2 (with
+#      PROC_MB 120, N = 1 left the page cache 1/4.5 of the dataset), so the page cache gets
+#      less than 1/5, not more. Each run records the largest anonymous + mapped
 #      bytes of the cgroup at the end of an epoch (memory.stat), and the report gives the
 #      dataset over what the limit left the page cache. A system whose AU was below the floor
 #      at STOP N in a row is not run at larger N (one run below it can be the noise of a shared
@@ -29,7 +30,9 @@
 #      answered (its .aifs/stats), per sample read, warm-up included;
 #   3. writes OUT/mlperf.md (integration/bench/mlperf_report.py: for each workload and system the
 #      largest N at the floor, samples/s there, the ceiling, ratios to ext4, requests and daemon
-#      CPU a sample), OUT/mlperf.tsv (a row per run) and OUT/mlperf.png (AU against N).
+#      CPU a sample), OUT/mlperf.tsv (a row per run), OUT/mlperf.png (AU against N) and
+#      OUT/mlperf.jsonl (every run's epochs, the report's input: `mlperf_report.py
+#      OUT/mlperf.jsonl OUT` writes the report again).
 #
 # Workloads, MLPerf Storage's shapes scaled to a 2-core machine:
 #   resnet50   ImageFolder-like folders of files of 114,660 bytes, read raw; MLPerf's batch 400
@@ -45,22 +48,23 @@
 # (aifs_plan.DistributedSampler, all ranks one node).
 #
 # Needs root (loop devices, mounts, drop_caches, cgroups). Commits nothing. With the defaults
-# about 30-40 minutes on 2 cores. SMOKE=1 is the tiny run scripts/test.sh makes (under 2
-# minutes): 300 and 150 files, N = 1 2, ext4 and aifs:plan, one epoch after the warm-up, the
+# about 30 minutes on 2 cores. SMOKE=1 is the tiny run scripts/test.sh makes (about a
+# minute): 300 and 150 files, N = 1 2, ext4 and aifs:plan, one epoch after the warm-up, the
 # report written to a temporary folder; it fails if any run fails or is missing from the report.
 #
 # Environment (defaults in brackets; SMOKE=1's in braces):
 #   WORKLOADS ["resnet50 retinanet"]  SYSTEMS ["ext4 xfs aifs aifs:torch aifs:plan"] {"ext4 aifs:plan"}
 #   RESNET50_FILES [12000] {300}  RETINANET_FILES [4000] {150}  NS ["1 2 3 4 6 8"] {"1 2"}
 #   NOCOMPUTE_N [4] {2}  EPOCHS [5] {1} (measured, after WARMUP [1])  ACCEL [a100]  SCALE [8]
-#   THREADS [2]  PROC_MB [120]  RANK_MB [115]  STOP [2] {0: never}  FIO_S [3] {1} (seconds a fio run)
+#   THREADS [2]  PROC_MB [80] {400: a tiny dataset leaves no slack}  RANK_MB [115]
+#   STOP [2] {0: never}  FIO_S [3] {1} (seconds a fio run)
 #   WORKDIR [/var/tmp]  OUT [docs/bench] {the run directory}
 set -euo pipefail
 
 SMOKE=${SMOKE:-0}
 if [[ $SMOKE == 1 ]]; then
 	: "${SYSTEMS:=ext4 aifs:plan}" "${RESNET50_FILES:=300}" "${RETINANET_FILES:=150}" "${NS:=1 2}"
-	: "${NOCOMPUTE_N:=2}" "${EPOCHS:=1}" "${FIO_S:=1}" "${STOP:=0}"
+	: "${NOCOMPUTE_N:=2}" "${EPOCHS:=1}" "${FIO_S:=1}" "${STOP:=0}" "${PROC_MB:=400}"
 fi
 WORKLOADS=${WORKLOADS:-resnet50 retinanet}
 SYSTEMS=${SYSTEMS:-ext4 xfs aifs aifs:torch aifs:plan}
@@ -73,7 +77,7 @@ WARMUP=${WARMUP:-1}
 ACCEL=${ACCEL:-a100}
 SCALE=${SCALE:-8}
 THREADS=${THREADS:-2}
-PROC_MB=${PROC_MB:-120}
+PROC_MB=${PROC_MB:-80}
 RANK_MB=${RANK_MB:-115}
 STOP=${STOP:-2}
 FIO_S=${FIO_S:-3}
@@ -185,9 +189,12 @@ point() {
 	POINT_AU=$($PY -c 'import json,sys,statistics as s; print(s.median(e["au"] for e in json.load(open(sys.argv[1]))["epochs"] if not e["warmup"]))' "$out")
 	echo "== $wl $entry N=$n step $step: AU $POINT_AU after $((SECONDS - started)) s" >&2
 }
-# fio_point WL N records fio's O_DIRECT random reads of WL's sample, N × THREADS jobs.
+# fio_point WL N records fio's O_DIRECT random reads of WL's sample, N × THREADS jobs, and marks
+# WL-N in FIOED.
+declare -A FIOED
 fio_point() {
 	local wl=$1 n=$2 rec iops
+	FIOED[$wl-$n]=1
 	read -r rec _ <<<"$(shape "$wl")"
 	iops=$(fio_run "$RUN/ext4/$wl/set/shard-000000.dat" randread "$(fio_block "$rec" 1)" $((n * THREADS)) \
 		--iodepth=1 --time_based --runtime="$FIO_S")
@@ -200,28 +207,31 @@ for wl in $WORKLOADS; do
 	declare -A failed=()
 	k=0
 	for n in $NS; do
+		ran=0
 		for i in "${!systems[@]}"; do
 			e=${systems[(i + k) % ${#systems[@]}]}
 			[[ $STOP == 0 || ${failed[$e]:-0} -lt $STOP ]] || continue
 			point "$wl" "$e" "$n" "$step"
+			ran=1
 			if awk -v a="$POINT_AU" -v f="$floor" 'BEGIN{exit !(a < f)}'; then
 				failed[$e]=$((${failed[$e]:-0} + 1))
 			else
 				failed[$e]=0
 			fi
 		done
-		fio_point "$wl" "$n"
+		[[ $ran == 0 ]] || fio_point "$wl" "$n" # none ran: the sweep is over
 		k=$((k + 1))
 	done
 	for e in "${systems[@]}"; do point "$wl" "$e" "$NOCOMPUTE_N" 0; done
-	[[ " $NS " == *" $NOCOMPUTE_N "* ]] || fio_point "$wl" "$NOCOMPUTE_N"
+	[[ -n ${FIOED[$wl-$NOCOMPUTE_N]:-} ]] || fio_point "$wl" "$NOCOMPUTE_N"
 	unset failed
 done
 meta seconds $((SECONDS - started))
 echo "== measured in $((SECONDS - started)) s" >&2
 
 # --- 3. the report -------------------------------------------------------------------------------
-$PY integration/bench/mlperf_report.py "$RESULTS" "$OUT"
+cp "$RESULTS" "$OUT/mlperf.jsonl"
+$PY integration/bench/mlperf_report.py "$OUT/mlperf.jsonl" "$OUT"
 if [[ $SMOKE == 1 ]]; then # every run must have made its row
 	want=$(($(wc -w <<<"$WORKLOADS") * ($(wc -w <<<"$NS") + 1) * $(wc -w <<<"$SYSTEMS")))
 	got=$(grep -vc '^workload' "$OUT/mlperf.tsv" | tr -d ' ')

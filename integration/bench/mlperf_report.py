@@ -139,7 +139,7 @@ def markdown(meta, rows, fio):
         for s in systems_of(mine):
             best, at, nc = sweep(rows, wl, s)
             ref = nc or at
-            out.append(f"| {s} | {best} | {fmt(at and at['au'], 2)} | {fmt(at and at['samples_per_s'])} "
+            out.append(f"| {s} | {best} | {fmt(at and at['au'], 3)} | {fmt(at and at['samples_per_s'])} "
                        f"| {fmt(at and at['mib_per_s'])} | {ratio(best, base_n) if base_n else '—'} "
                        f"| {fmt(nc and nc['samples_per_s'])} | {ratio(nc and nc['samples_per_s'], base_nc and base_nc['samples_per_s'])} "
                        f"| {fmt(ref and ref['requests_per_sample'], 2)} | {fmt(ref and ref['daemon_us_per_sample'])} "
@@ -159,7 +159,7 @@ def markdown(meta, rows, fio):
                    "| processes MiB | limit MiB | dataset ÷ room |")
         out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in sorted(mine, key=lambda r: (systems_of(mine).index(r["system"]), r["step"] == 0, r["n"])):
-            out.append(f"| {r['system']} | {r['n']} | {r['step']} | {r['au']:.2f} ({r['au_min']:.2f}–{r['au_max']:.2f}) "
+            out.append(f"| {r['system']} | {r['n']} | {r['step']} | {r['au']:.3f} ({r['au_min']:.3f}–{r['au_max']:.3f}) "
                        f"| {fmt(r['samples_per_s'])} | {fmt(r['mib_per_s'])} | {fmt(r['requests_per_sample'], 2)} "
                        f"| {fmt(r['daemon_us_per_sample'])} | {fmt(r['procs_peak'] and r['procs_peak'] / 2**20)} "
                        f"| {fmt(r['limit'] and r['limit'] / 2**20)} | {fmt(r['cache_ratio'], 1)} |")

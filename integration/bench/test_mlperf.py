@@ -132,11 +132,13 @@ class ReportTest(unittest.TestCase):
         # 1,001 (0.25× ext4); 800 requests and 40 ticks (0.4 s) over 400 samples: 2.00 requests
         # and 1,000 µs a sample; the processes' peak 100 MiB of a 300 MiB limit: the dataset is
         # 1000/200 = 5.0× the page cache's room.
-        self.assertIn("| ext4 | 2 | 0.92 | 1,801 | 180 | 1.00 | 4,001 | 1.00 | — | — | 5.0 |", md)
-        self.assertIn("| aifs:plan | 1 | 0.93 | 801 | 80 | 0.50 | 1,001 | 0.25 | 2.00 | 1,000 | 5.0 |", md)
+        self.assertIn("| ext4 | 2 | 0.920 | 1,801 | 180 | 1.00 | 4,001 | 1.00 | — | — | 5.0 |", md)
+        self.assertIn("| aifs:plan | 1 | 0.930 | 801 | 80 | 0.50 | 1,001 | 0.25 | 2.00 | 1,000 | 5.0 |", md)
         self.assertIn("one simulated H100 needs ≥ 1,607 samples/s", md)
         self.assertIn("one simulated A100 needs ≥ 828 samples/s", md)
         self.assertIn("N=1 (2 jobs) 5,000", md)
+        # AU has three digits: 0.8997 is below a floor of 0.90, and must not print as 0.90.
+        self.assertIn("| ext4 | 3 | 0.05 | 0.750 (0.700–0.800) |", md)
         self.assertEqual(tsv[0].split("\t")[:3], ["workload", "system", "n"])
         self.assertEqual(len(tsv), 1 + 7 + 1)
         ext4_2 = next(line.split("\t") for line in tsv if line.startswith("resnet50\text4\t2\t"))
