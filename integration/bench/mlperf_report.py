@@ -210,6 +210,7 @@ def plot(rows, path):
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)
         if mine:
             ax.axhline(mine[0]["floor"], color="grey", linestyle="--", linewidth=1, label=f"floor {mine[0]['floor']:.2f}")
+        ax.set_xticks(sorted({r["n"] for r in mine}))
         ax.set_title(wl)
         ax.set_xlabel("simulated accelerators N")
         ax.set_ylabel("AU (median over epochs)")
