@@ -26,9 +26,9 @@ import (
 // shard i of x.Shards(), in order, of the shard's size rounded up to blocks: the mount passes
 // the shards' paths in that order. The same index and block size always give the same bytes.
 //
-// Build holds the whole tree in go-erofs's memory until the image is written, about 0.85 KB
-// and 4.5 µs an entry (docs/bench/erofs-notes.md), and walks the index once plus once per shard for the
-// files of that shard (ExtentPos, ByExtent), so its time is O(entries + shards × depth).
+// Build holds the whole tree in go-erofs's memory until the image is written, about 0.85 KB and
+// 4.5 µs an entry (docs/bench/erofs-notes.md). It walks the index once, and for each shard the
+// files of that shard (ExtentPos, ByExtent): O(entries + shards × depth).
 func Build(x *layout.Index, w io.WriteSeeker, blockSize int) error {
 	bs, err := Check(x)
 	if err != nil {

@@ -2,6 +2,7 @@ package erofsmeta
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/aifs/aifs/internal/testenv"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/tarindex"
 )
 
 // mountErofs mounts image at dir with the shards as devices, in order, file-backed, with the new
@@ -145,5 +147,53 @@ func TestKernelMount(t *testing.T) {
 				compareMount(t, x, mnt, shards)
 			})
 		}
+	}
+}
+
+// TestKernelMountTars mounts the images of a set of tars indexed in place (a hard link, an
+// empty file, a name with a newline; the tree and ImageFolder views) and compares every entry.
+func TestKernelMountTars(t *testing.T) {
+	testenv.Need(t, "root and EROFS with file-backed mounts (Linux 6.12)")
+	tars := [][]byte{
+		tarOf(t, [2]string{"a/", ""}, [2]string{"a/2.txt", "two"}, [2]string{"a/1.txt", string(bytes.Repeat([]byte("1"), 700))},
+			[2]string{"a/link", "=link"}, [2]string{"a/empty", ""}, [2]string{"b/new\nline", "x"}),
+		tarOf(t, [2]string{"k1.jpg", "jpeg one"}, [2]string{"k1.cls", "3"}, [2]string{"k2.jpg", "jpeg two"}, [2]string{"k2.cls", "7"}),
+	}
+	for _, view := range []tarindex.View{tarindex.ViewTree, tarindex.ViewImageFolder} {
+		t.Run(fmt.Sprint(view), func(t *testing.T) {
+			dir := t.TempDir()
+			var srcs []tarindex.Source
+			for i, b := range tars {
+				name := fmt.Sprintf("t%d.tar", i)
+				if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				srcs = append(srcs, tarindex.Source{Name: name, Label: name, Size: int64(len(b)), MTime: 1e18,
+					Open: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }})
+			}
+			idx, _, err := tarindex.IndexTars(context.Background(), srcs, tarindex.Options{View: view})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, layout.IndexName), idx, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			x, err := layout.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(x.Close)
+			image, bs, err := Cached(x, dir)
+			if err != nil || bs != MinBlockSize {
+				t.Fatalf("Cached = %d, %v; want blocks of %d", bs, err, MinBlockSize)
+			}
+			var shards []string
+			for _, s := range x.Shards() {
+				shards = append(shards, layout.ShardPath(dir, s))
+			}
+			mnt := t.TempDir()
+			mountErofs(t, image, shards, true, mnt)
+			compareMount(t, x, mnt, shards)
+		})
 	}
 }
