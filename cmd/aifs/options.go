@@ -161,7 +161,10 @@ func (c *mountConfig) applyOptions(opts []string) error {
 				c.prefetchShards = val == "on"
 			case key == "push_chunks" && (val == "auto" || val == "on" || val == "off"):
 				c.pushChunks = val
-			case key == "data" && (val == dataFUSE || val == dataKernel || val == dataAuto):
+			case key == "data" && hasVal:
+				if val != dataFUSE && val != dataKernel && val != dataAuto {
+					return fmt.Errorf("invalid data=%q (want fuse, kernel or auto)", val)
+				}
 				c.data = val
 			case key == "verify" && (val == "on" || val == "off"):
 				c.verify = val == "on"

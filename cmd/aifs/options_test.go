@@ -18,7 +18,7 @@ import (
 // To cover a new option, add a row.
 func TestParseMount(t *testing.T) {
 	defaults := mountConfig{src: "SRC", mountpoint: "MNT", kernelCache: fs.CacheOn, pushChunks: "auto", chunkReads: true,
-		cacheSize: defaultDiskCache, logLevel: "info",
+		cacheSize: defaultDiskCache, logLevel: "info", data: dataFUSE,
 		s3: s3Config{addressing: "auto", timeout: 30 * time.Second, retries: 5}}
 	for _, tc := range []struct {
 		args string               // after "SRC MNT", split at spaces
@@ -51,6 +51,10 @@ func TestParseMount(t *testing.T) {
 		{args: "-o chunk_reads=off", want: func(c *mountConfig) { c.chunkReads = false }},
 		{args: "-o chunk_reads=maybe", err: `unknown mount option "chunk_reads=maybe"`},
 		{args: "-o verify=on", want: func(c *mountConfig) { c.verify = true }},
+		{args: "-o data=kernel", want: func(c *mountConfig) { c.data = dataKernel }},
+		{args: "-o data=auto,data=fuse", want: nil},
+		{args: "-o data=auto", want: func(c *mountConfig) { c.data = dataAuto }},
+		{args: "-o data=ext4", err: `invalid data="ext4" (want fuse, kernel or auto)`},
 		{args: "-o verify=yes", err: `unknown mount option "verify=yes"`},
 		{args: "-o cache_dir=/c", want: func(c *mountConfig) { c.cacheDir = "/c" }},
 		{args: "-o cache_dir=/c,cache_size=1G", want: func(c *mountConfig) { c.cacheDir, c.cacheSize, c.cacheSizeSet = "/c", 1<<30, true }},
