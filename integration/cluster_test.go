@@ -291,7 +291,7 @@ func TestClusterS3(t *testing.T) {
 	srv := s3Server(t)
 	src, want, data := clusterSource(t)
 	url := "s3://" + srv.Bucket + "/cluster"
-	mustAifs(t, "pack", "--quiet", "--shard-size", "16M", src, url)
+	mustAifs(t, "pack", "--quiet", "--align", "0", "--shard-size", "16M", src, url) // end to end: the set's bytes are the files'
 
 	checkShardAware(t, runCluster(t, url, srv.Endpoint, "aifs", want, data/3), data)
 
@@ -317,6 +317,6 @@ func TestClusterMinIO(t *testing.T) {
 	setS3Env(t, srv)
 	src, want, data := clusterSource(t)
 	url := "s3://" + srv.Bucket + "/cluster"
-	mustAifs(t, "pack", "--quiet", "--shard-size", "16M", src, url)
+	mustAifs(t, "pack", "--quiet", "--align", "0", "--shard-size", "16M", src, url) // end to end: the set's bytes are the files'
 	checkShardAware(t, runCluster(t, url, srv.Endpoint, "aifs", want, data/3), data)
 }

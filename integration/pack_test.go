@@ -1335,7 +1335,9 @@ func corruptionSet(t *testing.T) string {
 		writeFile(t, filepath.Join(src, string(rune('a'+i%3)), fmt.Sprintf("sample-%02d.bin", i)), randomBytes(uint64(i)+1000, 700+37*i))
 	}
 	dst := filepath.Join(t.TempDir(), "set")
-	mustAifs(t, "pack", "--quiet", "--shard-size", "4K", src, dst)
+	// Packed end to end (--align 0), three samples to a 4 KiB shard: the tests that use it cut,
+	// swap and flip shards by their sizes.
+	mustAifs(t, "pack", "--quiet", "--align", "0", "--shard-size", "4K", src, dst)
 	return dst
 }
 
