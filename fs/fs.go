@@ -87,6 +87,12 @@ type Options struct {
 	Storage map[string]func() any
 	// DataPlane is reported in the stats file. Default: empty, read as the FUSE plane.
 	DataPlane DataPlane
+	// Restarts is how many daemons served this mount before this one (a keeper's restarts
+	// and upgrades: docs/reliability.md), reported in the stats file. Default: 0.
+	Restarts uint64
+	// KeeperPID is the pid of the keeper that started this daemon, 0 if none (the stats
+	// file's daemon.keeper_pid: aifs upgrade signals it). Default: 0.
+	KeeperPID int
 }
 
 // Timeouts for the kernel's entry and attribute caches: the shard set never changes while it

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // MountOptions are the kernel-facing settings of a mount. The zero value is ready to use.
@@ -19,6 +20,13 @@ type MountOptions struct {
 	DirectMount bool
 	// Debug logs every request and reply through the standard logger (go-fuse's debug mode).
 	Debug bool
+	// Handover mounts with mount(2) on a /dev/fuse file of aifs's own (root only, as
+	// DirectMount), so that Server.Conn can hand the connection to a keeper process, which
+	// gives it to the next daemon if this one dies (conn_linux.go). Default: false.
+	Handover bool
+	// Conn, if not nil, is the connection of a live mount at mountpoint, handed over from a
+	// daemon that served it before: Mount mounts nothing and serves it. Default: nil.
+	Conn *Conn
 }
 
 // maxRead is the largest READ the kernel may send (the kernel caps it at its own maximum, 1 MiB
@@ -33,7 +41,11 @@ const maxRead = 1 << 20
 const maxBackground = 64
 
 // Server is a live mount of an FS.
-type Server struct{ srv *fuse.Server }
+type Server struct {
+	srv  *fuse.Server
+	conn *Conn  // with MountOptions.Handover or Conn; nil otherwise
+	mnt  string // the absolute mountpoint
+}
 
 // Wait returns when the file system has been unmounted (by Unmount, umount or fusermount3 -u)
 // and every request has been answered.
@@ -41,7 +53,21 @@ func (s *Server) Wait() { s.srv.Wait() }
 
 // Unmount unmounts the file system and waits for the server to stop. It fails (EBUSY) while
 // files in the mount are open or it is some process's working directory.
-func (s *Server) Unmount() error { return s.srv.Unmount() }
+func (s *Server) Unmount() error {
+	if s.conn == nil {
+		return s.srv.Unmount()
+	}
+	// go-fuse does not know the mountpoint of a connection it was handed (conn_linux.go).
+	if err := unix.Unmount(s.mnt, 0); err != nil {
+		return fmt.Errorf("umount %s: %w", s.mnt, err)
+	}
+	s.srv.Wait()
+	return nil
+}
+
+// Conn returns the mount's FUSE connection, to hand to a keeper, or nil if the mount was made
+// without MountOptions.Handover.
+func (s *Server) Conn() *Conn { return s.conn }
 
 // Mount mounts f read-only at mountpoint and starts serving it in the background. It returns
 // when the mount is live (the kernel has sent INIT) or has failed. The caller waits for the
@@ -69,21 +95,37 @@ func Mount(f *FS, mountpoint string, opt MountOptions) (*Server, error) {
 		ExplicitDataCacheControl: true, // the data never changes: no invalidation on mtime
 		DisableSplice:            true, // READ data is already in the request buffer
 	}
-	srv, err := fuse.NewServer(f, mountpoint, mo)
+	abs, err := filepath.Abs(mountpoint)
+	if err != nil {
+		abs = mountpoint
+	}
+	s := &Server{conn: opt.Conn, mnt: abs}
+	if s.conn == nil && opt.Handover {
+		if s.conn, err = mountConn(abs, name, mo.Options, opt.AllowOther); err != nil {
+			return nil, err
+		}
+	}
+	if s.conn != nil {
+		s.srv, err = serveConn(f, s.conn, mo, opt.Conn == nil)
+		if err != nil && opt.Conn == nil {
+			unix.Unmount(abs, 0)
+			s.conn.File.Close()
+		}
+	} else {
+		s.srv, err = fuse.NewServer(f, mountpoint, mo)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
-	if f.mnt, err = filepath.Abs(mountpoint); err != nil {
-		f.mnt = mountpoint
-	}
-	f.srv.Store(srv) // publishes f.mnt too
-	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
-		srv.Unmount()
+	f.mnt = abs
+	f.srv.Store(s.srv) // publishes f.mnt too
+	go s.srv.Serve()
+	if err := s.srv.WaitMount(); err != nil {
+		s.Unmount()
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
 	done := make(chan struct{})
-	go func() { srv.Wait(); close(done) }()
+	go func() { s.srv.Wait(); close(done) }()
 	go f.guardReadOnly(f.mnt, done) // ends with the server
-	return &Server{srv}, nil
+	return s, nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"math/bits"
+	"os"
 	"runtime/metrics"
 	"slices"
 	"sync/atomic"
@@ -200,16 +201,21 @@ type IndexStats struct {
 // the collections so far: a reader of HeapLiveBytes knows from it when the figure was last
 // renewed (TestSoak waits for two, after which pooled buffers are gone).
 type DaemonStats struct {
+	PID int `json:"pid"` // of the daemon serving the mount now
+	// Restarts counts the daemons that served the mount before this one: a keeper replaced
+	// each, after a crash or for an upgrade, with no remount (docs/reliability.md).
+	Restarts      uint64 `json:"restarts"`
+	KeeperPID     int    `json:"keeper_pid,omitempty"` // the keeper holding the mount's connection, if any
 	HeapLiveBytes uint64 `json:"heap_live_bytes"`
 	Goroutines    uint64 `json:"goroutines"`
 	GCCycles      uint64 `json:"gc_cycles"`
 }
 
 // daemonStats reads DaemonStats from runtime/metrics.
-func daemonStats() DaemonStats {
+func daemonStats(restarts uint64, keeper int) DaemonStats {
 	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/sched/goroutines:goroutines"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(m)
-	var d DaemonStats
+	d := DaemonStats{PID: os.Getpid(), Restarts: restarts, KeeperPID: keeper}
 	for i, v := range []*uint64{&d.HeapLiveBytes, &d.Goroutines, &d.GCCycles} {
 		if m[i].Value.Kind() == metrics.KindUint64 {
 			*v = m[i].Value.Uint64()
@@ -226,7 +232,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
 		Entries: f.x.Len(), Files: uint64(f.x.Files()), DatasetBytes: f.x.FileBytes(),
 		ReadBytes: s.bytes.Load(), Ops: make(map[string]OpStats, numOps), Stats: f.loader.Stats(),
-		Daemon: daemonStats(), RWRemountsReverted: s.rwReverted.Load(),
+		Daemon: daemonStats(f.opt.Restarts, f.opt.KeeperPID), RWRemountsReverted: s.rwReverted.Load(),
 	}
 	snap.Index.Bytes, snap.Index.ReadBytes = f.x.Size()
 	if err := f.x.Err(); err != nil {

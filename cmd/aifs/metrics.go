@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -37,11 +39,25 @@ type metricsServer struct {
 	closeErr  error // what the first Close returned
 }
 
+// metricsEnv names the file descriptor of the metrics listener that a keeper opened for its
+// daemons (keeper.go): each serves on it, so that two overlap during an upgrade.
+const metricsEnv = "AIFS_METRICS_FD"
+
+// metricsListener returns the listener named by $AIFS_METRICS_FD, else a new one on addr.
+func metricsListener(addr string) (net.Listener, error) {
+	if fd, err := strconv.Atoi(os.Getenv(metricsEnv)); err == nil {
+		f := os.NewFile(uintptr(fd), "metrics")
+		defer f.Close()
+		return net.FileListener(f)
+	}
+	return net.Listen("tcp", listenAddr(addr))
+}
+
 // startMetrics listens on addr (as listenAddr completes it) and serves in the background until
 // Close. writeMetrics writes the Prometheus text for one GET /metrics; it is called from the
 // server's goroutines, concurrently.
 func startMetrics(addr string, writeMetrics func(io.Writer)) (*metricsServer, error) {
-	l, err := net.Listen("tcp", listenAddr(addr))
+	l, err := metricsListener(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
 	}

@@ -67,6 +67,15 @@ Mount options (-o, comma-separated, repeatable):
   s3_addressing=A, s3_timeout=D, s3_retries=N   the same as the flags below
   plans=on|off              on (default): take plans sent to MOUNTPOINT/.aifs/plan; off:
                             refuse them (EPERM), read ahead only from the reads seen
+  restart=on|off            on (default; root only): the daemon runs under a keeper process
+                            that holds the mount's FUSE connection; if the daemon dies
+                            (kill -9, a crash, the OOM killer) the keeper starts another
+                            within a second, which takes the mount over with no remount, and
+                            the kernel gives it the requests the dead one was serving (Linux
+                            6.9+), so readers see a pause, not an error; 'aifs upgrade
+                            MOUNTPOINT' replaces the daemon with the binary on disk the same
+                            way (docs/reliability.md). off: one process; if it dies, the mount
+                            answers ENOTCONN until it is mounted again
   allow_other               let all users read the mount, as the files' modes allow
                             (non-root mounters need user_allow_other in /etc/fuse.conf);
                             without it only the mounting user can, not even root
@@ -101,13 +110,21 @@ func runMount(ctx context.Context, args []string) int {
 	if err != nil {
 		return argsError(flags, err)
 	}
-	if c.foreground {
-		return c.serve(ctx, nil)
+	if os.Getenv(keeperEnv) != "" { // a daemon that a keeper started (keeper.go)
+		h, err := handoverFromEnv()
+		if err != nil {
+			return fail("mount", err)
+		}
+		return c.serve(ctx, daemonReady(), h)
 	}
-	if ready := daemonReady(); ready != nil {
-		return c.serve(ctx, ready)
+	ready := daemonReady()
+	if !c.foreground && ready == nil {
+		return startDaemon(args)
 	}
-	return startDaemon(args)
+	if c.restart && os.Geteuid() == 0 {
+		return c.keep(ctx, args, ready)
+	}
+	return c.serve(ctx, ready, nil)
 }
 
 // runMountHelper runs aifs as mount(8) runs /sbin/mount.fuse.aifs: SRC MOUNTPOINT [-sfnv]

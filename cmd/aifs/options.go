@@ -28,6 +28,7 @@ type mountConfig struct {
 	plane           *kernelPlane // the kernel plane, once mounted; nil: the FUSE plane
 	s3              s3Config
 	noPlans         bool // -o plans=off
+	restart         bool // -o restart=on: a keeper restarts the daemon (keeper.go)
 	allowOther      bool
 	logLevel        string
 	logFile         string
@@ -49,7 +50,7 @@ const mountSynopsis = "[flags] SRC MOUNTPOINT [-o opt,opt=value...]"
 // starts with every default, and the -o values into opts.
 func mountFlags(c *mountConfig, opts *optList) *flag.FlagSet {
 	flags := newFlags("mount", mountSynopsis, mountHelp)
-	*c = mountConfig{kernelCache: fs.CacheOn, pushChunks: "auto", chunkReads: true, data: dataFUSE}
+	*c = mountConfig{kernelCache: fs.CacheOn, pushChunks: "auto", chunkReads: true, data: dataFUSE, restart: true}
 	flags.BoolVar(&c.foreground, "f", false, "stay in the foreground (logs go to stderr unless --log-file)")
 	flags.Var(opts, "o", "mount options, comma-separated (see above); repeatable")
 	flags.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -131,6 +132,8 @@ func (c *mountConfig) applyOptions(opts []string) error {
 				c.allowOther = true
 			case key == "plans" && (val == "on" || val == "off"):
 				c.noPlans = val == "off"
+			case key == "restart" && (val == "on" || val == "off"):
+				c.restart = val == "on"
 			case key == "mem_cache" && hasVal:
 				n, err := parseSize(val)
 				if err != nil || n < 0 {

@@ -18,7 +18,7 @@ import (
 // To cover a new option, add a row.
 func TestParseMount(t *testing.T) {
 	defaults := mountConfig{src: "SRC", mountpoint: "MNT", kernelCache: fs.CacheOn, pushChunks: "auto", chunkReads: true,
-		cacheSize: defaultDiskCache, logLevel: "info", data: dataFUSE,
+		cacheSize: defaultDiskCache, logLevel: "info", data: dataFUSE, restart: true,
 		s3: s3Config{addressing: "auto", timeout: 30 * time.Second, retries: 5}}
 	for _, tc := range []struct {
 		args string               // after "SRC MNT", split at spaces
@@ -39,6 +39,7 @@ func TestParseMount(t *testing.T) {
 		{args: "-o remount,rw", err: "cannot be remounted"},
 		{args: "-o plans=off", want: func(c *mountConfig) { c.noPlans = true }},
 		{args: "-o plans=off,plans=on", want: nil},
+		{args: "-o restart=off", want: func(c *mountConfig) { c.restart = false }},
 		{args: "-o plans=no", err: `unknown mount option "plans=no"`},
 		{args: "-o mem_cache=512M", want: func(c *mountConfig) { c.memCache = 512 << 20 }},
 		{args: "-o mem_cache=2GiB", want: func(c *mountConfig) { c.memCache = 2 << 30 }},

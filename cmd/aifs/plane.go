@@ -80,7 +80,10 @@ func mountKernel(log *zap.Logger, src *source, mnt string) (*kernelPlane, error)
 // choosePlane mounts the kernel plane at mnt when -o data asks for it and it can be, and
 // returns it (nil: the FUSE plane) and the reason for the choice, for the mount's first line and
 // the stats. data=kernel fails where the kernel plane cannot be; auto falls back to FUSE.
-func (c *mountConfig) choosePlane(log *zap.Logger, src *source, mnt string) (*kernelPlane, string, error) {
+func (c *mountConfig) choosePlane(log *zap.Logger, src *source, mnt string, h *handover) (*kernelPlane, string, error) {
+	if h != nil {
+		return adoptKernel(log, src, mnt, h.plane)
+	}
 	if c.data == dataFUSE {
 		return nil, "data=fuse", nil
 	}
@@ -102,6 +105,23 @@ func (c *mountConfig) choosePlane(log *zap.Logger, src *source, mnt string) (*ke
 		return nil, "", fmt.Errorf("-o data=kernel: %s", why)
 	}
 	return nil, "data=auto: FUSE, since " + why, nil
+}
+
+// adoptKernel takes over the planes of a live mount from a daemon that served it before (a
+// keeper's restart or upgrade): with plane dataKernel, the EROFS mount at mnt and its control
+// directory; with dataFUSE, nothing (nil).
+func adoptKernel(log *zap.Logger, src *source, mnt, plane string) (*kernelPlane, string, error) {
+	const why = "taken over from an earlier daemon, with no remount"
+	if plane != dataKernel {
+		return nil, "data=fuse: " + why, nil
+	}
+	dev, err := kernel.Dev(mnt)
+	if err != nil {
+		return nil, "", fmt.Errorf("kernel plane: taking over %s: %w", mnt, err)
+	}
+	kp := &kernelPlane{mnt: mnt, dev: dev, ctl: kernel.ControlDir(dev), plane: kernel.NewPlane(mnt, src.x), reason: "kernel: " + why}
+	log.Debug("kernel plane taken over", zap.String("control", kp.ctl))
+	return kp, kp.reason, nil
 }
 
 // unmount ends the kernel plane: the EROFS mount (detached if files are open in it: their

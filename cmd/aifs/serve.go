@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/aifs/aifs/backend/diskcache"
 	"github.com/aifs/aifs/backend/local"
@@ -18,16 +19,27 @@ import (
 
 // serve mounts and serves until the file system is unmounted or ctx is cancelled (SIGINT,
 // SIGTERM). If ready is not nil (a daemon), serve reports on it once the mount is live or the
-// error that prevented it.
-func (c *mountConfig) serve(ctx context.Context, ready *readyPipe) int {
+// error that prevented it. With h (a keeper's daemon taking over: keeper.go) it mounts nothing
+// and serves the mount of h's connection.
+func (c *mountConfig) serve(ctx context.Context, ready *readyPipe, h *handover) int {
 	report := func(err error) { ready.report(c.notices, err) }
-	log, closeLog, err := c.logger(ready != nil)
+	log, closeLog, err := c.logger(!c.foreground)
 	if err != nil {
 		report(err)
 		return fail("mount", err)
 	}
 	defer closeLog()
-	srv, cleanup, err := c.mount(ctx, log)
+	srv, cleanup, err := c.mount(ctx, log, h)
+	if err == nil && h == nil {
+		plane := dataFUSE
+		if c.plane != nil {
+			plane = dataKernel
+		}
+		if err = handUp(srv.Conn(), plane); err != nil {
+			srv.Unmount()
+			cleanup()
+		}
+	}
 	if err != nil {
 		log.Error("mount failed", zap.Error(err))
 		report(err)
@@ -35,11 +47,15 @@ func (c *mountConfig) serve(ctx context.Context, ready *readyPipe) int {
 	}
 	defer cleanup()
 	mounted, _ := mountinfo.At(c.mountpoint) // its dev tells this mount from one made at the path later
-	log.Info("mounted", zap.String("source", c.src), zap.String("mountpoint", c.mountpoint))
+	if h != nil {
+		log.Info("took over the mount", zap.String("source", c.src), zap.String("mountpoint", c.mountpoint), zap.Uint64("restarts", h.restarts))
+	} else {
+		log.Info("mounted", zap.String("source", c.src), zap.String("mountpoint", c.mountpoint))
+	}
 	if local.NoIO {
 		log.Warn("this is a no-I/O build (tag aifs_noio), for benchmarks only: local reads skip the device and serve stale bytes")
 	}
-	if ready != nil {
+	if !c.foreground {
 		os.Chdir("/") // a daemon must not keep a file system busy through its working directory
 	}
 	report(nil)
@@ -103,7 +119,7 @@ func (c *mountConfig) unmount(log *zap.Logger, srv *fs.Server, dev string) error
 // mount checks the mountpoint, loads and checks the shard set, opens its shards and mounts it.
 // Everything that can fail is checked before the kernel sees the mount. cleanup closes what
 // mount opened; call it after the server has stopped.
-func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Server, cleanup func(), err error) {
+func (c *mountConfig) mount(ctx context.Context, log *zap.Logger, h *handover) (srv *fs.Server, cleanup func(), err error) {
 	var closers []func() error // closed in reverse order by closeAll: by the caller, or here on an error
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -115,7 +131,13 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 			closeAll()
 		}
 	}()
-	mnt, notice, err := checkMountpoint(c.mountpoint)
+	var mnt, notice string
+	if h == nil {
+		mnt, notice, err = checkMountpoint(c.mountpoint)
+	} else {
+		// The mount is live, and waits for this daemon: nothing may touch it before it serves.
+		mnt, err = filepath.Abs(c.mountpoint)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -166,7 +188,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	if src.s3 != nil {
 		po.ChunkBytes = diskcache.DefaultChunkSize // a GET costs a round trip: as large as the disk cache's chunks
 	}
-	kp, reason, err := c.choosePlane(log, src, mnt)
+	kp, reason, err := c.choosePlane(log, src, mnt, h)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -180,8 +202,16 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 	if c.data != dataFUSE {
 		c.notices = append(c.notices, fmt.Sprintf("data plane: %s (%s)", plane.Plane, reason))
 	}
+	var restarts uint64
+	keeper := 0
+	if h != nil {
+		restarts = h.restarts
+	}
+	if os.Getenv(keeperEnv) != "" {
+		keeper = os.Getppid()
+	}
 	f, err := fs.New(ctx, src.x, be, fs.Options{Logger: log.Named("fs"), KernelCache: c.kernelCache, Source: src.name, Mountpoint: mnt,
-		Prefetch: po, Storage: storage, NoPlans: c.noPlans, DataPlane: plane})
+		Prefetch: po, Storage: storage, NoPlans: c.noPlans, DataPlane: plane, Restarts: restarts, KeeperPID: keeper})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -199,7 +229,12 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger) (srv *fs.Serve
 		}
 		closers = append(closers, metrics.Close) // closed before f: its handlers read f's stats
 	}
-	s, err := fs.Mount(f, fuseAt, fs.MountOptions{AllowOther: c.allowOther, FsName: src.name, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE})
+	mo := fs.MountOptions{AllowOther: c.allowOther, FsName: src.name, DirectMount: os.Geteuid() == 0, Debug: c.debugFUSE,
+		Handover: h == nil && os.Getenv(keeperEnv) != ""}
+	if h != nil {
+		mo.Conn = h.conn
+	}
+	s, err := fs.Mount(f, fuseAt, mo)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -55,6 +55,9 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	if s.DataPlane.Plane != "" {
 		fmt.Fprintf(w, "data plane    %s (%s)\n", s.DataPlane.Plane, s.DataPlane.Reason)
 	}
+	if s.Daemon.Restarts > 0 {
+		fmt.Fprintf(w, "restarts      %d daemons served this mount before pid %d (the keeper's restarts and upgrades)\n", s.Daemon.Restarts, s.Daemon.PID)
+	}
 	fmt.Fprintf(w, "daemon        %s live Go heap (after %d collections), %d goroutines\n", human.Bytes(int64(s.Daemon.HeapLiveBytes)), s.Daemon.GCCycles, s.Daemon.Goroutines)
 	if s.RWRemountsReverted > 0 {
 		fmt.Fprintf(w, "read-only     %d read-write remounts undone\n", s.RWRemountsReverted)

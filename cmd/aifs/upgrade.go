@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/plan"
+)
+
+func runUpgrade(ctx context.Context, args []string) int {
+	flags := newFlags("upgrade", "[flags] MOUNTPOINT", `
+Replaces the daemon serving the aifs mount at MOUNTPOINT with one started from the aifs binary
+now on disk (at the path the mount was started from), with no remount: readers see a pause, not
+an error. The mount's keeper (-o restart=on, the default for root) starts the new daemon, and
+once it serves the mount ends the old one; the kernel sends the new one what the old one was
+serving (Linux 6.9+). If the new daemon fails to start, the old one goes on and this command
+fails. The same as SIGUSR2 to the keeper (daemon.keeper_pid in the stats file).`)
+	timeout := flags.Duration("timeout", time.Minute, "how long to wait for the new daemon to serve")
+	pos, code, ok := parseArgs(flags, args, 1, 1)
+	if !ok {
+		return code
+	}
+	before, err := daemonOf(pos[0])
+	if err != nil {
+		return fail("upgrade", err)
+	}
+	if before.KeeperPID == 0 {
+		return fail("upgrade", fmt.Errorf("%s has no keeper (mounted with -o restart=off, or not as root): unmount and mount it again", pos[0]))
+	}
+	if err := syscall.Kill(before.KeeperPID, syscall.SIGUSR2); err != nil {
+		return fail("upgrade", fmt.Errorf("signalling the keeper (pid %d): %w", before.KeeperPID, err))
+	}
+	deadline := time.Now().Add(*timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		now, err := daemonOf(pos[0])
+		if err == nil && now.PID != before.PID {
+			fmt.Printf("%s: daemon pid %d replaced by pid %d (%d daemons before it)\n", pos[0], before.PID, now.PID, now.Restarts)
+			return exitOK
+		}
+	}
+	return fail("upgrade", fmt.Errorf("daemon pid %d still serves %s after %v: the new daemon failed (the mount's log says why)", before.PID, pos[0], *timeout))
+}
+
+// daemonOf returns the daemon figures of the mount at mnt, from its stats file.
+func daemonOf(mnt string) (fs.DaemonStats, error) {
+	b, err := os.ReadFile(filepath.Join(plan.Control(mnt), "stats"))
+	if err != nil {
+		return fs.DaemonStats{}, fmt.Errorf("%s is not an aifs mount? %w", mnt, err)
+	}
+	var s fs.Snapshot
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fs.DaemonStats{}, fmt.Errorf("%s: %w", mnt, err)
+	}
+	if s.Daemon.PID == 0 {
+		return fs.DaemonStats{}, errors.New(mnt + ": the daemon is older than aifs upgrade: unmount and mount it again")
+	}
+	return s.Daemon, nil
+}
