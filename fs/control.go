@@ -47,7 +47,13 @@ type snapshotFile struct {
 	data []byte
 }
 
-func (c *control) init(f *FS) { c.f, c.loc = f, newLocations(f.x, f.opt.Source) }
+// init readies c. Snapshot inode numbers start at the daemon's start time in nanoseconds (below
+// 2⁶⁰, so below ctlPlanIno): a daemon that takes a mount over from another (a keeper's restart)
+// never gives a snapshot a number that the kernel still caches with the old daemon's bytes.
+func (c *control) init(f *FS) {
+	c.f, c.loc = f, newLocations(f.x, f.opt.Source)
+	c.gen = uint64(f.stats.started.UnixNano()) % (1 << 60)
+}
 
 // owns reports whether ino is a control inode.
 func (c *control) owns(ino uint64) bool { return ino >= ctlBase }

@@ -243,7 +243,7 @@ func TestKernelPlaneLifecycle(t *testing.T) {
 		}
 	}
 
-	mustAifs(t, "mount", "-o", "data=kernel", set, mnt)
+	mustAifs(t, "mount", "-o", "data=kernel,restart=off", set, mnt) // one process, killed below
 	pid := daemonPID(t, mnt)
 	t.Cleanup(func() { unmount(t, mnt, 0) })
 	var stop atomic.Bool

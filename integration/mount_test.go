@@ -74,9 +74,24 @@ func isMounted(mnt string) bool {
 	return false
 }
 
-// daemonPID finds the aifs process serving mnt.
+// daemonPID finds the aifs process at the top of those serving mnt: the keeper, where the daemon
+// runs under one (-o restart=on, the default for root), else the daemon. The keeper passes
+// SIGTERM and SIGINT on, and exits after the daemon.
 func daemonPID(t testing.TB, mnt string) int {
 	t.Helper()
+	pids := aifsPIDs(mnt)
+	for pid, parent := range pids {
+		if _, ok := pids[parent]; !ok {
+			return pid
+		}
+	}
+	t.Fatalf("no aifs daemon serves %s", mnt)
+	return 0
+}
+
+// aifsPIDs returns the aifs processes whose arguments name mnt, each with its parent's pid.
+func aifsPIDs(mnt string) map[int]int {
+	pids := map[int]int{}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
@@ -85,13 +100,15 @@ func daemonPID(t testing.TB, mnt string) int {
 		}
 		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 		if len(args) > 1 && args[0] == aifsBin && slices.Contains(args, mnt) {
-			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
-				return pid
+			pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			stat, serr := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
+			// stat: pid (comm) state ppid ...; comm is "aifs", without spaces
+			if f := strings.Fields(string(stat)); err == nil && serr == nil && len(f) > 3 {
+				pids[pid], _ = strconv.Atoi(f[3])
 			}
 		}
 	}
-	t.Fatalf("no aifs daemon serves %s", mnt)
-	return 0
+	return pids
 }
 
 // waitExit waits up to d for process pid to exit (or become a zombie).
@@ -492,7 +509,7 @@ func TestMountAfterDaemonKilled(t *testing.T) {
 	set := corruptionSet(t)
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	mkdir(t, mnt)
-	mustAifs(t, "mount", set, mnt)
+	mustAifs(t, "mount", "-o", "restart=off", set, mnt) // one process: its death ends the mount
 	pid := daemonPID(t, mnt)
 	t.Cleanup(func() { unmount(t, mnt, 0) })
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -522,7 +539,7 @@ func TestMountAfterDaemonKilled(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			waitExit(pid, 10*time.Second)
 			logFile := filepath.Join(t.TempDir(), "log")
-			start(t, "mount", "-f", "--log-file", logFile, set, mnt)
+			start(t, "mount", "-f", "-o", "restart=off", "--log-file", logFile, set, mnt)
 			// The new mount is ready once its log says "mounted": that comes after go-fuse's
 			// WaitMount, whose probe opens a file in the mount (an unmount meanwhile fails as
 			// busy). Until then STATFS fails on the dead mount, and between the lazy unmount and
@@ -542,7 +559,7 @@ func TestMountAfterDaemonKilled(t *testing.T) {
 				t.Errorf("aifs mount -f logged no notice of the dead daemon: %s", b)
 			}
 		} else {
-			r := mustAifs(t, "mount", set, mnt)
+			r := mustAifs(t, "mount", "-o", "restart=off", set, mnt)
 			if !strings.Contains(r.stderr, "aifs daemon that died") || !strings.Contains(r.stderr, mnt) {
 				t.Errorf("aifs mount on a dead mount: want a notice naming %s, got %s", mnt, r)
 			}

@@ -146,7 +146,10 @@ func startChild(exe string, args []string, dir string, h *handover, metrics *os.
 		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d,%s,%s", handoverEnv, 2+len(cmd.ExtraFiles), h.plane, hex.EncodeToString(h.conn.Init)),
 			fmt.Sprintf("%s=%d", restartsEnv, h.restarts))
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the terminal's ^C reaches the keeper, which passes it on
+	// Setpgid: the terminal's ^C reaches the keeper, which passes it on. Pdeathsig: a keeper
+	// killed (systemd's kill of a unit's main process, kill -9) takes its daemon with it, and
+	// the mount ends as a lone daemon's would.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		repR.Close()
 		mine.Close()
