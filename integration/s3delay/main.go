@@ -5,6 +5,10 @@
 //
 //	s3delay --target http://127.0.0.1:PORT --delay 10ms
 //
+// With --throttle SHARE it also plays a throttling S3 server: for --throttle-for (from
+// --throttle-after after its start) it answers that share of GET requests itself with 503
+// SlowDown, as S3 does under a request storm, without passing them on.
+//
 // It listens on 127.0.0.1 at a free port (--listen to choose) and prints its endpoint,
 // http://127.0.0.1:PORT, as its first line of output once it accepts connections. It runs
 // until killed.
@@ -24,9 +28,12 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -40,11 +47,18 @@ func main() {
 	target := flag.String("target", "", "the S3 server's endpoint, http://HOST:PORT (required)")
 	delay := flag.Duration("delay", 10*time.Millisecond, "latency added to every request before it is passed on")
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
+	share := flag.Float64("throttle", 0, "share of GET requests answered 503 SlowDown while throttling (0 to 1)")
+	after := flag.Duration("throttle-after", 0, "throttling starts this long after s3delay starts")
+	span := flag.Duration("throttle-for", 0, "throttling lasts this long (0: forever)")
 	flag.Parse()
 	u, err := url.Parse(*target)
-	if err != nil || u.Scheme != "http" || u.Host == "" || *delay < 0 {
-		fmt.Fprintln(os.Stderr, "usage: s3delay --target http://HOST:PORT [--delay 10ms] [--listen 127.0.0.1:0]")
+	if err != nil || u.Scheme != "http" || u.Host == "" || *delay < 0 || *share < 0 || *share > 1 {
+		fmt.Fprintln(os.Stderr, "usage: s3delay --target http://HOST:PORT [--delay 10ms] [--listen 127.0.0.1:0] [--throttle SHARE [--throttle-after D] [--throttle-for D]]")
 		os.Exit(2)
+	}
+	th := throttle{share: *share, from: time.Now().Add(*after)}
+	if *span > 0 {
+		th.until = th.from.Add(*span)
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -52,24 +66,45 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("http://%s\n", ln.Addr())
-	fmt.Fprintln(os.Stderr, "s3delay:", serve(ln, u.Host, *delay))
+	fmt.Fprintln(os.Stderr, "s3delay:", serve(ln, u.Host, *delay, th))
 	os.Exit(1)
 }
 
 // serve accepts connections on ln and proxies each to target (HOST:PORT) until ln fails.
-func serve(ln net.Listener, target string, delay time.Duration) error {
+func serve(ln net.Listener, target string, delay time.Duration, th throttle) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return err
 		}
-		go proxy(c.(*net.TCPConn), target, delay)
+		go proxy(c.(*net.TCPConn), target, delay, th)
 	}
+}
+
+// throttle says which requests s3delay answers 503 SlowDown itself: a share of the GETs between
+// from and until (zero: no end).
+type throttle struct {
+	share       float64
+	from, until time.Time
+}
+
+// slowDown is S3's answer to a request it throttles.
+var slowDown = func() string {
+	body := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
+		`<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`
+	return fmt.Sprintf("HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}()
+
+// refuses reports whether the request req, read whole, gets slowDown now.
+func (th throttle) refuses(req []byte) bool {
+	now := time.Now()
+	return th.share > 0 && now.After(th.from) && (th.until.IsZero() || now.Before(th.until)) &&
+		bytes.HasPrefix(req, []byte("GET ")) && bytes.HasSuffix(req, []byte("\r\n\r\n")) && rand.Float64() < th.share
 }
 
 // proxy passes the bytes of one client connection to a new connection to target and back,
 // holding each request for delay, until either side closes or fails; then it closes both.
-func proxy(client *net.TCPConn, target string, delay time.Duration) {
+func proxy(client *net.TCPConn, target string, delay time.Duration, th throttle) {
 	defer client.Close()
 	c, err := net.Dial("tcp", target)
 	if err != nil {
@@ -90,6 +125,13 @@ func proxy(client *net.TCPConn, target string, delay time.Duration) {
 	for {
 		n, err := client.Read(buf)
 		if n > 0 {
+			if answered.Load() && th.refuses(buf[:n]) {
+				time.Sleep(delay)
+				if _, err := io.WriteString(client, slowDown); err != nil {
+					return
+				}
+				continue // answered stays true: the client's next bytes are a request
+			}
 			if answered.Swap(false) {
 				time.Sleep(delay)
 			}

@@ -11,6 +11,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -49,7 +51,7 @@ func TestDelayed(t *testing.T) {
 	}
 	defer ln.Close()
 	const delay = 50 * time.Millisecond
-	go serve(ln, u.Host, delay)
+	go serve(ln, u.Host, delay, throttle{})
 	proxyURL := "http://" + ln.Addr().String()
 
 	conns := 0 // the connections the client dialled
@@ -112,5 +114,45 @@ func TestDelayed(t *testing.T) {
 	}
 	if conns != 1 {
 		t.Errorf("the client made %d connections, want 1 (the requests after the first test the delay on a kept-alive connection)", conns)
+	}
+}
+
+// TestThrottle: with --throttle 1, GETs in the window get S3's 503 SlowDown from the proxy (the
+// server never sees them) on a connection that stays usable; after the window they pass again.
+func TestThrottle(t *testing.T) {
+	var seen atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const span = 300 * time.Millisecond
+	go serve(ln, u.Host, 0, throttle{share: 1, from: time.Now(), until: time.Now().Add(span)})
+	get := func() (int, string) {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/bucket/key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for range 3 {
+		if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, "<Code>SlowDown</Code>") {
+			t.Errorf("a GET while throttling: %d %q, want 503 SlowDown", code, body)
+		}
+	}
+	if n := seen.Load(); n != 0 {
+		t.Errorf("the server saw %d throttled requests", n)
+	}
+	time.Sleep(span)
+	if code, body := get(); code != http.StatusOK || body != "ok" {
+		t.Errorf("a GET after the throttling: %d %q", code, body)
 	}
 }
