@@ -161,22 +161,30 @@ type permanent struct{ error }
 func (p permanent) Unwrap() error { return p.error }
 
 // do runs op until it succeeds, fails with an error that retrying cannot fix, or has used the
-// Backend's retries. Each attempt gets its own context with the Backend's Timeout. key names
-// the object in Debug lines. The error returned is op's last one (or ctx's, once ctx is done),
-// not yet translated by describe.
+// Backend's retry budget. Each attempt takes a slot of the Backend's limiter (limit.go) and gets
+// its own context with the Backend's Timeout. key names the object in Debug lines. The error
+// returned is op's last one (or ctx's, once ctx is done), not yet translated by describe.
+//
+// The retry budget: Retries retries of failures, and throttled answers (throttled) retried
+// without counting against them for as long as (Retries+1)×Timeout from the first attempt, the
+// longest a request may take anyway; a throttling storm therefore slows reads down, and fails
+// them (EIO) only past that time.
 func (b *Backend) do(ctx context.Context, key string, op func(ctx context.Context) error) error {
 	return b.doFor(ctx, key, b.timeout, op)
 }
 
 // doFor is do with another time limit per attempt.
 func (b *Backend) doFor(ctx context.Context, key string, timeout time.Duration, op func(ctx context.Context) error) error {
+	begin, failures := time.Now(), 0
 	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
+		if err := b.limit.acquire(ctx); err != nil {
 			return err
 		}
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		err := op(actx)
 		cancel()
+		slow := err != nil && throttled(err)
+		b.limit.release(slow)
 		if err == nil {
 			return nil
 		}
@@ -187,14 +195,20 @@ func (b *Backend) doFor(ctx context.Context, key string, timeout time.Duration, 
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("%w (%v)", errTimedOut, timeout)
 		}
-		if attempt >= b.retries || !retryable(err) {
+		if slow {
+			b.throttled.Add(1)
+		} else {
+			failures++
+		}
+		budget := time.Duration(b.retries+1) * timeout
+		if failures > b.retries || slow && time.Since(begin) >= budget || !retryable(err) {
 			b.errs.Add(1)
 			return err
 		}
 		b.retried.Add(1)
 		wait := time.Duration(rand.Int64N(int64(min(backoffCap, backoffBase<<min(attempt, 16))))) + 1
 		if ce := b.log.Check(zap.DebugLevel, "s3 request failed; retrying"); ce != nil {
-			ce.Write(zap.String("key", key), zap.Int("attempt", attempt+1), zap.Duration("backoff", wait), zap.Error(err))
+			ce.Write(zap.String("key", key), zap.Int("attempt", attempt+1), zap.Bool("throttled", slow), zap.Duration("backoff", wait), zap.Error(err))
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -204,6 +218,20 @@ func (b *Backend) doFor(ctx context.Context, key string, timeout time.Duration, 
 			return ctx.Err()
 		}
 	}
+}
+
+// throttled reports whether err is the server asking for fewer requests: 503 SlowDown and its
+// kin, 429. The limiter halves on it, and it does not count against the retries.
+func throttled(err error) bool {
+	var er minio.ErrorResponse
+	if !errors.As(err, &er) {
+		return false
+	}
+	switch er.Code {
+	case "SlowDown", "SlowDownRead", "SlowDownWrite", "Throttling", "ThrottlingException", "RequestLimitExceeded", "RequestThrottled":
+		return true
+	}
+	return er.StatusCode == http.StatusServiceUnavailable || er.StatusCode == http.StatusTooManyRequests
 }
 
 // retryable reports whether err may go away on its own: 5xx answers, throttling, an attempt's

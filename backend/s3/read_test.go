@@ -177,7 +177,8 @@ func TestReplacedOnDisk(t *testing.T) {
 }
 
 // TestRetries: transient failures (503 SlowDown, a connection cut before the answer, a body
-// cut short) are retried, each counted; a 403 is not.
+// cut short) are retried, each counted; a 403 is not. Throttling (503 SlowDown) does not count
+// against the retries.
 func TestRetries(t *testing.T) {
 	srv := start(t)
 	data := randomBytes(100000, 6)
@@ -229,7 +230,8 @@ func TestRetries(t *testing.T) {
 		{"500", 1, 1, false},
 		{"cut", 2, 2, false},
 		{"short", 2, 2, false},
-		{"503", 6, 5, true}, // more than the 5 retries
+		{"503", 6, 6, false}, // throttling: retried past the 5 retries, within (5+1)×5 s
+		{"500", 6, 5, true},  // more than the 5 retries
 		{"403", 1, 0, true},
 	} {
 		kind.Store(c.kind)
@@ -249,6 +251,46 @@ func TestRetries(t *testing.T) {
 		if n := after.Errors - before.Errors; n != map[bool]int64{false: 0, true: 1}[c.fail] {
 			t.Errorf("%d × %s: Stats counted %d errors", c.n, c.kind, n)
 		}
+	}
+}
+
+// TestThrottleBudget: a server that throttles every request fails a read only after the retry
+// budget's time, (Retries+1)×Timeout, with every answer counted as throttled and the limit on
+// requests in flight cut; once the throttling stops the same read succeeds.
+func TestThrottleBudget(t *testing.T) {
+	srv := start(t)
+	data := randomBytes(100000, 9)
+	put(t, srv, "slow/"+layout.ShardName(0), data)
+	var throttling atomic.Bool
+	throttling.Store(true)
+	endpoint := faultProxy(t, srv, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, layout.ShardName(0)) || !throttling.Load() {
+			return false
+		}
+		s3Error(w, http.StatusServiceUnavailable, "SlowDown")
+		return true
+	}, nil)
+	const timeout = 300 * time.Millisecond
+	b := open(t, srv.Bucket, "slow", Options{Endpoint: endpoint, Timeout: timeout, Retries: 1})
+	sh, err := b.Open(t.Context(), layout.Shard{Name: layout.ShardName(0), Size: uint64(len(data))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	p := make([]byte, 100)
+	begin := time.Now()
+	err = sh.ReadAt(t.Context(), p, 0)
+	took := time.Since(begin)
+	st := b.Stats()
+	if err == nil || took < 2*timeout || took > 2*timeout+backoffCap+time.Second {
+		t.Errorf("ReadAt under constant throttling: %v after %v, want a failure after the budget of %v", err, took, 2*timeout)
+	}
+	if st.Throttled < 3 || st.Errors != 1 || st.Limit >= maxInFlight || st.InFlight != 0 {
+		t.Errorf("stats under throttling: %+v, want 3+ throttled, 1 error, the limit cut, none in flight", st)
+	}
+	throttling.Store(false)
+	if err := sh.ReadAt(t.Context(), p, 0); err != nil || !bytes.Equal(p, data[:100]) {
+		t.Errorf("ReadAt after the throttling: %v", err)
 	}
 }
 

@@ -171,6 +171,12 @@ type Stats struct {
 	Bytes    int64 `json:"bytes"`    // body bytes received by GETs of shards and the index
 	Retries  int64 `json:"retries"`  // attempts that repeated a failed one
 	Errors   int64 `json:"errors"`   // requests that failed after their retries (not counting cancellations)
+	// Throttled counts the answers that asked for fewer requests (503 SlowDown, 429);
+	// InFlight and Limit are the requests in flight now and the adaptive bound on them
+	// (limit.go: halved on throttling, grown by one at a time on success).
+	Throttled int64 `json:"throttled"`
+	InFlight  int   `json:"in_flight"`
+	Limit     int   `json:"in_flight_limit"`
 }
 
 // Backend reads the shard set at one Location. It implements backend.Backend and is safe for
@@ -189,8 +195,10 @@ type Backend struct {
 	retries  int
 	timeout  time.Duration
 
-	requests, bytes, retried, errs atomic.Int64
-	closed                         atomic.Bool
+	limit *limiter // requests in flight, adapted to throttling
+
+	requests, bytes, retried, errs, throttled atomic.Int64
+	closed                                    atomic.Bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -213,7 +221,7 @@ func New(ctx context.Context, loc Location, opt Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3: %w", err)
 	}
-	b := &Backend{loc: loc, endpoint: endpoint, log: opt.Logger, partSize: opt.PartSize, parallel: opt.Parallel,
+	b := &Backend{limit: newLimiter(), loc: loc, endpoint: endpoint, log: opt.Logger, partSize: opt.PartSize, parallel: opt.Parallel,
 		retries: opt.Retries, timeout: opt.Timeout}
 	if b.log == nil {
 		b.log = zap.NewNop()
@@ -393,7 +401,9 @@ func (b *Backend) String() string { return b.loc.String() }
 
 // Stats returns the counters; it is cheap (atomic loads) and safe for concurrent use.
 func (b *Backend) Stats() Stats {
-	return Stats{Requests: b.requests.Load(), Bytes: b.bytes.Load(), Retries: b.retried.Load(), Errors: b.errs.Load()}
+	inFlight, limit := b.limit.state()
+	return Stats{Requests: b.requests.Load(), Bytes: b.bytes.Load(), Retries: b.retried.Load(), Errors: b.errs.Load(),
+		Throttled: b.throttled.Load(), InFlight: inFlight, Limit: limit}
 }
 
 // Close implements backend.Backend: later calls of Open, ReadIndex and NewSink fail with
