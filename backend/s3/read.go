@@ -195,13 +195,17 @@ func (b *Backend) doFor(ctx context.Context, key string, timeout time.Duration, 
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("%w (%v)", errTimedOut, timeout)
 		}
-		if slow {
+		refused := authError(err)
+		switch {
+		case slow:
 			b.throttled.Add(1)
-		} else {
+		case refused && b.refreshCreds():
+			// new credentials from their source: worth a try that counts against nothing
+		default:
 			failures++
 		}
 		budget := time.Duration(b.retries+1) * timeout
-		if failures > b.retries || slow && time.Since(begin) >= budget || !retryable(err) {
+		if failures > b.retries || slow && time.Since(begin) >= budget || !refused && !retryable(err) {
 			b.errs.Add(1)
 			return err
 		}
@@ -218,6 +222,24 @@ func (b *Backend) doFor(ctx context.Context, key string, timeout time.Duration, 
 			return ctx.Err()
 		}
 	}
+}
+
+// authError reports whether err is the server refusing the request's credentials as unknown,
+// wrong or expired: the credentials may have changed at their source (rotated keys, a renewed
+// token) since they were read. Such a request is sent again after refreshCreds, counting against
+// the retries unless the credentials changed: a key rotated on the server a moment before its
+// clients' files heals within the retries.
+func authError(err error) bool {
+	var er minio.ErrorResponse
+	if !errors.As(err, &er) {
+		return false
+	}
+	switch er.Code {
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired",
+		"XAdminUserNotFound": // versitygw's answer (a 404) to an unknown access key
+		return true
+	}
+	return false
 }
 
 // throttled reports whether err is the server asking for fewer requests: 503 SlowDown and its

@@ -4,19 +4,25 @@
 // docs/s3.md explains the design.
 //
 // A Backend holds one minio-go client over a tuned HTTP transport (many idle connections per
-// host, since dozens of readers share one endpoint). New resolves credentials once, from the
-// first source that has them: the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-// AWS_SESSION_TOKEN), then the shared credentials file (~/.aws/credentials or
-// $AWS_SHARED_CREDENTIALS_FILE, and ~/.aws/config) with Options.Profile, then the EC2/ECS
-// instance role, asked only when neither of the others has credentials; with none, requests
-// are anonymous. Secrets appear in no error, log line or String.
+// host, since dozens of readers share one endpoint). New picks the credentials' source: the
+// first that has them of the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_SESSION_TOKEN), the shared credentials file (~/.aws/credentials or
+// $AWS_SHARED_CREDENTIALS_FILE, and ~/.aws/config) with Options.Profile, and the instance role
+// (EC2/ECS metadata, or a web identity token file: AWS_WEB_IDENTITY_TOKEN_FILE and
+// AWS_ROLE_ARN, as Kubernetes service accounts get), asked only when neither of the others has
+// credentials; with none, requests are anonymous. Credentials are read again from that source as
+// they expire, when the shared file changes, and when the server refuses them (creds.go).
+// Secrets appear in no error, log line or String.
 //
 // Every request runs in one retry loop (minio-go's own retries are off): each attempt under its
 // own Options.Timeout, retried after exponential backoff with full jitter on 5xx, throttling
-// (429, SlowDown) and connection errors (refused, reset, EOF, timeouts), never on 403, 404,
-// 412 or a done context. A read therefore fails within (Retries+1)×Timeout plus backoff. The
-// one exception is the parts of a multipart upload (NewSink), which stream from the packer and
-// cannot be replayed by that loop: minio-go retries them, Retries times.
+// (429, SlowDown), refused credentials (after reading them again) and connection errors
+// (refused, reset, EOF, timeouts), never on other 403s, 404, 412 or a done context. Throttled
+// answers do not count against Retries but end within (Retries+1)×Timeout, and halve an
+// adaptive limit on the requests in flight (limit.go). A read therefore fails within
+// (Retries+1)×Timeout plus backoff. The one exception is the parts of a multipart upload
+// (NewSink), which stream from the packer and cannot be replayed by that loop: minio-go retries
+// them, Retries times.
 //
 // Open checks an object's size against the index and, where the index records one, its ETag;
 // each Shard remembers the ETag it saw, sends it with every ranged GET (If-Match) and checks
@@ -177,6 +183,9 @@ type Stats struct {
 	Throttled int64 `json:"throttled"`
 	InFlight  int   `json:"in_flight"`
 	Limit     int   `json:"in_flight_limit"`
+	// CredentialRefreshes counts the times the server refused the credentials and their
+	// source gave new ones (creds.go), with which the request was sent again.
+	CredentialRefreshes int64 `json:"credential_refreshes"`
 }
 
 // Backend reads the shard set at one Location. It implements backend.Backend and is safe for
@@ -195,10 +204,11 @@ type Backend struct {
 	retries  int
 	timeout  time.Duration
 
-	limit *limiter // requests in flight, adapted to throttling
+	limit *limiter                 // requests in flight, adapted to throttling
+	creds *credentials.Credentials // of both clients; read again when the server refuses them
 
-	requests, bytes, retried, errs, throttled atomic.Int64
-	closed                                    atomic.Bool
+	requests, bytes, retried, errs, throttled, credRefreshes atomic.Int64
+	closed                                                   atomic.Bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -249,6 +259,7 @@ func New(ctx context.Context, loc Location, opt Options) (*Backend, error) {
 	b.transport.ResponseHeaderTimeout = b.timeout
 	b.transport.ExpectContinueTimeout = time.Second
 	creds, source := b.credentials(ctx, opt.Profile)
+	b.creds = creds
 	b.log.Debug("s3 credentials", zap.String("source", source), zap.String("endpoint", endpoint))
 	mopt := minio.Options{
 		Creds:        creds,
@@ -331,13 +342,19 @@ func (b *Backend) credentials(ctx context.Context, profile string) (*credentials
 	direct := &http.Client{Timeout: b.timeout, Transport: &http.Transport{
 		DialContext: (&net.Dialer{Timeout: b.timeout}).DialContext, DisableKeepAlives: true}}
 	cc := &credentials.CredContext{Client: direct, Context: ctx}
-	file := &credentials.FileAWSCredentials{Profile: profile}
+	file := &sharedFile{FileAWSCredentials: credentials.FileAWSCredentials{Profile: profile}}
 	if v, err := file.RetrieveWithCredContext(cc); err == nil && v.AccessKeyID != "" && v.SecretAccessKey != "" {
 		return credentials.New(file), "shared credentials file"
 	}
 	// The instance metadata endpoint: $AWS_EC2_METADATA_SERVICE_ENDPOINT, as the AWS SDKs read
 	// it, else minio-go's default (http://169.254.169.254).
 	role := &credentials.IAM{Client: direct, Endpoint: os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT")}
+	if os.Getenv("AWS_WEB_IDENTITY_TOKEN_FILE") != "" {
+		// A web identity (a Kubernetes service account's token file, read again at each
+		// renewal): the endpoint is STS's, $AWS_ENDPOINT_URL_STS as the AWS SDKs read it, else
+		// minio-go's regional default.
+		role.Endpoint = os.Getenv("AWS_ENDPOINT_URL_STS")
+	}
 	if v, err := role.RetrieveWithCredContext(cc); err == nil && v.AccessKeyID != "" {
 		return credentials.New(role), "instance role"
 	}
@@ -403,7 +420,7 @@ func (b *Backend) String() string { return b.loc.String() }
 func (b *Backend) Stats() Stats {
 	inFlight, limit := b.limit.state()
 	return Stats{Requests: b.requests.Load(), Bytes: b.bytes.Load(), Retries: b.retried.Load(), Errors: b.errs.Load(),
-		Throttled: b.throttled.Load(), InFlight: inFlight, Limit: limit}
+		Throttled: b.throttled.Load(), InFlight: inFlight, Limit: limit, CredentialRefreshes: b.credRefreshes.Load()}
 }
 
 // Close implements backend.Backend: later calls of Open, ReadIndex and NewSink fail with

@@ -250,7 +250,7 @@ func TestParseEndpoint(t *testing.T) {
 
 func TestStatsJSON(t *testing.T) {
 	out, err := json.Marshal(Stats{Requests: 1, Bytes: 2, Retries: 3, Errors: 4, Throttled: 5, InFlight: 6, Limit: 7})
-	if want := `{"requests":1,"bytes":2,"retries":3,"errors":4,"throttled":5,"in_flight":6,"in_flight_limit":7}`; err != nil || string(out) != want {
+	if want := `{"requests":1,"bytes":2,"retries":3,"errors":4,"throttled":5,"in_flight":6,"in_flight_limit":7,"credential_refreshes":0}`; err != nil || string(out) != want {
 		t.Errorf("json.Marshal(Stats) = %s, %v; want %s", out, err, want)
 	}
 }

@@ -122,8 +122,9 @@ var (
 		}}
 )
 
-// Server is a running (or stopped) S3 server. Its fields are fixed for its lifetime. Its methods
-// must be called from the test's goroutine (they may call t.Fatal).
+// Server is a running (or stopped) S3 server. Its fields are fixed for its lifetime, but for the
+// keys, which RotateKeys changes. Its methods must be called from the test's goroutine (they may
+// call t.Fatal).
 type Server struct {
 	Endpoint  string // "http://127.0.0.1:PORT"
 	AccessKey string
@@ -201,6 +202,15 @@ func (s *Server) Start() {
 	if err := s.start(); err != nil {
 		s.t.Fatalf("s3test: restart: %v", err)
 	}
+}
+
+// RotateKeys restarts the server accepting only the given root keys, as a store whose keys are
+// rotated: requests signed with the old ones are refused from then on.
+func (s *Server) RotateKeys(accessKey, secretKey string) {
+	s.t.Helper()
+	s.Stop()
+	s.AccessKey, s.SecretKey = accessKey, secretKey
+	s.Start()
 }
 
 // Env returns the AWS_* variables that point an S3 client (aifs in a subprocess) at the server.

@@ -90,3 +90,43 @@ func lastFile(t *testing.T, root string) string {
 	}
 	return last
 }
+
+// TestS3CredentialsRotate: the server's keys are rotated mid-epoch and the shared credentials
+// file is rewritten (renamed over, as Kubernetes updates a secret): the epoch of 8 readers
+// completes with no error, and the mount counts the credentials it read again.
+func TestS3CredentialsRotate(t *testing.T) {
+	srv := s3Server(t)
+	src, url := s3JPEGSet(t, srv, "rotate")
+	file := filepath.Join(t.TempDir(), "credentials")
+	writeCreds := func(access, secret string) {
+		tmp := file + ".new"
+		writeFile(t, tmp, []byte("[default]\naws_access_key_id = "+access+"\naws_secret_access_key = "+secret+"\n"))
+		if err := os.Rename(tmp, file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeCreds(srv.AccessKey, srv.SecretKey)
+	t.Setenv("AWS_ACCESS_KEY_ID", "") // the shared file is the source
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", file)
+	mnt := mountSet(t, url, "--s3-endpoint", srv.Endpoint, "-o", "kernel_cache=off,mem_cache=1M")
+	done := make(chan []error)
+	go func() {
+		errs, _, _ := epochUnder(t, src, mnt, nil)
+		done <- errs
+	}()
+	time.Sleep(200 * time.Millisecond)
+	srv.RotateKeys("AKROTATED", "rotated-secret-key-0123456789")
+	writeCreds(srv.AccessKey, srv.SecretKey)
+	errs := <-done
+	for _, err := range errs[:min(len(errs), 5)] {
+		t.Errorf("a reader across the key rotation: %v", err)
+	}
+	if n := storageStat(t, mnt, "s3", "credential_refreshes"); n == 0 {
+		t.Error("the mount read no new credentials after the rotation")
+	}
+	errs, _, _ = epochUnder(t, src, mnt, nil)
+	for _, err := range errs[:min(len(errs), 5)] {
+		t.Errorf("a reader after the key rotation: %v", err)
+	}
+}
