@@ -227,7 +227,20 @@ fio_seq_parts() {
 stats_file() {
 	if [[ -e $1/.aifs/stats ]]; then echo "$1/.aifs/stats"; else echo "/run/aifs/$(stat -c '%Hd:%Ld' "$1")/.aifs/stats"; fi
 }
-daemon_pid() { pgrep -f -- "aifs mount .*$1( |$)" | head -1; }
+# daemon_pid ARG prints the pid of the aifs daemon serving the mount whose command line names
+# ARG (its source or mountpoint): under a keeper (-o restart=on, the default for root), the
+# keeper's child, whose parent has the same command line; else the one process.
+daemon_pid() {
+	local pids p
+	pids=$(pgrep -f -- "aifs mount .*$1( |$)") || return 0
+	for p in $pids; do
+		if grep -qx -- "$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)" <<<"$pids"; then
+			echo "$p"
+			return
+		fi
+	done
+	head -1 <<<"$pids"
+}
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 # cpu_busy_idle prints the whole machine's busy and idle clock ticks since boot (/proc/stat: user,
 # nice, system, irq, softirq; idle, iowait); busy_percent B0 I0 B1 I1 prints the busy share

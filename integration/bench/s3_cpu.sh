@@ -79,7 +79,7 @@ for r in $(seq "$ROUNDS"); do
 		rm -rf "$cache"
 		mkdir -p "$cache" "$mnt"
 		"$bin" mount --cache-dir "$cache" s3://aifs/data "$mnt"
-		pid=$(pgrep -f -- " mount .*$mnt( |$)" | head -1)
+		pid=$(daemon_pid "$mnt")
 		dropcaches
 		d0=$(cpu_ticks "$pid") v0=$(cpu_ticks "$VGW") x0=$([[ -n $PROXY ]] && cpu_ticks "$PROXY" || echo 0)
 		f0=$(awk '{print $10}' "/proc/$pid/stat")
