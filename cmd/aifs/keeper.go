@@ -85,7 +85,7 @@ func handoverFromEnv() (*handover, error) {
 // handUp sends a new mount's connection to the keeper named by $AIFS_KEEPER_FD, if any, or
 // says it has none (conn nil: a mount without Handover). The keeper holds the connection from
 // then on: a crash of this process no longer ends the mount.
-func handUp(conn *fs.Conn, plane string) error {
+func handUp(conn *fs.Conn, plane, fuseAt string) error {
 	fd, err := strconv.Atoi(os.Getenv(keeperEnv))
 	if err != nil {
 		return nil
@@ -94,7 +94,7 @@ func handUp(conn *fs.Conn, plane string) error {
 	defer sock.Close()
 	msg, rights := []byte("none\n"), []byte(nil)
 	if conn != nil {
-		msg, rights = append([]byte(plane+"\n"), conn.Init...), unix.UnixRights(int(conn.File.Fd()))
+		msg, rights = append([]byte(plane+"\n"+fuseAt+"\n"), conn.Init...), unix.UnixRights(int(conn.File.Fd()))
 	}
 	if err := unix.Sendmsg(fd, msg, rights, nil, 0); err != nil {
 		return fmt.Errorf("handing the FUSE connection to the keeper: %w", err)
@@ -107,14 +107,16 @@ type child struct {
 	cmd     *exec.Cmd
 	started time.Time
 	exited  chan error    // cmd.Wait's result, once
+	dead    chan struct{} // closed once the process has died or is dying (see watchDeath)
 	report  chan []string // the lines of its report, once, at the pipe's end
 	conn    chan handed   // the connection it mounted, at most once
 }
 
 // handed is a connection a daemon handed up.
 type handed struct {
-	conn  *fs.Conn
-	plane string
+	conn   *fs.Conn
+	plane  string
+	fuseAt string // the FUSE mount's path: the mountpoint, or the kernel plane's control mount
 }
 
 // startChild starts this binary (exe, as on disk now) as a serving daemon with args; with h it
@@ -155,8 +157,10 @@ func startChild(exe string, args []string, dir string, h *handover, metrics *os.
 		mine.Close()
 		return nil, fmt.Errorf("start daemon %s: %w", exe, err)
 	}
-	c := &child{cmd: cmd, started: time.Now(), exited: make(chan error, 1), report: make(chan []string, 1), conn: make(chan handed, 1)}
+	c := &child{cmd: cmd, started: time.Now(), exited: make(chan error, 1), dead: make(chan struct{}),
+		report: make(chan []string, 1), conn: make(chan handed, 1)}
 	go func() { c.exited <- cmd.Wait() }()
+	go c.watchDeath()
 	go func() {
 		msg, _ := io.ReadAll(repR) // until the daemon reports and closes its end, or dies
 		repR.Close()
@@ -164,6 +168,25 @@ func startChild(exe string, args []string, dir string, h *handover, metrics *os.
 	}()
 	go func() { c.conn <- receiveConn(mine) }()
 	return c, nil
+}
+
+// watchDeath closes c.dead once c's process is dead or dying: gone, or its main thread a zombie.
+// A killed daemon may not finish dying on its own: a thread of it inside the kernel may wait
+// for a page that a READ holds locked, a READ the dead daemon had taken and will never answer
+// (pushing a sample into the page cache, NOTIFY_STORE, waits so). The process then lingers,
+// cmd.Wait does not return, and only the READ sent again (Resend) to a new daemon lets it end;
+// so the keeper acts on this, not on cmd.Wait.
+func (c *child) watchDeath() {
+	defer close(c.dead)
+	stat := fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid)
+	for {
+		b, err := os.ReadFile(stat)
+		// stat: pid (comm) state ...; comm is "aifs", without spaces or parentheses
+		if f := strings.Fields(string(b)); err != nil || len(f) < 3 || f[2] == "Z" || f[2] == "X" {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // receiveConn reads the one message of a daemon on sock, the keeper's end, and closes sock: the
@@ -175,7 +198,8 @@ func receiveConn(sock *os.File) handed {
 	if err != nil || n == 0 {
 		return handed{}
 	}
-	plane, init, _ := strings.Cut(string(buf[:n]), "\n")
+	plane, rest, _ := strings.Cut(string(buf[:n]), "\n")
+	fuseAt, init, _ := strings.Cut(rest, "\n")
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 	if err != nil || len(msgs) != 1 {
 		return handed{}
@@ -184,7 +208,7 @@ func receiveConn(sock *os.File) handed {
 	if err != nil || len(fds) != 1 {
 		return handed{}
 	}
-	return handed{&fs.Conn{File: os.NewFile(uintptr(fds[0]), "/dev/fuse"), Init: []byte(init)}, plane}
+	return handed{&fs.Conn{File: os.NewFile(uintptr(fds[0]), "/dev/fuse"), Init: []byte(init)}, plane, fuseAt}
 }
 
 // keep runs the keeper until the mount ends (see the top of this file). ready, if not nil, is
@@ -262,14 +286,18 @@ func (c *mountConfig) keep(ctx context.Context, args []string, ready *readyPipe)
 				continue
 			}
 			cur = next
-		case err := <-cur.exited:
-			if !connAlive(h.conn) {
+		case <-cur.dead:
+			if !connAlive(h.conn) || ctx.Err() != nil { // unmounted, or a signal: it ends
+				err := <-cur.exited
 				log.Info("the mount has ended", zap.Error(err))
 				return exitCode(err)
 			}
-			if ctx.Err() != nil {
-				return exitCode(err)
+			err := errors.New("killed, or crashed")
+			select {
+			case err = <-cur.exited:
+			case <-time.After(100 * time.Millisecond): // dying, held by the kernel: see watchDeath
 			}
+			go func(c *child) { <-c.exited }(cur) // reaped once it has died
 			if time.Since(cur.started) < crashWindow {
 				crashes++
 			} else {
@@ -278,6 +306,7 @@ func (c *mountConfig) keep(ctx context.Context, args []string, ready *readyPipe)
 			log.Error("the daemon died; starting another, which takes over the mount", zap.Error(err), zap.Int("pid", cur.cmd.Process.Pid))
 			if crashes > maxCrashes {
 				log.Error("the daemon keeps dying; ending the mount (readers get ENOTCONN)", zap.Int("crashes", crashes))
+				abortMount(log, got.fuseAt)
 				return exitFailure
 			}
 			if err := h.conn.Resend(); err != nil {
@@ -292,6 +321,7 @@ func (c *mountConfig) keep(ctx context.Context, args []string, ready *readyPipe)
 				next, err = startChild(exe, args, dir, h, metrics)
 			}
 			if err != nil {
+				abortMount(log, got.fuseAt)
 				return exitFailure
 			}
 			cur = next
@@ -325,7 +355,8 @@ func (c *mountConfig) replace(log *zap.Logger, exe string, args []string, dir st
 		return nil, fmt.Errorf("the new daemon exited: %v", err)
 	}
 	old.cmd.Process.Kill()
-	<-old.exited
+	<-old.dead
+	go func() { <-old.exited }() // reaped once it has died: see watchDeath
 	if err := h.conn.Resend(); err != nil {
 		log.Warn("resend after upgrade", zap.Error(err))
 	}
@@ -333,6 +364,16 @@ func (c *mountConfig) replace(log *zap.Logger, exe string, args []string, dir st
 	log.Info("upgraded: a new daemon serves the mount", zap.String("binary", exe), zap.Int("pid", next.cmd.Process.Pid),
 		zap.Int("old_pid", old.cmd.Process.Pid))
 	return next, nil
+}
+
+// abortMount ends the FUSE connection of the mount at fuseAt (umount -f: the kernel aborts it,
+// and unmounts it unless it is busy), so that its readers get ENOTCONN and a dead daemon's
+// threads waiting on its pages are let go (see watchDeath): closing the keeper's copy of the
+// connection is not enough while such a thread holds another.
+func abortMount(log *zap.Logger, fuseAt string) {
+	if err := unix.Unmount(fuseAt, unix.MNT_FORCE); err != nil && err != unix.EBUSY {
+		log.Warn("aborting the mount", zap.String("mount", fuseAt), zap.Error(err))
+	}
 }
 
 // connAlive reports whether the kernel still has the FUSE connection: it ends (the file polls

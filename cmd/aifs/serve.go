@@ -31,11 +31,11 @@ func (c *mountConfig) serve(ctx context.Context, ready *readyPipe, h *handover) 
 	defer closeLog()
 	srv, cleanup, err := c.mount(ctx, log, h)
 	if err == nil && h == nil {
-		plane := dataFUSE
+		plane, fuseAt := dataFUSE, c.mountpoint
 		if c.plane != nil {
-			plane = dataKernel
+			plane, fuseAt = dataKernel, c.plane.ctl
 		}
-		if err = handUp(srv.Conn(), plane); err != nil {
+		if err = handUp(srv.Conn(), plane, fuseAt); err != nil {
 			srv.Unmount()
 			cleanup()
 		}
