@@ -20,6 +20,7 @@ import (
 	"github.com/aifs/aifs/layout/pack"
 	"github.com/aifs/aifs/layout/tar"
 	"github.com/aifs/aifs/layout/tarindex"
+	"github.com/aifs/aifs/layout/view"
 )
 
 func runIndex(ctx context.Context, args []string) int {
@@ -52,7 +53,7 @@ Every byte is read once (several tars in parallel) to record each member's CRC32
 tar's, unless --no-checksums (headers only; verify=on and aifs verify then refuse the set).
 The index is written last and atomically, and the same tars and flags always give the same
 index.`+s3Help)
-	view := fs.String("view", "tree", "the tree the mount shows: tree or imagefolder")
+	viewName := fs.String("view", "tree", "the tree the mount shows: tree or imagefolder")
 	merge := fs.Bool("merge", false, "view tree: merge the members of all tars into one tree instead of a directory per tar")
 	noChecksums := fs.Bool("no-checksums", false, "read only the tars' headers: faster, but nothing can verify the samples later")
 	jobs := fs.Int("jobs", 4, "tars read in parallel")
@@ -75,16 +76,16 @@ index.`+s3Help)
 	opt := tarindex.Options{NoChecksums: *noChecksums, Jobs: *jobs,
 		Warn: func(msg string) { fmt.Fprintf(os.Stderr, "aifs index: warning: %s\n", human.Name(msg)) }}
 	switch {
-	case *view == "tree" && *merge:
-		opt.View = tarindex.ViewMerge
-	case *view == "tree":
-		opt.View = tarindex.ViewTree
-	case *view == "imagefolder" && !*merge:
-		opt.View = tarindex.ViewImageFolder
+	case *viewName == "tree" && *merge:
+		opt.View = view.Merge
+	case *viewName == "tree":
+		opt.View = view.Tree
+	case *viewName == "imagefolder" && !*merge:
+		opt.View = view.ImageFolder
 	default:
-		return usageError(fs, fmt.Sprintf("--view %q: want tree or imagefolder (--merge only with tree)", *view))
+		return usageError(fs, fmt.Sprintf("--view %q: want tree or imagefolder (--merge only with tree)", *viewName))
 	}
-	if opt.View != tarindex.ViewImageFolder && (*labelKey != "" || *labels != "" || *classNames != "") {
+	if opt.View != view.ImageFolder && (*labelKey != "" || *labels != "" || *classNames != "") {
 		return usageError(fs, "--label-key, --labels and --class-names are for --view imagefolder")
 	}
 	if *labelKey != "" && *labels != "" {
@@ -158,7 +159,7 @@ func printIndexSummary(res tarindex.Result, indexBytes int, opt tarindex.Options
 	fmt.Printf("indexed %d tars (%s, %d members) in %.2f s (%s/s, %s): %d files (%d hard links), %d directories, %s; index %s\n",
 		res.Tars, human.Bytes(res.TarBytes), res.Members, secs, human.Bytes(int64(float64(res.TarBytes)/max(secs, 1e-9))), sums,
 		res.Files, res.Links, res.Dirs, human.Bytes(res.Bytes), human.Bytes(int64(indexBytes)))
-	if opt.View == tarindex.ViewImageFolder {
+	if opt.View == view.ImageFolder {
 		fmt.Printf("image-folder view: %d samples in %d classes\n", res.Samples, res.Classes)
 	}
 	for _, c := range []struct {
