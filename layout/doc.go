@@ -31,8 +31,10 @@
 // checksum, label) to a layout/view Builder, which builds the tree of Nodes of the view asked for
 // (a directory per file, one merged tree, or an ImageFolder) with the rules every format shares:
 // the last of a path wins, labels name class directories. Number and EncodeIndex turn the tree
-// into an index with the source files as shards (Shard: kind 1, named by path, in FORMAT.md). A
-// format that is converted into new shards instead is a source of layout/pack.
+// into an index with the source files as shards (Shard: kind 1, named by path, in FORMAT.md;
+// Shard.Checksum says whether the entries hold CRC32C, computed while indexing, or a checksum the
+// format records, CRC-32/IEEE for ZIP). A format that is converted into new shards instead is a
+// source of layout/pack.
 //
 // # Concurrency and locks
 //
