@@ -14,10 +14,13 @@
 //	layout/tar       a tar reader that gives each member's data offset       standard library
 //	layout/pack      a directory tree copied into new shards: Pack, PackTo,  layout
 //	                 Sink, ListFiles, WriteIndexFile
-//	layout/view      the views of an index in place: a format's records     layout
+//	layout/view      the views of an index in place: a format's records      layout
 //	                 become a tree or an ImageFolder (Builder, Record)
 //	layout/tarindex  tars indexed in place, as a tree or an ImageFolder      layout, layout/tar,
 //	                 (IndexTars, Options, WebDataset samples and labels)     layout/view
+//	layout/zip       a ZIP's members and where stored ones' bytes lie        standard library
+//	layout/zipindex  ZIPs indexed in place from their central directories    layout, layout/zip,
+//	                 (IndexZips; CRC-32 checksums)                           layout/view
 //	layout/erofsmeta the metadata-only EROFS image of an index, whose files  layout, go-erofs
 //	                 point into the shards, for the kernel data plane:
 //	                 Check, Build, Cached

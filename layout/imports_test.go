@@ -21,6 +21,8 @@ func TestImports(t *testing.T) {
 		"./pack":      {mod, bitset},
 		"./view":      {mod, bitset},
 		"./tarindex":  {mod, mod + "/tar", mod + "/view", bitset},
+		"./zip":       nil,
+		"./zipindex":  {mod, mod + "/zip", mod + "/view", bitset},
 		"./erofsmeta": {mod, bitset, goerofs, goerofs + "/internal/builder", goerofs + "/internal/disk"},
 	}
 	for dir, may := range allowed {

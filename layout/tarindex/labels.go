@@ -41,20 +41,9 @@ func (o LabelOptions) isLabel(p string) bool {
 	if o.ByKey != nil {
 		return false
 	}
-	_, ext, ok := splitKey(p)
+	_, ext, ok := view.SplitKey(p)
 	ext = strings.ToLower(ext)
 	return ok && (o.JSONKey == "" && ext == "cls" || o.JSONKey != "" && ext == "json")
-}
-
-// splitKey splits a member's path into WebDataset's key and extension; ok is false for a base
-// name with no dot after its first byte (WebDataset skips those members).
-func splitKey(p string) (key, ext string, ok bool) {
-	base := p[strings.LastIndexByte(p, '/')+1:]
-	i := strings.IndexByte(base, '.')
-	if i < 1 {
-		return "", "", false
-	}
-	return p[:len(p)-len(base)+i], base[i+1:], true
 }
 
 // sample is one WebDataset sample of the image-folder view that has an image and a label.
@@ -124,7 +113,7 @@ func (v *samples) add(recs []view.Record, i int, sc *tarScan) []view.Record {
 		if e.Dir || !strings.Contains(e.Path, "/") && strings.HasPrefix(e.Path, "__") && strings.HasSuffix(e.Path, "__") {
 			continue
 		}
-		k, _, ok := splitKey(e.Path)
+		k, _, ok := view.SplitKey(e.Path)
 		if !ok {
 			v.noKey.add(label, e.Path)
 			continue
@@ -146,7 +135,7 @@ func (o LabelOptions) sample(key string, group []treeMember) (sample, bool) {
 	found := false
 	for _, want := range o.ImageExts {
 		for _, e := range group {
-			if _, ext, _ := splitKey(e.Path); strings.ToLower(ext) == want {
+			if _, ext, _ := view.SplitKey(e.Path); strings.ToLower(ext) == want {
 				s.image, s.ext, found = e, ext, true // the last of an extension wins
 			}
 		}

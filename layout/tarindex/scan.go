@@ -2,7 +2,6 @@ package tarindex
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -159,7 +158,7 @@ func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMe
 		}
 		sc.members++
 		at := len(names)
-		if names, err = appendCleanPath(names, name); err != nil {
+		if names, err = view.AppendCleanPath(names, name); err != nil {
 			return nil, fmt.Errorf("%s: member %q (at byte %d): %w", src.Label, name, m.Header, err)
 		}
 		p := names[at:] // the path, as bytes until the end of the tar
@@ -188,7 +187,7 @@ func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMe
 					}
 				}
 			}
-			target, err := cleanMemberPath(m.Linkname)
+			target, err := view.CleanPath(m.Linkname)
 			j, ok := files[target]
 			if err != nil || !ok || len(p) == 0 {
 				ix.opt.Warn(fmt.Sprintf("%s: skipped hard link %q: its target %q is not a file before it in the tar", src.Label, name, m.Linkname))
@@ -282,39 +281,4 @@ func typeName(t tar.Type, link string) string {
 	default:
 		return "device, FIFO or special member"
 	}
-}
-
-// cleanMemberPath returns a member's name as a path in the tree (appendCleanPath).
-func cleanMemberPath(name string) (string, error) {
-	p, err := appendCleanPath(nil, name)
-	return string(p), err
-}
-
-// appendCleanPath appends a member's name as a path in the tree to dst: leading "/", empty and
-// "." components dropped (nothing is appended for the top). A ".." component would leave the
-// tree, and a component longer than 255 bytes or holding a NUL (a PAX path may) cannot be
-// stored: both are errors.
-func appendCleanPath[S string | []byte](dst []byte, name S) ([]byte, error) {
-	start := len(dst)
-	for i := 0; i <= len(name); {
-		j := i
-		for j < len(name) && name[j] != '/' {
-			j++
-		}
-		part := name[i:j]
-		i = j + 1
-		switch {
-		case len(part) == 0 || string(part) == ".":
-			continue
-		case string(part) == "..":
-			return dst[:start], errors.New(`the name has a ".." component, which would lead out of the tree`)
-		case !layout.ValidName([]byte(part)):
-			return dst[:start], fmt.Errorf("the name component %.40q cannot be stored: longer than %d bytes, or holding a NUL", part, layout.MaxNameLen)
-		}
-		if len(dst) > start {
-			dst = append(dst, '/')
-		}
-		dst = append(dst, part...)
-	}
-	return dst, nil
 }

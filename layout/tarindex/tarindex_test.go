@@ -179,33 +179,6 @@ func TestIndexTarsRefuses(t *testing.T) {
 	}
 }
 
-func TestCleanMemberPath(t *testing.T) {
-	for name, want := range map[string]string{
-		"a/b.jpg": "a/b.jpg", "./a//b/": "a/b", "/abs/./x": "abs/x", "./": "", "a/../b": "error", "..": "error",
-		"a/\x00b": "error", strings.Repeat("n", 255): strings.Repeat("n", 255), "d/" + strings.Repeat("n", 256): "error",
-	} {
-		got, err := cleanMemberPath(name)
-		if err != nil {
-			got = "error"
-		}
-		if got != want {
-			t.Errorf("cleanMemberPath(%q) = %q (%v), want %q", name, got, err, want)
-		}
-	}
-}
-
-func TestSplitKey(t *testing.T) {
-	for p, want := range map[string][2]string{
-		"a/b.c.jpg": {"a/b", "c.jpg"}, "k.JPG": {"k", "JPG"}, "x.": {"x", ""}, "d.e/f.cls": {"d.e/f", "cls"},
-		".hidden": {"", ""}, "noext": {"", ""}, "dir/.x": {"", ""},
-	} {
-		key, ext, ok := splitKey(p)
-		if ok != (want[0] != "") || key != want[0] || ext != want[1] {
-			t.Errorf("splitKey(%q) = %q, %q, %v; want %q, %q", p, key, ext, ok, want[0], want[1])
-		}
-	}
-}
-
 func TestIndexTarsImageFolder(t *testing.T) {
 	a := makeTar(t,
 		tarMem{name: "s1.jpg", data: "img:s1"}, tarMem{name: "s1.cls", data: "3"},

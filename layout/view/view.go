@@ -35,7 +35,8 @@
 //   - ImageFolder: each file record with a Label becomes CLASS/PATH, CLASS naming its label (see
 //     Options.ClassNames); directory records are ignored, and a file without a label, or whose
 //     label names no class, is left out, counted in Result.NoClass (the first few warned of).
-//     Classes are named once all records are known: a numeric label's width depends on all.
+//     Classes are named once all records are known: a numeric label's width depends on all
+//     (unless Options.NamedClasses).
 //
 // In every view, when two files take one path, the one added last wins (records of a source in
 // their order, sources in theirs), as extracting the sources in order would leave it, and the
@@ -109,6 +110,10 @@ type Options struct {
 	// labels must then be numbers below len(ClassNames). Default: the label itself, numbers
 	// zero-padded to one width so that sorted order (ImageFolder's class order) is numeric.
 	ClassNames []string
+	// NamedClasses says that the labels are class directories' names already (the CLASS of a
+	// ZIP's CLASS/FILE members): each names its directory as it is, numbers not zero-padded, so
+	// that the classes are those of the tree the files came from. Default false.
+	NamedClasses bool
 	// Warn receives a line for each of the first few files left out of ImageFolder.
 	// Default: discard.
 	Warn func(msg string)
@@ -272,6 +277,8 @@ func (b *Builder) classNames() (map[string]string, error) {
 				return nil, fmt.Errorf("class name %q (class %d) cannot name a directory", cn[n], n)
 			}
 			names[s.Label] = cn[n]
+		case b.opt.NamedClasses:
+			names[s.Label] = s.Label // a path's component: ValidName
 		case numeric:
 			names[s.Label] = fmt.Sprintf("%0*d", max(widest, 1), n)
 		case layout.ValidName([]byte(s.Label)):

@@ -71,6 +71,10 @@ func TestViews(t *testing.T) {
 	if want := map[string]string{"07/a.jpg": "a:0", "12/b.jpg": "a:1", "07/c.jpg": "a:2"}; !maps.Equal(got, want) {
 		t.Errorf("numeric labels: %v, want %v", got, want)
 	}
+	got, _, _ = built(t, srcs[:1], num, Options{Kind: ImageFolder, NamedClasses: true})
+	if want := map[string]string{"7/a.jpg": "a:0", "12/b.jpg": "a:1", "007/c.jpg": "a:2"}; !maps.Equal(got, want) {
+		t.Errorf("named classes: %v, want %v", got, want)
+	}
 	got, res, _ = built(t, srcs[:1], num, Options{Kind: ImageFolder, ClassNames: []string{0: "zero", 7: "seven", 11: "eleven"}})
 	if want := map[string]string{"seven/a.jpg": "a:0", "seven/c.jpg": "a:2"}; !maps.Equal(got, want) || res.NoClass != 1 {
 		t.Errorf("class names: %v %+v, want %v", got, res, want)
