@@ -9,9 +9,24 @@ import (
 )
 
 // CleanPath returns a member's name as a path in the tree (AppendCleanPath).
+// A name that is clean already is returned as it is, with no copy.
 func CleanPath(name string) (string, error) {
+	if isClean(name) {
+		return name, nil
+	}
 	p, err := AppendCleanPath(nil, name)
 	return string(p), err
+}
+
+// isClean reports whether AppendCleanPath would append name unchanged: components that
+// ValidName accepts, none "." or "..", joined by single slashes, none leading or trailing.
+func isClean(name string) bool {
+	for part := range strings.SplitSeq(name, "/") {
+		if part == "." || part == ".." || !layout.ValidName([]byte(part)) {
+			return false
+		}
+	}
+	return name != ""
 }
 
 // AppendCleanPath appends a member's name as a path in the tree (Record.Path) to dst: leading

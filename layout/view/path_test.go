@@ -11,6 +11,9 @@ func TestCleanPath(t *testing.T) {
 		"a/\x00b": "error", strings.Repeat("n", 255): strings.Repeat("n", 255), "d/" + strings.Repeat("n", 256): "error",
 	} {
 		got, err := CleanPath(name)
+		if (err == nil && got == name) != isClean(name) {
+			t.Errorf("isClean(%q) = %v, but CleanPath gives %q, %v", name, isClean(name), got, err)
+		}
 		if err != nil {
 			got = "error"
 		}

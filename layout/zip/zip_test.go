@@ -12,8 +12,9 @@ import (
 )
 
 // FuzzMembers feeds arbitrary bytes to Members. It must not panic; each stored member's extent
-// lies inside the input, and where archive/zip reads the member whole (its CRC-32 checked), the
-// bytes at the extent are those bytes and their CRC-32/IEEE is the member's. The seeds
+// lies inside the input; where archive/zip reads the ZIP too, both find the same members (names,
+// CRC-32s, sizes), and where it reads a member whole (its CRC-32 checked), the bytes at the
+// extent are those bytes and their CRC-32/IEEE is the member's. The seeds
 // (testdata/fuzz/FuzzMembers: ZIPs written by Python's zipfile, stored, ZIP64, deflated and
 // streamed with data descriptors, and by Info-ZIP's zip -0, zip and zip from a pipe) run as a
 // normal test.
@@ -26,6 +27,16 @@ func FuzzMembers(f *testing.F) {
 			return
 		}
 		zr, zerr := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+		if zerr == nil || errors.Is(zerr, zip.ErrInsecurePath) {
+			if len(zr.File) != len(members) {
+				t.Fatalf("%d members, archive/zip reads %d", len(members), len(zr.File))
+			}
+			for i, f := range zr.File {
+				if f.Name != members[i].Name || f.CRC32 != members[i].CRC || int64(f.UncompressedSize64) != members[i].Size {
+					t.Fatalf("member %d: %+v, archive/zip reads %q (CRC-32 %08x, %d bytes)", i, members[i], f.Name, f.CRC32, f.UncompressedSize64)
+				}
+			}
+		}
 		for i, m := range members {
 			if !m.Stored() {
 				if m.Offset != -1 {
