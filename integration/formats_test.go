@@ -91,6 +91,10 @@ func TestIndexZipWriters(t *testing.T) {
 		if r := mustAifs(t, "verify", set); !strings.Contains(r.stdout, "ok: 23 samples") {
 			t.Errorf("aifs verify of %s: %s", z, r)
 		}
+		// The CRC32C column (and the locations file aifs_direct checks) has none for a CRC-32.
+		if r := mustAifs(t, "locate", set, "class0/k0.jpg"); !strings.HasSuffix(strings.TrimSpace(r.stdout), "\t3000\t00000000") {
+			t.Errorf("aifs locate of a ZIP member: %s", r)
+		}
 		unmount(t, mnt, daemonPID(t, mnt))
 	}
 
