@@ -26,7 +26,8 @@ import (
 //	              remounted with another index has another identity
 //	40      24    reserved, zero
 //	64            records: offset u64, size u64, shard u32, crc32c u32 of the file's bytes
-//	              (offset into shard number shard; crc32c 0 where the set has no checksums);
+//	              (offset into shard number shard; crc32c 0 where the set has no checksums
+//	              or the file's is a ZIP's CRC-32, layout.CRC32IEEE);
 //	              a directory has shard 0xFFFFFFFF and zeros
 //	T             shard table: S times {size u64, name length u16, name}, the names as the
 //	              index holds them (layout.ShardPath resolves them against the source)
@@ -115,6 +116,8 @@ func (l *locations) record(id layout.ID, rec *[locRecord]byte) bool {
 	le.PutUint64(rec[0:], e.Offset)
 	le.PutUint64(rec[8:], e.Size)
 	le.PutUint32(rec[16:], e.Shard)
-	le.PutUint32(rec[20:], e.CRC)
+	if l.x.Shards()[e.Shard].Checksum == layout.CRC32C { // the file's field is CRC32C, 0 for none
+		le.PutUint32(rec[20:], e.CRC)
+	}
 	return true
 }

@@ -14,8 +14,13 @@
 //	layout/tar       a tar reader that gives each member's data offset       standard library
 //	layout/pack      a directory tree copied into new shards: Pack, PackTo,  layout
 //	                 Sink, ListFiles, WriteIndexFile
-//	layout/tarindex  tars indexed in place, as a tree or an ImageFolder      layout, layout/tar
-//	                 (IndexTars, Options, views and labels)
+//	layout/view      the views of an index in place: a format's records      layout
+//	                 become a tree or an ImageFolder (Builder, Record)
+//	layout/tarindex  tars indexed in place, as a tree or an ImageFolder      layout, layout/tar,
+//	                 (IndexTars, Options, WebDataset samples and labels)     layout/view
+//	layout/zip       a ZIP's members and where stored ones' bytes lie        standard library
+//	layout/zipindex  ZIPs indexed in place from their central directories    layout, layout/zip,
+//	                 (IndexZips; CRC-32 checksums)                           layout/view
 //	layout/erofsmeta the metadata-only EROFS image of an index, whose files  layout, go-erofs
 //	                 point into the shards, for the kernel data plane:
 //	                 Check, Build, Cached
@@ -25,12 +30,14 @@
 // A format whose files are indexed in place, where they lie (TFRecord, ZIP, Arrow/Parquet), takes
 // two packages, as tar does. Its reader, layout/<format>, imports only the standard library and
 // yields each record's name and the extent of its bytes in the file. Its indexer,
-// layout/<format>index, reads the files with it and builds a tree of Nodes whose files point at
-// those extents, with the source files as shards (Shard, a ShardKind of its own in FORMAT.md);
-// Number and EncodeIndex turn the tree into an index. The tree and ImageFolder views and the label
-// rules are tarindex's today (view.go, tree.go); the second format that needs them moves them
-// into a package both import, rather than copying them. A format that is converted into new
-// shards instead is a source of layout/pack.
+// layout/<format>index, reads the files with it and gives each file's records (path, extent,
+// checksum, label) to a layout/view Builder, which builds the tree of Nodes of the view asked for
+// (a directory per file, one merged tree, or an ImageFolder) with the rules every format shares:
+// the last of a path wins, labels name class directories. Number and EncodeIndex turn the tree
+// into an index with the source files as shards (Shard: kind 1, named by path, in FORMAT.md;
+// Shard.Checksum says whether the entries hold CRC32C, computed while indexing, or a checksum the
+// format records, CRC-32/IEEE for ZIP). A format that is converted into new shards instead is a
+// source of layout/pack.
 //
 // # Concurrency and locks
 //

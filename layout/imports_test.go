@@ -19,7 +19,10 @@ func TestImports(t *testing.T) {
 		".":           {bitset},
 		"./tar":       nil,
 		"./pack":      {mod, bitset},
-		"./tarindex":  {mod, mod + "/tar", bitset},
+		"./view":      {mod, bitset},
+		"./tarindex":  {mod, mod + "/tar", mod + "/view", bitset},
+		"./zip":       nil,
+		"./zipindex":  {mod, mod + "/zip", mod + "/view", bitset},
 		"./erofsmeta": {mod, bitset, goerofs, goerofs + "/internal/builder", goerofs + "/internal/disk"},
 	}
 	for dir, may := range allowed {

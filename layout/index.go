@@ -112,6 +112,38 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// ChecksumKind says which checksum the CRC fields of a shard's files hold (Shard.Checksum).
+type ChecksumKind uint8
+
+const (
+	// CRC32C is the CRC32C of a file's bytes (Checksum), and Shard.CRC the whole shard's: what
+	// aifs computes when it packs or indexes.
+	CRC32C ChecksumKind = 0
+	// CRC32IEEE is CRC-32/IEEE (as ZIP, gzip and PNG compute it) of a file's bytes, as a ZIP's
+	// central directory records it, so a ZIP is indexed without reading its data. The shard has
+	// no checksum of its own: Shard.CRC is zero, and its size and Version stand for it.
+	CRC32IEEE ChecksumKind = 1
+)
+
+// Update returns the checksum of kind k of the bytes summed in crc followed by b.
+func (k ChecksumKind) Update(crc uint32, b []byte) uint32 {
+	if k == CRC32IEEE {
+		return crc32.Update(crc, crc32.IEEETable, b)
+	}
+	return crc32.Update(crc, castagnoli, b)
+}
+
+// Sum returns the checksum of kind k of b.
+func (k ChecksumKind) Sum(b []byte) uint32 { return k.Update(0, b) }
+
+// String names the kind in messages: "crc32c" or "crc32".
+func (k ChecksumKind) String() string {
+	if k == CRC32IEEE {
+		return "crc32"
+	}
+	return "crc32c"
+}
+
 // Checksum returns the CRC32C of b: what Entry.CRC records for a sample's bytes.
 func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
@@ -153,7 +185,7 @@ type Entry struct {
 	Shard  uint32 // index into the shard table
 	Offset uint64 // first byte in the shard
 	Size   uint64 // content length
-	CRC    uint32 // CRC32C of the content
+	CRC    uint32 // checksum of the content, of its shard's Checksum kind (CRC32C unless a ZIP's)
 
 	// Directories only: children are ids [FirstChild, FirstChild+NumChildren), sorted by name.
 	FirstChild  ID
@@ -168,7 +200,10 @@ type Shard struct {
 	Name string
 	Kind ShardKind
 	Size uint64
-	CRC  uint32 // CRC32C of the whole shard (zero when the set has no checksums)
+	CRC  uint32 // CRC32C of the whole shard (zero when the set has no checksums, or Checksum is CRC32IEEE)
+	// Checksum is what the CRC fields of its files hold: CRC32C (the zero value), or, for a
+	// file indexed in place (ShardTar), CRC32IEEE.
+	Checksum ChecksumKind
 	// Version identifies the stored bytes where the storage can replace an object under the same
 	// name: the S3 ETag the upload (or the indexed tar) had, checked on every open and read; for a
 	// local tar, its mtime in nanoseconds, in decimal, checked at open. Empty for local packed sets.

@@ -138,7 +138,9 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// parseShards decodes the shard table; tarPaths (version 2) lets a tar's name be a path.
+// parseShards decodes the shard table; tarPaths (version 2) lets a tar's name be a path. A
+// shard's checksum kind (the first reserved byte of versions 1 and 2) is CRC32C but for a file
+// indexed in place, whose CRC is then zero.
 func (x *Index) parseShards(b []byte, n int, versions, tarPaths bool) error {
 	x.shards = make([]Shard, n)
 	seen := make(map[string]bool, n)
@@ -167,10 +169,14 @@ func (x *Index) parseShards(b []byte, n int, versions, tarPaths bool) error {
 		} else if n != 0 {
 			return corruptf("shard %d has nonzero reserved fields", i)
 		}
-		if kind != ShardData && kind != ShardTar || le.Uint32(r[28:]) != 0 {
+		if kind != ShardData && kind != ShardTar || le.Uint32(r[28:])&^0xff != 0 {
 			return corruptf("shard %d has unknown kind %d or nonzero reserved fields", i, kind)
 		}
-		s := Shard{Name: string(name), Kind: kind, Size: le.Uint64(r[16:]), CRC: le.Uint32(r[24:]), Version: string(version)}
+		s := Shard{Name: string(name), Kind: kind, Size: le.Uint64(r[16:]), CRC: le.Uint32(r[24:]), Version: string(version),
+			Checksum: ChecksumKind(r[28])}
+		if s.Checksum > CRC32IEEE || s.Checksum != CRC32C && (kind != ShardTar || s.CRC != 0) {
+			return corruptf("shard %d has checksum kind %d, which a shard of kind %d with checksum %08x cannot have", i, s.Checksum, kind, s.CRC)
+		}
 		if seen[s.Name] {
 			return corruptf("shard name %q appears twice", s.Name)
 		}

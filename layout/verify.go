@@ -170,6 +170,9 @@ func (v *verifier) shard(ctx context.Context, s int, buf []byte) {
 		shardCRC uint32
 		inOrder  = true // extents did not overlap, so shardCRC covers every byte once
 		prev     Entry  // the sample before: a hard link in a tar has the same extent
+		// A shard whose files hold CRC-32/IEEE has no checksum of its own: only its files' bytes
+		// are read.
+		whole = sh.Checksum == CRC32C
 	)
 	for k := first; k < end; k++ {
 		if ctx.Err() != nil {
@@ -184,8 +187,8 @@ func (v *verifier) shard(ctx context.Context, s int, buf []byte) {
 		}
 		if e.Offset < pos {
 			inOrder = inOrder && e.Offset == prev.Offset && e.Size == prev.Size
-		} else if e.Offset > pos {
-			if err := crcRange(f, pos, e.Offset-pos, buf, &shardCRC, nil); err != nil {
+		} else if e.Offset > pos && whole {
+			if err := crcRange(f, pos, e.Offset-pos, buf, CRC32C, &shardCRC, nil); err != nil {
 				v.report(Problem{Shard: sh.Name, Reason: err.Error()})
 				inOrder = false
 			}
@@ -193,44 +196,46 @@ func (v *verifier) shard(ctx context.Context, s int, buf []byte) {
 		}
 		var got uint32
 		shardPart := &shardCRC
-		if e.Offset != pos {
+		if e.Offset != pos || !whole {
 			shardPart = nil
 		}
-		if err := crcRange(f, e.Offset, e.Size, buf, shardPart, &got); err != nil {
+		if err := crcRange(f, e.Offset, e.Size, buf, sh.Checksum, shardPart, &got); err != nil {
 			sample(id, err.Error())
 		} else if got != e.CRC {
-			sample(id, fmt.Sprintf("content checksum mismatch (crc32c %08x, index says %08x)", got, e.CRC))
+			sample(id, fmt.Sprintf("content checksum mismatch (%s %08x, index says %08x)", sh.Checksum, got, e.CRC))
 		}
-		if shardPart != nil {
-			pos += e.Size
+		if shardPart != nil || !whole && e.Offset >= pos {
+			pos = e.Offset + e.Size
 		}
 		prev = e
 		v.progress(int64(e.Size))
 	}
-	if pos < size {
-		if err := crcRange(f, pos, size-pos, buf, &shardCRC, nil); err != nil {
+	if pos < size && whole {
+		if err := crcRange(f, pos, size-pos, buf, CRC32C, &shardCRC, nil); err != nil {
 			v.report(Problem{Shard: sh.Name, Reason: err.Error()})
 		}
 	}
 	switch {
 	case size != sh.Size:
 		v.report(Problem{Shard: sh.Name, Reason: fmt.Sprintf("shard is %d bytes, index says %d", size, sh.Size)})
-	case inOrder && shardCRC != sh.CRC:
+	case whole && inOrder && shardCRC != sh.CRC:
 		v.report(Problem{Shard: sh.Name, Reason: fmt.Sprintf("shard checksum mismatch (crc32c %08x, index says %08x)", shardCRC, sh.CRC)})
 	}
 }
 
-// crcRange reads [off, off+n) of f in chunks of len(buf), folding the bytes into each non-nil CRC.
-func crcRange(f io.ReaderAt, off, n uint64, buf []byte, a, b *uint32) error {
+// crcRange reads [off, off+n) of f in chunks of len(buf), folding the bytes into shard's CRC32C
+// and sample's checksum of kind k, each if not nil.
+func crcRange(f io.ReaderAt, off, n uint64, buf []byte, k ChecksumKind, shard, sample *uint32) error {
 	for n > 0 {
 		chunk := buf[:min(n, uint64(len(buf)))]
 		if _, err := f.ReadAt(chunk, int64(off)); err != nil {
 			return fmt.Errorf("read [%d,+%d): %w", off, len(chunk), err)
 		}
-		for _, c := range []*uint32{a, b} {
-			if c != nil {
-				*c = crc32.Update(*c, castagnoli, chunk)
-			}
+		if shard != nil {
+			*shard = crc32.Update(*shard, castagnoli, chunk)
+		}
+		if sample != nil {
+			*sample = k.Update(*sample, chunk)
 		}
 		off += uint64(len(chunk))
 		n -= uint64(len(chunk))

@@ -262,6 +262,7 @@ func (w *IndexWriter) Finish(shards []Shard, order []ID) (int64, error) {
 		w.nameOff += uint64(len(s.Name) + len(s.Version))
 		le.PutUint64(b[16:], s.Size)
 		le.PutUint32(b[24:], s.CRC)
+		b[28] = byte(s.Checksum)
 	}
 	w.names.flush()
 	w.table.flush()

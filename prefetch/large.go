@@ -40,7 +40,7 @@ func (l *Loader) verifyLarge(id layout.ID, e layout.Entry) error {
 		if err != nil {
 			return err
 		}
-		crc = layout.UpdateChecksum(crc, data)
+		crc = l.x.Shards()[e.Shard].Checksum.Update(crc, data)
 		if view != nil {
 			view.Release()
 		} else {

@@ -76,22 +76,24 @@ type Options struct {
 	// read (docs/multinode.md). Every shard opened must then be a backend.Stager: NewLoader
 	// refuses a shard that is not. Default off.
 	StagePlans bool
-	// Verify checks every sample fetched against the CRC32C the index records for it, before
+	// Verify checks every sample fetched against the checksum the index records for it, before
 	// any reader sees it (-o verify=on): one whose bytes differ fails with ErrCorrupt and is
 	// not cached. A sample over MaxWhole is read whole once more, in pieces, on its first
 	// ReadRange, and is checked again on the next one if it failed.
 	Verify bool
 }
 
-// ErrCorrupt: a sample's bytes do not match the CRC32C of the index (Options.Verify).
+// ErrCorrupt: a sample's bytes do not match the checksum of the index (Options.Verify).
 var ErrCorrupt = errors.New("sample does not match its checksum")
 
 // CheckSample returns an error wrapping ErrCorrupt, naming the sample and where it lies, if sum,
-// the CRC32C of the bytes of sample id (entry e of x), is not the index's.
+// the checksum of the bytes of sample id (entry e of x) of its shard's kind (layout.Shard.Checksum),
+// is not the index's.
 func CheckSample(x *layout.Index, id layout.ID, e layout.Entry, sum uint32) error {
 	if sum != e.CRC {
-		return fmt.Errorf("%s: %w (CRC32C %08x, the index says %08x; %s [%d,+%d))",
-			x.Path(id), ErrCorrupt, sum, e.CRC, x.Shards()[e.Shard].Name, e.Offset, e.Size)
+		sh := x.Shards()[e.Shard]
+		return fmt.Errorf("%s: %w (%s %08x, the index says %08x; %s [%d,+%d))",
+			x.Path(id), ErrCorrupt, sh.Checksum, sum, e.CRC, sh.Name, e.Offset, e.Size)
 	}
 	return nil
 }
@@ -413,10 +415,10 @@ func (l *Loader) verify(id layout.ID, e layout.Entry, data []byte) error {
 	if !l.opt.Verify {
 		return nil
 	}
-	return l.check(id, e, layout.Checksum(data))
+	return l.check(id, e, l.x.Shards()[e.Shard].Checksum.Sum(data))
 }
 
-// check compares sum, the CRC32C of sample id's bytes, with the index's (Options.Verify). A
+// check compares sum, the checksum of sample id's bytes (CheckSample), with the index's (Options.Verify). A
 // mismatch counts a corrupt read, and a corrupt sample the first time only: a corrupt sample is
 // never cached, so each READ of it (the kernel retries one that failed) checks it again.
 func (l *Loader) check(id layout.ID, e layout.Entry, sum uint32) error {

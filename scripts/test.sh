@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
-need_packages ca-certificates git coreutils tar libarchive-tools attr sqlite3 xfsprogs e2fsprogs util-linux fuse3 systemd python3-pil python3-numpy python3-torch python3-torchvision python3-matplotlib
+need_packages ca-certificates git coreutils tar libarchive-tools zip attr sqlite3 xfsprogs e2fsprogs util-linux fuse3 systemd python3-pil python3-numpy python3-torch python3-torchvision python3-matplotlib
 need_versitygw
 need_minio
 

@@ -61,3 +61,14 @@ func TestLabelFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestDetectFormat(t *testing.T) {
+	for head, want := range map[string]format{
+		"PK\x03\x04rest": formatZip, "PK\x05\x06": formatZip, "PK\x07\x08PK": formatZip,
+		"ustar\x00": formatTar, "\x1f\x8b\x08": formatTar, "": formatTar, "PK": formatTar,
+	} {
+		if got := detectFormat([]byte(head)); got != want {
+			t.Errorf("detectFormat(%q) = %s, want %s", head, got, want)
+		}
+	}
+}

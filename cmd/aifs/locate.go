@@ -23,7 +23,8 @@ func runLocate(ctx context.Context, args []string) int {
 	flags := newFlags("locate", "SRC|MOUNTPOINT [PATH...]", `
 Prints where the bytes of each file lie, one line per file, tab-separated: its path in the set,
 its shard (an absolute path for a local set, the s3:// URL in S3), the offset and the length of
-its bytes there, and their CRC32C (8 hex digits; 00000000 where the set has no checksums). A path
+its bytes there, and their CRC32C (8 hex digits; 00000000 where the set has no checksums, or has
+a ZIP's CRC-32 instead, which aifs verify checks). A path
 that is not printable UTF-8 is Go-quoted. SRC is a shard set (a directory or s3://BUCKET/PREFIX);
 MOUNTPOINT a live aifs mount, whose index is read from its source after checking, through
 MOUNTPOINT/.aifs/locations, that it is the one mounted. PATHs are relative to the set's root
@@ -139,7 +140,11 @@ func printLocations(w *bufio.Writer, src *source, id layout.ID) error {
 		return x.Err() // its block of the index failed its checks: no line for it
 	}
 	if !e.IsDir() {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%08x\n", human.Name(x.Path(id)), shardLocation(src, e.Shard), e.Offset, e.Size, e.CRC)
+		crc := e.CRC
+		if x.Shards()[e.Shard].Checksum != layout.CRC32C {
+			crc = 0
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%08x\n", human.Name(x.Path(id)), shardLocation(src, e.Shard), e.Offset, e.Size, crc)
 		return nil
 	}
 	for _, dirs := range []bool{false, true} {

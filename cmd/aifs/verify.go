@@ -14,7 +14,8 @@ import (
 func runVerify(ctx context.Context, args []string) int {
 	fs := newFlags("verify", "[flags] SRC", `
 Checks the shard set in directory SRC (or at s3://BUCKET/PREFIX): loads and validates its index, re-reads every sample and
-compares its CRC32C with the index, and checks each shard's size and checksum. Prints one line per
+compares its checksum with the index (CRC32C; for a ZIP indexed in place, the CRC-32 of its
+central directory), and checks each shard's size and checksum (a ZIP's size only). Prints one line per
 corrupt or unreadable sample ("corrupt: PATH ...") and per bad shard, and exits with status 1 if
 there are any, 0 if everything matches.`+s3Help)
 	jobs := fs.Int("jobs", 4, "shards checked in parallel")

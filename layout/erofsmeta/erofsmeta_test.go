@@ -22,6 +22,7 @@ import (
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/layout/pack"
 	"github.com/aifs/aifs/layout/tarindex"
+	"github.com/aifs/aifs/layout/view"
 )
 
 // edgeTree is a source tree with what a tree can hold that an image might get wrong: names of
@@ -315,7 +316,7 @@ func TestBuildTars(t *testing.T) {
 			[2]string{"a/link", "=link"}, [2]string{"a/empty", ""}, [2]string{"b/new\nline", "x"}),
 		tarOf(t, [2]string{"k1.jpg", "jpeg one"}, [2]string{"k1.cls", "3"}, [2]string{"k2.jpg", "jpeg two"}, [2]string{"k2.cls", "7"}),
 	}
-	for _, view := range []tarindex.View{tarindex.ViewTree, tarindex.ViewMerge, tarindex.ViewImageFolder} {
+	for _, view := range []view.Kind{view.Tree, view.Merge, view.ImageFolder} {
 		t.Run(fmt.Sprint(view), func(t *testing.T) {
 			var srcs []tarindex.Source
 			var devs []io.ReaderAt

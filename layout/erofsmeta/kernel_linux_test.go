@@ -15,6 +15,7 @@ import (
 	"github.com/aifs/aifs/internal/testenv"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/layout/tarindex"
+	"github.com/aifs/aifs/layout/view"
 )
 
 // mountErofs mounts image at dir with the shards as devices, in order, file-backed, with the new
@@ -159,7 +160,7 @@ func TestKernelMountTars(t *testing.T) {
 			[2]string{"a/link", "=link"}, [2]string{"a/empty", ""}, [2]string{"b/new\nline", "x"}),
 		tarOf(t, [2]string{"k1.jpg", "jpeg one"}, [2]string{"k1.cls", "3"}, [2]string{"k2.jpg", "jpeg two"}, [2]string{"k2.cls", "7"}),
 	}
-	for _, view := range []tarindex.View{tarindex.ViewTree, tarindex.ViewImageFolder} {
+	for _, view := range []view.Kind{view.Tree, view.ImageFolder} {
 		t.Run(fmt.Sprint(view), func(t *testing.T) {
 			dir := t.TempDir()
 			var srcs []tarindex.Source

@@ -2,27 +2,21 @@ package tarindex
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
 
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/layout/tar"
+	"github.com/aifs/aifs/layout/view"
 )
 
 // treeMember is a member of a scanned tar that the tree may hold: a file or a directory, its
-// name cleaned.
+// name cleaned. Its Record's Link marks a hard link, whose extent and checksum are its target's.
 type treeMember struct {
-	path      string
-	at, end   int // where path lies in the scan's names, before the scan sets path
-	dir       bool
-	link      bool // a hard link: the extent and checksum are its target's
-	mode      uint32
-	mtime     int64
-	off, size uint64
-	crc       uint32
-	data      []byte // a label member's bytes (ViewImageFolder)
+	view.Record
+	at, end int    // where Path lies in the scan's names, before the scan sets Path
+	data    []byte // a label member's bytes (view.ImageFolder)
 }
 
 // tarScan is what reading one tar gave.
@@ -164,20 +158,20 @@ func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMe
 		}
 		sc.members++
 		at := len(names)
-		if names, err = appendCleanPath(names, name); err != nil {
+		if names, err = view.AppendCleanPath(names, name); err != nil {
 			return nil, fmt.Errorf("%s: member %q (at byte %d): %w", src.Label, name, m.Header, err)
 		}
 		p := names[at:] // the path, as bytes until the end of the tar
-		e := treeMember{at: at, end: len(names), mode: m.Mode, mtime: m.MTime, off: uint64(m.Offset), size: uint64(m.Size)}
+		e := treeMember{at: at, end: len(names), Record: view.Record{Mode: m.Mode, MTime: m.MTime, Offset: uint64(m.Offset), Size: uint64(m.Size)}}
 		switch m.Type {
 		case tar.TypeDir: // "./" (p empty) describes the top: the tar's directory, or the root
-			e.dir = true
+			e.Dir = true
 			sc.entries = append(sc.entries, e)
 		case tar.TypeFile:
 			if len(p) == 0 {
 				return nil, fmt.Errorf("%s: member %q (at byte %d): a file with no name", src.Label, name, m.Header)
 			}
-			if e.crc, e.data, err = ix.readMember(tr, m, p); err != nil {
+			if e.CRC, e.data, err = ix.readMember(tr, m, p); err != nil {
 				return nil, fmt.Errorf("%s: member %q: %w", src.Label, name, err)
 			}
 			if files != nil {
@@ -188,12 +182,12 @@ func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMe
 			if files == nil {
 				files = map[string]int{}
 				for j, f := range sc.entries {
-					if !f.dir {
+					if !f.Dir {
 						files[string(names[f.at:f.end])] = j
 					}
 				}
 			}
-			target, err := cleanMemberPath(m.Linkname)
+			target, err := view.CleanPath(m.Linkname)
 			j, ok := files[target]
 			if err != nil || !ok || len(p) == 0 {
 				ix.opt.Warn(fmt.Sprintf("%s: skipped hard link %q: its target %q is not a file before it in the tar", src.Label, name, m.Linkname))
@@ -202,7 +196,7 @@ func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMe
 				break
 			}
 			t := sc.entries[j]
-			t.at, t.end, t.link = e.at, e.end, true
+			t.at, t.end, t.Link = e.at, e.end, true
 			files[string(p)] = len(sc.entries)
 			sc.entries = append(sc.entries, t)
 		default:
@@ -230,7 +224,7 @@ func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMe
 	all := string(names)
 	for k := range sc.entries {
 		e := &sc.entries[k]
-		e.path = all[e.at:e.end]
+		e.Path = all[e.at:e.end]
 	}
 	s.names = names
 	ix.progress(1, src.Size-reported)
@@ -241,7 +235,7 @@ func (ix *indexer) scan(ctx context.Context, i int, s *scratch, entries []treeMe
 // checksum, and the bytes of a label member for the image-folder view.
 func (ix *indexer) readMember(tr *tar.Reader, m tar.Member, p []byte) (uint32, []byte, error) {
 	var data []byte
-	keep := ix.opt.View == ViewImageFolder && ix.opt.Labels.isLabel(string(p)) && m.Size <= maxLabelBytes
+	keep := ix.opt.View == view.ImageFolder && ix.opt.Labels.isLabel(string(p)) && m.Size <= maxLabelBytes
 	if keep {
 		data = make([]byte, 0, m.Size)
 	} else if ix.opt.NoChecksums {
@@ -287,39 +281,4 @@ func typeName(t tar.Type, link string) string {
 	default:
 		return "device, FIFO or special member"
 	}
-}
-
-// cleanMemberPath returns a member's name as a path in the tree (appendCleanPath).
-func cleanMemberPath(name string) (string, error) {
-	p, err := appendCleanPath(nil, name)
-	return string(p), err
-}
-
-// appendCleanPath appends a member's name as a path in the tree to dst: leading "/", empty and
-// "." components dropped (nothing is appended for the top). A ".." component would leave the
-// tree, and a component longer than 255 bytes or holding a NUL (a PAX path may) cannot be
-// stored: both are errors.
-func appendCleanPath[S string | []byte](dst []byte, name S) ([]byte, error) {
-	start := len(dst)
-	for i := 0; i <= len(name); {
-		j := i
-		for j < len(name) && name[j] != '/' {
-			j++
-		}
-		part := name[i:j]
-		i = j + 1
-		switch {
-		case len(part) == 0 || string(part) == ".":
-			continue
-		case string(part) == "..":
-			return dst[:start], errors.New(`the name has a ".." component, which would lead out of the tree`)
-		case !layout.ValidName([]byte(part)):
-			return dst[:start], fmt.Errorf("the name component %.40q cannot be stored: longer than %d bytes, or holding a NUL", part, layout.MaxNameLen)
-		}
-		if len(dst) > start {
-			dst = append(dst, '/')
-		}
-		dst = append(dst, part...)
-	}
-	return dst, nil
 }

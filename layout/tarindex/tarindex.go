@@ -1,8 +1,8 @@
 // Package tarindex indexes tar files in place: IndexTars reads the tars (with layout/tar) and
 // returns an index whose files point at the members' data inside them, the tars being the shards.
-// Options.View chooses the tree: each tar's members under its name, all merged, or WebDataset
-// samples as an ImageFolder (CLASS/KEY.EXT) with labels from their members (LabelOptions). It
-// imports layout, layout/tar and the standard library.
+// Options.View chooses the tree (layout/view builds it): each tar's members under its name, all
+// merged, or WebDataset samples as an ImageFolder (CLASS/KEY.EXT) with labels from their members
+// (LabelOptions). It imports layout, layout/tar, layout/view and the standard library.
 //
 // IndexTars reads opt.Jobs tars at once and calls opt.Warn and opt.Progress one at a time, each
 // holding a mutex of the call (warnMu, indexer.mu), from any of its goroutines.
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/view"
 )
 
 // Source is one tar file to index in place: IndexTars reads it once, from its first byte.
@@ -37,28 +38,18 @@ type Source struct {
 	Open func(ctx context.Context) (io.ReadCloser, error)
 }
 
-// View says how the members of the tars become the tree of the index.
-type View int
-
-const (
-	// ViewTree puts each tar's members under a directory named after the tar, less ".tar".
-	ViewTree View = iota
-	// ViewMerge puts the members of every tar into one tree.
-	ViewMerge
-	// ViewImageFolder makes each WebDataset sample a file CLASS/KEY.EXT (view.go).
-	ViewImageFolder
-)
-
 // Options configure IndexTars. The zero value indexes with the defaults given on each field.
 type Options struct {
-	// View is the tree the index presents. Default ViewTree.
-	View View
+	// View is the tree the index presents: view.Tree puts each tar's members under a directory
+	// named after the tar, less ".tar"; view.Merge all in one tree; view.ImageFolder makes each
+	// WebDataset sample a file CLASS/KEY.EXT (LabelOptions). Default view.Tree.
+	View view.Kind
 	// NoChecksums reads only the tars' headers (and labels), skipping the CRC32C of each member
 	// and tar; the index is flagged so (Index.Checksums). Default false: every byte is read.
 	NoChecksums bool
 	// Jobs is the number of tars read in parallel. Default 4.
 	Jobs int
-	// Labels configures ViewImageFolder (view.go).
+	// Labels configures view.ImageFolder (labels.go).
 	Labels LabelOptions
 	// Warn receives one line for each member skipped (symlinks, devices, FIFOs, sparse files, hard
 	// links to nothing before them) and for the first few samples the image-folder view leaves
@@ -85,7 +76,7 @@ type Result struct {
 	Bytes    int64 // the files' sizes
 	Skipped  int   // members of a type the tree cannot hold (Warn named each)
 	Replaced int   // files or samples whose path a later one took (the last one wins)
-	// ViewImageFolder: samples in the tree and classes, and samples left out (view.go).
+	// view.ImageFolder: samples in the tree and classes, and samples left out (labels.go).
 	Samples, Classes, NoLabel, NoImage, NoKey int
 	Duration                                  time.Duration
 }
@@ -125,50 +116,42 @@ func IndexTars(ctx context.Context, srcs []Source, opt Options) ([]byte, Result,
 		}
 	}
 	ix := &indexer{opt: opt, srcs: srcs}
-	for _, s := range srcs {
+	vsrcs := make([]view.Source, len(srcs))
+	for i, s := range srcs {
 		ix.total += s.Size
+		vsrcs[i] = view.Source{Label: s.Label, Dir: view.DirName(s.Name, ".tar"), MTime: s.MTime}
 	}
-	var newest int64
-	for _, s := range ix.srcs {
-		newest = max(newest, s.MTime)
-	}
-	b := newTreeBuilder(newest, srcs)
+	b := view.New(vsrcs, view.Options{Kind: opt.View, ClassNames: opt.Labels.ClassNames, Warn: opt.Warn})
 	shards := make([]layout.Shard, len(srcs))
-	var view viewBuilder = &treeView{ix: ix, tops: map[string]int{}}
-	if opt.View == ViewImageFolder {
-		view = newImageFolder(ix, b)
-	}
+	var res Result
+	var recs []view.Record
+	samples := newSamples(ix, &res)
 	// The tree grows as tars are read, in their order, while later ones are read.
 	err := ix.scanAll(ctx, func(i int, sc *tarScan) error {
 		s := srcs[i]
 		shards[i] = layout.Shard{Name: s.Name, Kind: layout.ShardTar, Size: uint64(s.Size), CRC: sc.crc, Version: s.Version}
-		b.res.Members += sc.members
-		b.res.Skipped += sc.skipped
-		return view.add(b, i, sc)
+		res.Members += sc.members
+		res.Skipped += sc.skipped
+		recs = recs[:0]
+		if opt.View == view.ImageFolder {
+			recs = samples.add(recs, i, sc)
+		} else {
+			for _, e := range sc.entries {
+				recs = append(recs, e.Record)
+			}
+		}
+		return b.Add(i, recs)
 	})
-	if err == nil {
-		err = view.finish(b)
-	}
-	if err == nil {
-		err = b.settle()
-	}
 	if err != nil {
 		return nil, Result{}, err
 	}
-	nodes := layout.Number(b.root)
-	res := b.res
-	res.Tars, res.TarBytes = len(srcs), ix.total
-	for _, n := range nodes[1:] {
-		if n.IsDir() {
-			res.Dirs++
-		} else {
-			res.Files++
-			res.Bytes += int64(n.Size)
-			if n.Link {
-				res.Links++
-			}
-		}
+	nodes, vres, err := b.Nodes()
+	if err != nil {
+		return nil, Result{}, err
 	}
+	res.Tars, res.TarBytes = len(srcs), ix.total
+	res.Files, res.Links, res.Dirs, res.Bytes, res.Replaced = vres.Files, vres.Links, vres.Dirs, vres.Bytes, vres.Replaced
+	res.Samples, res.Classes, res.NoLabel = vres.Samples, vres.Classes, res.NoLabel+vres.NoClass
 	index := layout.EncodeIndex(nodes, shards, opt.NoChecksums)
 	res.Duration = time.Since(start)
 	return index, res, nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/view"
 )
 
 // tarMem is one member of a tar written by makeTar: a file with data, a directory (name ending
@@ -121,7 +122,7 @@ func TestIndexTarsTreeViews(t *testing.T) {
 		t.Errorf("a/d: the directory member's mode is not kept")
 	}
 
-	opt.View = ViewMerge
+	opt.View = view.Merge
 	x, res = indexed(t, srcs, opt)
 	want = map[string]string{"d/x.jpg": "from b", "abs/y": "yyy", "d/empty": "", "d/link": "xx", "implied/dir/z": "z"}
 	if got := contents(t, x, tars); !equalMaps(got, want) || res.Replaced != 2 {
@@ -178,33 +179,6 @@ func TestIndexTarsRefuses(t *testing.T) {
 	}
 }
 
-func TestCleanMemberPath(t *testing.T) {
-	for name, want := range map[string]string{
-		"a/b.jpg": "a/b.jpg", "./a//b/": "a/b", "/abs/./x": "abs/x", "./": "", "a/../b": "error", "..": "error",
-		"a/\x00b": "error", strings.Repeat("n", 255): strings.Repeat("n", 255), "d/" + strings.Repeat("n", 256): "error",
-	} {
-		got, err := cleanMemberPath(name)
-		if err != nil {
-			got = "error"
-		}
-		if got != want {
-			t.Errorf("cleanMemberPath(%q) = %q (%v), want %q", name, got, err, want)
-		}
-	}
-}
-
-func TestSplitKey(t *testing.T) {
-	for p, want := range map[string][2]string{
-		"a/b.c.jpg": {"a/b", "c.jpg"}, "k.JPG": {"k", "JPG"}, "x.": {"x", ""}, "d.e/f.cls": {"d.e/f", "cls"},
-		".hidden": {"", ""}, "noext": {"", ""}, "dir/.x": {"", ""},
-	} {
-		key, ext, ok := splitKey(p)
-		if ok != (want[0] != "") || key != want[0] || ext != want[1] {
-			t.Errorf("splitKey(%q) = %q, %q, %v; want %q, %q", p, key, ext, ok, want[0], want[1])
-		}
-	}
-}
-
 func TestIndexTarsImageFolder(t *testing.T) {
 	a := makeTar(t,
 		tarMem{name: "s1.jpg", data: "img:s1"}, tarMem{name: "s1.cls", data: "3"},
@@ -223,7 +197,7 @@ func TestIndexTarsImageFolder(t *testing.T) {
 	tars := map[string][]byte{"a.tar": a, "b.tar": b}
 	srcs := []Source{memTar("a.tar", a), memTar("b.tar", b)}
 	var warnings []string
-	opt := Options{View: ViewImageFolder, Warn: func(m string) { warnings = append(warnings, m) }}
+	opt := Options{View: view.ImageFolder, Warn: func(m string) { warnings = append(warnings, m) }}
 
 	x, res := indexed(t, srcs, opt)
 	want := map[string]string{"03/s1.jpg": "dup", "10/s2.PNG": "img:s2", "00/dir/s3.webp": "img:s3", "03/s4.jpg": "img:s4"}
@@ -279,7 +253,7 @@ func BenchmarkIndexTars(b *testing.B) {
 	b.SetBytes(total)
 	b.ResetTimer()
 	for range b.N {
-		if _, _, err := IndexTars(context.Background(), srcs, Options{View: ViewMerge}); err != nil {
+		if _, _, err := IndexTars(context.Background(), srcs, Options{View: view.Merge}); err != nil {
 			b.Fatal(err)
 		}
 	}

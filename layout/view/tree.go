@@ -1,4 +1,4 @@
-package tarindex
+package view
 
 import (
 	"fmt"
@@ -8,23 +8,24 @@ import (
 	"github.com/aifs/aifs/layout"
 )
 
-// treeBuilder builds the tree of nodes from scanned tars, with the rule for a path taken twice.
+// treeBuilder builds the tree of nodes from the sources' records, with the rule for a path taken
+// twice.
 // Files are appended to their directory as they come, without a lookup; settle then finds the
 // paths taken twice, with no map of every directory's children (docs/bench/layout-notes.md#indextars-allocations).
 type treeBuilder struct {
 	root  *layout.Node
 	dirs  map[*layout.Node]map[string]*layout.Node // each directory's subdirectories by name
 	mtime int64                                    // of directories implied
-	srcs  []Source                                 // to name a file's tar in an error
+	srcs  []Source                                 // to name a file's source in an error
 	res   Result
 	slab  []layout.Node // the files' nodes are allocated from here, slabSize at a time
 }
 
-// dirMode is the mode of a directory the index makes: the root, and one a member's path implies.
+// dirMode is the mode of a directory the index makes: the root, and one a record's path implies.
 const dirMode = layout.ModeDir | 0o755
 
 // slabSize is how many files' nodes treeBuilder allocates at once (352 KiB), not a malloc per
-// member (docs/bench/layout-notes.md#indextars-allocations).
+// record (docs/bench/layout-notes.md#indextars-allocations).
 const slabSize = 4096
 
 func newTreeBuilder(mtime int64, srcs []Source) *treeBuilder {
@@ -51,24 +52,24 @@ func (b *treeBuilder) dir(d *layout.Node, p string) *layout.Node {
 	return d
 }
 
-// put places e, a member of tar shard, at its path under d: a directory takes e's mode and
+// put places r, a record of source shard, at its path under d: a directory takes r's mode and
 // mtime; a file is added beside any other at its path (settle keeps the last).
-func (b *treeBuilder) put(d *layout.Node, e treeMember, shard uint32) {
-	parent, base := "", e.path
-	if i := strings.LastIndexByte(e.path, '/'); i >= 0 {
-		parent, base = e.path[:i], e.path[i+1:]
+func (b *treeBuilder) put(d *layout.Node, r Record, shard uint32) {
+	parent, base := "", r.Path
+	if i := strings.LastIndexByte(r.Path, '/'); i >= 0 {
+		parent, base = r.Path[:i], r.Path[i+1:]
 	}
 	pd := b.dir(d, parent)
-	if e.dir {
+	if r.Dir {
 		n := b.dir(pd, base)
-		n.Mode, n.MTime = layout.ModeDir|e.mode, e.mtime
+		n.Mode, n.MTime = layout.ModeDir|r.Mode, r.MTime
 		return
 	}
 	if len(b.slab) == cap(b.slab) {
 		b.slab = make([]layout.Node, 0, slabSize)
 	}
-	b.slab = append(b.slab, layout.Node{Name: base, Mode: layout.ModeRegular | e.mode, MTime: e.mtime,
-		Shard: shard, Size: e.size, Offset: e.off, CRC: e.crc, Link: e.link})
+	b.slab = append(b.slab, layout.Node{Name: base, Mode: layout.ModeRegular | r.Mode, MTime: r.MTime,
+		Shard: shard, Size: r.Size, Offset: r.Offset, CRC: r.CRC, Link: r.Link})
 	pd.Children = append(pd.Children, &b.slab[len(b.slab)-1])
 }
 

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/aifs/aifs/backend/s3"
+	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/pack"
+	"github.com/aifs/aifs/layout/tar"
+	"github.com/aifs/aifs/layout/tarindex"
+	"github.com/aifs/aifs/layout/zipindex"
+)
+
+// format is a kind of file that aifs index reads in place (--format).
+type format string
+
+const (
+	formatTar      format = "tar"
+	formatZip      format = "zip"
+	formatHF       format = "hf"
+	formatTFRecord format = "tfrecord"
+)
+
+// suffix is the file name ending that a directory or prefix is searched for.
+func (f format) suffix() string { return "." + string(f) }
+
+// zipMagic are the first bytes of a ZIP: a local header, an empty ZIP's end record, or a
+// spanned ZIP's marker.
+var zipMagic = [][]byte{[]byte("PK\x03\x04"), []byte("PK\x05\x06"), []byte("PK\x07\x08")}
+
+// detectFormat says what the first bytes of a file are: a ZIP, else a tar (the tar reader then
+// finds a compressed or corrupt one).
+func detectFormat(head []byte) format {
+	for _, m := range zipMagic {
+		if bytes.HasPrefix(head, m) {
+			return formatZip
+		}
+	}
+	return formatTar
+}
+
+// sourceSet is the destination of aifs index and where its sources are found: local files, or
+// objects of the destination's bucket.
+type sourceSet struct {
+	dst      string      // the absolute directory, or the s3:// URL
+	absolute bool        // --absolute
+	s3       *s3.Backend // the destination's bucket, for a destination in S3
+	loc      s3.Location
+	s3c      *s3Config
+}
+
+// listed is one source file found: a local file (path) or an object (key).
+type listed struct {
+	name    string // as the index names it (layout.ShardPath)
+	label   string // its path or URL, for messages
+	path    string // local: the absolute path
+	key     string // S3: the object key
+	size    int64
+	mtime   int64
+	version string // local: the mtime in decimal; S3: the ETag
+	format  format
+}
+
+func newSourceSet(ctx context.Context, dst string, absolute bool, s3c *s3Config) (*sourceSet, error) {
+	t := &sourceSet{absolute: absolute, s3c: s3c}
+	if !s3.IsURL(dst) {
+		abs, err := filepath.Abs(dst)
+		t.dst = abs
+		return t, err
+	}
+	loc, err := s3.ParseURL(dst)
+	if err != nil {
+		return nil, err
+	}
+	if t.s3, err = openS3(ctx, loc.String(), s3c, zap.NewNop()); err != nil {
+		return nil, err
+	}
+	t.dst, t.loc = loc.String(), loc
+	return t, nil
+}
+
+func (t *sourceSet) close() {
+	if t.s3 != nil {
+		t.s3.Close()
+	}
+}
+
+// sources lists the files that args name, in order, each once, and their format: want, or
+// (want "") each one's by its first bytes, which must then agree. A directory or prefix is
+// searched for files named *.tar and *.zip (only want's suffix when it is given).
+func (t *sourceSet) sources(ctx context.Context, args []string, want format) ([]listed, error) {
+	suffixes := []string{formatTar.suffix(), formatZip.suffix()}
+	if want != "" {
+		suffixes = []string{want.suffix()}
+	}
+	var srcs []listed
+	seen := map[string]bool{}
+	for _, arg := range args {
+		paths, err := expandBraces(arg)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range paths {
+			var found []listed
+			if s3.IsURL(p) != (t.s3 != nil) {
+				return nil, fmt.Errorf("%s and the destination %s: files in S3 take an index in S3 (in their bucket), local files a local index", p, t.dst)
+			}
+			if t.s3 != nil {
+				found, err = t.objects(ctx, p, suffixes)
+			} else {
+				found, err = t.files(p, suffixes)
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range found {
+				if seen[s.label] {
+					return nil, fmt.Errorf("%s is given twice", s.label)
+				}
+				seen[s.label] = true
+				srcs = append(srcs, s)
+			}
+		}
+	}
+	for i := range srcs {
+		s := &srcs[i]
+		s.format = want
+		if want != "" {
+			continue
+		}
+		f, err := t.detect(ctx, *s)
+		if err != nil {
+			return nil, err
+		}
+		if s.format = f; f != srcs[0].format {
+			return nil, fmt.Errorf("%s is a %s and %s a %s: index them apart (or give --format)", srcs[0].label, srcs[0].format, s.label, f)
+		}
+	}
+	return srcs, nil
+}
+
+// detect reads the first bytes of s and says its format.
+func (t *sourceSet) detect(ctx context.Context, s listed) (format, error) {
+	head := make([]byte, min(s.size, 4))
+	if t.s3 != nil {
+		f, err := t.openObject(ctx, s)
+		if err != nil {
+			return "", fmt.Errorf("open %s: %w", s.label, err)
+		}
+		defer f.Close()
+		_, err = f.ReadAt(head, 0)
+		if err != nil {
+			return "", fmt.Errorf("read %s: %w", s.label, err)
+		}
+		return detectFormat(head), nil
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := io.ReadFull(f, head); err != nil {
+		return "", fmt.Errorf("read %s: %w", s.label, err)
+	}
+	return detectFormat(head), nil
+}
+
+// files lists the local file p, or every file under directory p with one of suffixes, in path
+// order.
+func (t *sourceSet) files(p string, suffixes []string) ([]listed, error) {
+	tars := slices.Contains(suffixes, formatTar.suffix())
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		if tars && compressedName(p) {
+			return nil, fmt.Errorf("%s: %w", p, tar.ErrCompressed)
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s is not a regular file", p)
+		}
+		s, err := t.file(p, fi)
+		return []listed{s}, err
+	}
+	var srcs []listed
+	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir():
+			return nil
+		case tars && compressedName(path):
+			return fmt.Errorf("%s: %w", path, tar.ErrCompressed)
+		case !hasSuffix(path, suffixes) || !d.Type().IsRegular():
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		s, err := t.file(path, fi)
+		srcs = append(srcs, s)
+		return err
+	})
+	if err == nil && len(srcs) == 0 {
+		err = fmt.Errorf("%s holds no %s files", p, strings.Join(suffixes, " or "))
+	}
+	return srcs, err
+}
+
+func hasSuffix(name string, suffixes []string) bool {
+	return slices.ContainsFunc(suffixes, func(s string) bool { return strings.HasSuffix(name, s) })
+}
+
+// file describes the local file at path.
+func (t *sourceSet) file(path string, fi os.FileInfo) (listed, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return listed{}, err
+	}
+	name := abs
+	if !t.absolute {
+		if name, err = filepath.Rel(t.dst, abs); err != nil {
+			return listed{}, err
+		}
+	}
+	return listed{name: name, label: abs, path: abs, size: fi.Size(), mtime: fi.ModTime().UnixNano(),
+		version: strconv.FormatInt(fi.ModTime().UnixNano(), 10)}, nil
+}
+
+// objects lists the object p, or every object under p with one of suffixes when p ends in "/"
+// or names no object.
+func (t *sourceSet) objects(ctx context.Context, p string, suffixes []string) ([]listed, error) {
+	tars := slices.Contains(suffixes, formatTar.suffix())
+	loc, err := s3.ParseURL(p)
+	if err != nil {
+		return nil, err
+	}
+	if loc.Bucket != t.loc.Bucket {
+		return nil, fmt.Errorf("%s is in bucket %s, the index in %s: an index names files in its own bucket", p, loc.Bucket, t.loc.Bucket)
+	}
+	if tars && compressedName(loc.Prefix) {
+		return nil, fmt.Errorf("%s: %w", p, tar.ErrCompressed)
+	}
+	if !strings.HasSuffix(p, "/") && loc.Prefix != "" {
+		obj, err := t.s3.Stat(ctx, loc.Prefix)
+		if err == nil {
+			return []listed{t.object(obj)}, nil
+		}
+	}
+	be, err := openS3(ctx, loc.String(), t.s3c, zap.NewNop())
+	if err != nil {
+		return nil, err
+	}
+	defer be.Close()
+	objs, err := be.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var srcs []listed
+	for _, o := range objs {
+		switch {
+		case tars && compressedName(o.Key):
+			return nil, fmt.Errorf("s3://%s/%s: %w", loc.Bucket, o.Key, tar.ErrCompressed)
+		case hasSuffix(o.Key, suffixes):
+			srcs = append(srcs, t.object(o))
+		}
+	}
+	if len(srcs) == 0 {
+		return nil, fmt.Errorf("%s names no object and holds no %s objects", p, strings.Join(suffixes, " or "))
+	}
+	return srcs, nil
+}
+
+// object describes the object o of the destination's bucket.
+func (t *sourceSet) object(o s3.Object) listed {
+	name := "/" + o.Key
+	if !t.absolute {
+		name, _ = filepath.Rel("/"+t.loc.Prefix, name) // both absolute: no error
+	}
+	return listed{name: name, label: "s3://" + t.loc.Bucket + "/" + o.Key, key: o.Key, size: o.Size, mtime: o.MTime.UnixNano(), version: o.ETag}
+}
+
+// openObject opens object s for reads at any offset, checked against its size and ETag.
+func (t *sourceSet) openObject(ctx context.Context, s listed) (shardFile, error) {
+	sh, err := t.s3.Open(ctx, layout.Shard{Name: "/" + s.key, Kind: layout.ShardTar, Size: uint64(s.size), Version: s.version})
+	if err != nil {
+		return shardFile{}, err
+	}
+	return shardFile{ctx: ctx, Shard: sh}, nil
+}
+
+// tarSource is s as a tar to index.
+func (t *sourceSet) tarSource(s listed) tarindex.Source {
+	src := tarindex.Source{Name: s.name, Label: s.label, Size: s.size, MTime: s.mtime, Version: s.version,
+		Open: func(context.Context) (io.ReadCloser, error) { return os.Open(s.path) }}
+	if t.s3 != nil {
+		src.Open = func(ctx context.Context) (io.ReadCloser, error) { return t.s3.OpenObject(ctx, s.key, s.version) }
+	}
+	return src
+}
+
+// zipSource is s as a ZIP to index.
+func (t *sourceSet) zipSource(s listed) zipindex.Source {
+	src := zipindex.Source{Name: s.name, Label: s.label, Size: s.size, MTime: s.mtime, Version: s.version,
+		Open: func(context.Context) (zipindex.File, error) { return os.Open(s.path) }}
+	if t.s3 != nil {
+		src.Open = func(ctx context.Context) (zipindex.File, error) { return t.openObject(ctx, s) }
+	}
+	return src
+}
+
+// write stores the index at the destination, atomically: a previous index stays valid until
+// the new one replaces it.
+func (t *sourceSet) write(ctx context.Context, index []byte, force bool) error {
+	if t.s3 != nil {
+		return t.s3.PutIndex(ctx, index, force)
+	}
+	if err := os.MkdirAll(t.dst, 0o755); err != nil {
+		return fmt.Errorf("create destination: %w", err)
+	}
+	// Checked by name, not by loading the old index (73 MB for 1.28 M members: a tenth of an
+	// index run).
+	_, err := os.Stat(filepath.Join(t.dst, layout.IndexName))
+	switch {
+	case err == nil && !force:
+		return fmt.Errorf("%s already holds a shard set; use --force to replace its index", t.dst)
+	case err == nil:
+		if _, err := os.Stat(filepath.Join(t.dst, layout.ShardName(0))); err == nil {
+			return fmt.Errorf("%s holds a packed shard set; write the index somewhere else", t.dst)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	return pack.WriteIndexFile(t.dst, index)
+}
