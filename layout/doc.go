@@ -12,6 +12,7 @@
 //	package          holds                                                   imports
 //	layout           the index format: Index, IndexWriter, Node, Verify      standard library
 //	layout/tar       a tar reader that gives each member's data offset       standard library
+//	layout/tfrecord  a TFRecord reader: each tf.train.Example's image extent  standard library
 //	layout/pack      a directory tree copied into new shards: Pack, PackTo,  layout
 //	                 Sink, ListFiles, WriteIndexFile
 //	layout/tarindex  tars indexed in place, as a tree or an ImageFolder      layout, layout/tar

@@ -18,6 +18,7 @@ func TestImports(t *testing.T) {
 	allowed := map[string][]string{
 		".":           {bitset},
 		"./tar":       nil,
+		"./tfrecord":  nil,
 		"./pack":      {mod, bitset},
 		"./tarindex":  {mod, mod + "/tar", bitset},
 		"./erofsmeta": {mod, bitset, goerofs, goerofs + "/internal/builder", goerofs + "/internal/disk"},
