@@ -13,6 +13,8 @@
 //	layout           the index format: Index, IndexWriter, Node, Verify      standard library
 //	layout/tar       a tar reader that gives each member's data offset       standard library
 //	layout/tfrecord  a TFRecord reader: each tf.train.Example's image extent  standard library
+//	layout/hfarrow   a reader of Hugging Face datasets' Arrow (IPC stream,    standard library
+//	                 file) and Parquet files: each row's image extent, label
 //	layout/pack      a directory tree copied into new shards: Pack, PackTo,  layout
 //	                 Sink, ListFiles, WriteIndexFile
 //	layout/tarindex  tars indexed in place, as a tree or an ImageFolder      layout, layout/tar

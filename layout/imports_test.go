@@ -19,6 +19,7 @@ func TestImports(t *testing.T) {
 		".":           {bitset},
 		"./tar":       nil,
 		"./tfrecord":  nil,
+		"./hfarrow":   nil,
 		"./pack":      {mod, bitset},
 		"./tarindex":  {mod, mod + "/tar", bitset},
 		"./erofsmeta": {mod, bitset, goerofs, goerofs + "/internal/builder", goerofs + "/internal/disk"},
