@@ -300,7 +300,8 @@ func (b *recordBatch) rows(rows []Row, first int64) ([]Row, error) {
 	}
 	if c := f.table(b.t, 3); c != 0 {
 		codec := map[uint8]string{0: "LZ4_FRAME", 1: "ZSTD"}[f.fieldU8(c, 0)]
-		return rows, fmt.Errorf("%w: %v", ErrRefused, b.errorf("its buffers are compressed (BodyCompression %s); write the Arrow file uncompressed, as datasets does", codec))
+		return rows, b.a.s.refused(fmt.Sprintf("record batch at byte %d: its buffers are compressed (BodyCompression %s)", b.at, codec),
+			"write the Arrow file uncompressed, as datasets does")
 	}
 	b.n = f.fieldI64(b.t, 0)
 	p, k := f.vector(b.t, 4, 8)

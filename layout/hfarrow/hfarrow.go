@@ -66,7 +66,7 @@ const (
 
 // ErrRefused is wrapped by the errors for files whose image bytes are not stored as runs of
 // the file: compressed Arrow bodies, compressed or dictionary-encoded Parquet image pages.
-var ErrRefused = errors.New("image bytes are not stored uncompressed")
+var ErrRefused = errors.New("its image bytes cannot be served where they lie")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -186,6 +186,11 @@ func (s *Scanner) errorf(format string, a ...any) error {
 	return fmt.Errorf("hfarrow: %s: "+format, append([]any{s.name}, a...)...)
 }
 
+// refused is the error for a file refused for what, with a hint of what to do instead.
+func (s *Scanner) refused(what, hint string) error {
+	return fmt.Errorf("hfarrow: %s: %s: %w; %s", s.name, what, ErrRefused, hint)
+}
+
 // Schema returns what the scanner found in the file's schema.
 func (s *Scanner) Schema() Schema { return s.schema }
 
@@ -240,10 +245,12 @@ func (s *Scanner) checksum(rows []Row) error {
 		if err != nil {
 			return s.errorf("row %d: read its image [%d,+%d): %w", row.Index, row.ImageOff, row.ImageSize, err)
 		}
-		row.ImageCRC = crc32.Checksum(b, castagnoli)
+		row.ImageCRC = crc32c(b)
 	}
 	return nil
 }
+
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 // baseName returns the last element of a path as `datasets` stores it (a file name, a local
 // path or a URL): what follows its last '/' or '\\'.

@@ -136,10 +136,7 @@ func hfRecords(t testing.TB, schema *arrow.Schema, rows []hfRow, batch int) []ar
 func writeArrow(t testing.TB, file bool, schema *arrow.Schema, recs []arrow.RecordBatch, opts ...ipc.Option) []byte {
 	var buf bytes.Buffer
 	opts = append(opts, ipc.WithSchema(schema))
-	var w interface {
-		Write(arrow.RecordBatch) error
-		Close() error
-	}
+	var w recordWriter
 	if file {
 		fw, err := ipc.NewFileWriter(&buf, opts...)
 		if err != nil {
@@ -149,6 +146,17 @@ func writeArrow(t testing.TB, file bool, schema *arrow.Schema, recs []arrow.Reco
 	} else {
 		w = ipc.NewWriter(&buf, opts...)
 	}
+	writeAll(t, w, recs)
+	return buf.Bytes()
+}
+
+// recordWriter is what Arrow's IPC writers and pqarrow's file writer have in common.
+type recordWriter interface {
+	Write(arrow.RecordBatch) error
+	Close() error
+}
+
+func writeAll(t testing.TB, w recordWriter, recs []arrow.RecordBatch) {
 	for _, r := range recs {
 		if err := w.Write(r); err != nil {
 			t.Fatal(err)
@@ -157,7 +165,6 @@ func writeArrow(t testing.TB, file bool, schema *arrow.Schema, recs []arrow.Reco
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return buf.Bytes()
 }
 
 // legacyStream rewrites an encapsulated stream in the format before Arrow 0.15: each message's
