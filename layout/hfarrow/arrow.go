@@ -12,14 +12,11 @@ const (
 	typeInt             = 2
 	typeBinary          = 4
 	typeUtf8            = 5
-	typeList            = 12
 	typeStruct          = 13
 	typeUnion           = 14
 	typeFixedSizeList   = 16
-	typeMap             = 17
 	typeLargeBinary     = 19
 	typeLargeUtf8       = 20
-	typeLargeList       = 21
 	typeRunEndEncoded   = 22
 	typeBinaryView      = 23
 	typeUtf8View        = 24
@@ -28,7 +25,6 @@ const (
 	headerSchema        = 1
 	headerDictionary    = 2
 	headerRecordBatch   = 3
-	metadataV5          = 4 // MetadataVersion.V5: unions have no validity buffer
 	maxFields           = 1 << 16
 	maxDepth            = 64
 	arrowFileMagicBytes = 8 // "ARROW1" and 2 bytes of padding before the stream
@@ -58,11 +54,12 @@ type arrowSource struct {
 	bytesField *arrowField
 	pathField  *arrowField // nil if the image struct has no path child
 	label      *arrowField // nil if no label column
+	win        window      // the image bytes, for their checksums
 }
 
 // openArrow reads the schema message of an Arrow IPC stream (file: of an Arrow IPC file).
 func openArrow(s *Scanner, file bool) (source, error) {
-	a := &arrowSource{s: s, end: s.size}
+	a := &arrowSource{s: s, end: s.size, win: window{r: s.r, size: s.size}}
 	if file {
 		t, err := s.readAt(s.size-arrowTrailer, arrowTrailer, "the Arrow file's trailer")
 		if err != nil {
@@ -272,8 +269,30 @@ func (a *arrowSource) batch(rows []Row, first int64) ([]Row, error) {
 			return rows, a.s.errorf("message at byte %d is of type %d, not a record batch", at, typ)
 		}
 		b := recordBatch{a: a, f: f, at: at, bodyAt: bodyAt, bodyLen: bodyLen}
-		return b.rows(rows, first)
+		base := len(rows)
+		rows, err = b.rows(rows, first)
+		if err == nil && a.s.opt.Checksums {
+			err = a.checksum(rows[base:])
+		}
+		return rows, err
 	}
+}
+
+// checksum sets the ImageCRC of rows, reading their image bytes through the window: in large
+// reads, as the values of a batch lie in order in its data buffer.
+func (a *arrowSource) checksum(rows []Row) error {
+	for i := range rows {
+		row := &rows[i]
+		if !row.HasImage {
+			continue
+		}
+		b, err := a.win.bytes(row.ImageOff, row.ImageSize)
+		if err != nil {
+			return a.s.errorf("row %d: read its image [%d,+%d): %w", row.Index, row.ImageOff, row.ImageSize, err)
+		}
+		row.ImageCRC = crc32c(b)
+	}
+	return nil
 }
 
 // recordBatch is one record batch message being read.

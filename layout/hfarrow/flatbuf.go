@@ -154,5 +154,5 @@ func (f *flatbuf) str(t, i int) string {
 	return string(f.b[p : p+n])
 }
 
-// tables returns the position of the k-th table of a vector of tables starting at p.
+// tableAt returns the position of the k-th table of a vector of tables starting at p.
 func (f *flatbuf) tableAt(p, k int) int { return f.indirect(p + 4*k) }

@@ -109,7 +109,7 @@ type Row struct {
 	ImageOff  int64  // offset in the file of the image's first byte
 	ImageSize int64  // bytes of the image
 	ImageCRC  uint32 // CRC32C of the image's bytes; with Options.Checksums only
-	Path      string // base name of the image's path; "" if null or empty
+	Path      string // base name of the image's path; "" if it is null or empty, or the image null
 	HasLabel  bool
 	Label     int64
 }
@@ -136,14 +136,13 @@ type Scanner struct {
 	rows    []Row  // the current batch
 	next    int    // rows[next] is the next row returned
 	index   int64  // the number of the first row of the next batch
-	win     window // the image bytes, for their checksums
 	err     error
 	summary Summary
 }
 
 // source is one format's reading of a file, batch by batch (an Arrow record batch, a Parquet
-// row group): batch appends the rows of the next one, numbered from first, and returns io.EOF
-// after the last.
+// row group): batch appends the rows of the next one, numbered from first, with their
+// ImageCRC if Options.Checksums, and returns io.EOF after the last.
 type source interface {
 	batch(rows []Row, first int64) ([]Row, error)
 }
@@ -151,7 +150,7 @@ type source interface {
 // NewScanner reads the schema of the file of size bytes in r; name names it in errors. The
 // format is told by the file's first bytes.
 func NewScanner(r io.ReaderAt, size int64, name string, opt Options) (*Scanner, error) {
-	s := &Scanner{r: r, size: size, name: name, opt: opt, win: window{r: r, size: size}}
+	s := &Scanner{r: r, size: size, name: name, opt: opt}
 	var head [8]byte
 	n, err := r.ReadAt(head[:], 0)
 	if n < len(head) && size >= int64(len(head)) {
@@ -203,9 +202,7 @@ func (s *Scanner) Summary() Summary { return s.summary }
 func (s *Scanner) Next() (Row, error) {
 	for s.err == nil && s.next == len(s.rows) {
 		s.rows, s.next = s.rows[:0], 0
-		if s.rows, s.err = s.src.batch(s.rows, s.index); s.err == nil && s.opt.Checksums {
-			s.err = s.checksum(s.rows)
-		}
+		s.rows, s.err = s.src.batch(s.rows, s.index)
 		s.index += int64(len(s.rows))
 	}
 	if s.err != nil {
@@ -231,23 +228,6 @@ func (s *Scanner) count(row Row) {
 			s.summary.NullLabelFirst = append(s.summary.NullLabelFirst, row.Index)
 		}
 	}
-}
-
-// checksum sets the ImageCRC of rows whose CRC the batch reader did not set, reading their
-// bytes through the window.
-func (s *Scanner) checksum(rows []Row) error {
-	for i := range rows {
-		row := &rows[i]
-		if !row.HasImage || row.ImageCRC != 0 || row.ImageSize == 0 {
-			continue
-		}
-		b, err := s.win.bytes(row.ImageOff, row.ImageSize)
-		if err != nil {
-			return s.errorf("row %d: read its image [%d,+%d): %w", row.Index, row.ImageOff, row.ImageSize, err)
-		}
-		row.ImageCRC = crc32c(b)
-	}
-	return nil
 }
 
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

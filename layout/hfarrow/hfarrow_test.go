@@ -8,7 +8,9 @@ import (
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -389,4 +391,37 @@ func TestArrowLargeBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRows(t, file, got, rows, true)
+}
+
+// BenchmarkArrow scans an Arrow stream file of 20,000 rows in batches of 100 (as datasets
+// writes image sets), with and without checksums; ns/op is per file, rows/s is reported.
+func BenchmarkArrow(b *testing.B) {
+	rows := testRows(20000, 8)
+	schema := hfSchema(false)
+	path := filepath.Join(b.TempDir(), "data-00000-of-00001.arrow")
+	if err := os.WriteFile(path, writeArrow(b, false, schema, hfRecords(b, schema, rows, 100)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	for _, checksums := range []bool{false, true} {
+		b.Run(map[bool]string{false: "scan", true: "scan+checksums"}[checksums], func(b *testing.B) {
+			for b.Loop() {
+				s, err := NewScanner(f, fi.Size(), path, Options{Checksums: checksums})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					if _, err := s.Next(); err != nil {
+						break
+					}
+				}
+			}
+			b.ReportMetric(float64(len(rows)*b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
 }

@@ -42,21 +42,19 @@ var pqCodecs = []string{"UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4"
 
 // pqLeaf is a leaf column of a Parquet schema.
 type pqLeaf struct {
-	path     []string
-	typ      int64
-	maxDef   int
-	maxRep   int
-	index    int // its column chunk's index in a row group
-	topLevel int // the schema element of its top-level column
+	path   []string
+	typ    int64
+	maxDef int
+	maxRep int
+	index  int // its column chunk's index in a row group
 }
 
 // pqChunk is a column chunk's metadata, as far as it is read.
 type pqChunk struct {
-	codec     int64
-	numValues int64
-	start     int64 // the first page: the dictionary page's, if any
-	size      int64
-	external  bool // file_path set: the chunk is in another file
+	codec    int64
+	start    int64 // the first page: the dictionary page's, if any
+	size     int64
+	external bool // file_path set: the chunk is in another file
 }
 
 // parquetSource reads a Parquet file row group by row group.
@@ -232,8 +230,6 @@ func pqColumnChunk(th *thrift) pqChunk {
 				switch id {
 				case 4:
 					c.codec = th.int(typ)
-				case 5:
-					c.numValues = th.int(typ)
 				case 7:
 					c.size = th.int(typ)
 				case 9:
@@ -278,9 +274,8 @@ func pqLeaves(elems []pqElement) ([]pqLeaf, []string, error) {
 			i := next
 			e := elems[i]
 			next++
-			l := pqLeaf{path: append(slices.Clip(parent.path), e.name), typ: e.typ, maxDef: parent.maxDef, maxRep: parent.maxRep, topLevel: parent.topLevel}
+			l := pqLeaf{path: append(slices.Clip(parent.path), e.name), typ: e.typ, maxDef: parent.maxDef, maxRep: parent.maxRep}
 			if depth == 0 {
-				l.topLevel = i
 				top = append(top, e.name)
 			}
 			switch e.rep {

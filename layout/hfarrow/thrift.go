@@ -129,9 +129,8 @@ func (t *thrift) fields(fn func(id int16, typ byte) bool) {
 	t.depth--
 }
 
-// list reads a list header: its element type and length. The length is checked against the
-// bytes left (each element takes at least one byte, except booleans' and structs' ...
-// which also do).
+// list reads a list header: its element type and length, checked against the bytes left (every
+// element takes at least one byte).
 func (t *thrift) list() (byte, int) {
 	h := t.byte()
 	n := uint64(h >> 4)
