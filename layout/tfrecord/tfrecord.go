@@ -35,10 +35,12 @@
 //
 // # API
 //
-// A Scanner reads one file in one sequential pass through large reads of an io.Reader (a file,
-// or an S3 object's body) and Next returns its records in order. With Options.Checksums it also
-// checks each record's data CRC and computes the CRC32C of each image's bytes, in the same pass
-// over the bytes (the two CRCs are combined, not computed twice).
+// A Scanner reads one file in one sequential pass through 4 MiB reads of an io.Reader (a file,
+// or an S3 object's body): Next returns its records in order, Summary counts those without an
+// image or a label, Offset says how far it has read (for progress), and Reset starts another
+// file keeping the buffer. With Options.Checksums it also checks each record's data CRC and
+// computes the CRC32C of each image's bytes, in the same pass over the bytes: the image's CRC
+// and those of the bytes around it are combined into the data's, not computed twice.
 package tfrecord
 
 import (
