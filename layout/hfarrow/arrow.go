@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // The Type union of Arrow's Schema.fbs, as far as it is read.
@@ -127,12 +128,34 @@ func (a *arrowSource) checkColumns() error {
 	return nil
 }
 
+// typeName describes f's type in errors: "struct{bytes: string_view, path: string}".
 func typeName(f *arrowField) string {
 	if f.dict {
 		return "dictionary-encoded"
 	}
-	return fmt.Sprintf("of Arrow type %d", f.typ)
+	name, ok := arrowTypeNames[f.typ]
+	if !ok {
+		name = fmt.Sprintf("Arrow type %d", f.typ)
+	}
+	if f.typ == typeInt {
+		name = fmt.Sprintf("int%d", f.bitWidth)
+		if !f.signed {
+			name = "u" + name
+		}
+	}
+	if f.typ == typeStruct {
+		var kids []string
+		for i := range f.children {
+			kids = append(kids, f.children[i].name+": "+typeName(&f.children[i]))
+		}
+		name += "{" + strings.Join(kids, ", ") + "}"
+	}
+	return name
 }
+
+var arrowTypeNames = map[uint8]string{typeNull: "null", typeInt: "int", 3: "float", typeBinary: "binary", typeUtf8: "string", 6: "bool",
+	12: "list", typeStruct: "struct", typeLargeBinary: "large_binary", typeLargeUtf8: "large_string", typeBinaryView: "binary_view",
+	typeUtf8View: "string_view"}
 
 // parseArrowSchema reads the Schema table at t: its fields, numbered as a record batch lays
 // them out, and its "huggingface" metadata.

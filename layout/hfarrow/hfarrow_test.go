@@ -339,9 +339,10 @@ func TestArrowColumns(t *testing.T) {
 		opt  Options
 		want string
 	}{
-		{Options{ImageColumn: "caption"}, `column "caption" is`},
+		{Options{ImageColumn: "caption"}, `column "caption" is string, not an Image`},
+		{Options{ImageColumn: "split"}, `column "split" is dictionary-encoded`},
 		{Options{ImageColumn: "nope"}, `no column "nope"`},
-		{Options{LabelColumn: "caption"}, `column "caption" is`},
+		{Options{LabelColumn: "caption"}, `column "caption" is string, not an integer`},
 		{Options{LabelColumn: "image"}, `both the image and the label`},
 	} {
 		if _, _, err := scanFile(t, file, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -376,6 +377,42 @@ func TestArrowRefused(t *testing.T) {
 	if _, _, err := scanFile(t, file[:len(file)-1], Options{}); err == nil {
 		t.Error("a truncated Arrow file: no error")
 	}
+}
+
+// TestArrowViews: an image struct whose bytes are a binary_view is refused by name, and view
+// columns before the image shift its buffers by their variadic counts.
+func TestArrowViews(t *testing.T) {
+	rows := testRows(10, 10)
+	for i := range rows {
+		rows[i].nullBytes = false
+	}
+	mem := memory.NewGoAllocator()
+	viewImage := arrow.NewSchema([]arrow.Field{{Name: "image", Type: arrow.StructOf(
+		arrow.Field{Name: "bytes", Type: arrow.BinaryTypes.BinaryView, Nullable: true},
+		arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true})}}, nil)
+	b := array.NewRecordBuilder(mem, viewImage)
+	b.Field(0).(*array.StructBuilder).AppendNull()
+	file := writeArrow(t, false, viewImage, []arrow.RecordBatch{b.NewRecordBatch()})
+	if _, _, err := scanFile(t, file, Options{ImageColumn: "image"}); err == nil || !strings.Contains(err.Error(), "struct{bytes: binary_view, path: string}") {
+		t.Errorf("binary_view image: %v", err)
+	}
+	fields := append([]arrow.Field{{Name: "note", Type: arrow.BinaryTypes.StringView, Nullable: true}}, hfSchema(false).Fields()...)
+	meta := hfSchema(false).Metadata()
+	withView := arrow.NewSchema(fields, &meta)
+	var recs []arrow.RecordBatch
+	for _, rec := range hfRecords(t, hfSchema(false), rows, 4) {
+		sb := array.NewStringViewBuilder(mem)
+		for i := range rec.NumRows() {
+			sb.Append(strings.Repeat("a long note past the inline limit ", int(i%3))) // 0 to 2 data buffers' worth
+		}
+		recs = append(recs, array.NewRecordBatch(withView, append([]arrow.Array{sb.NewArray()}, rec.Columns()...), rec.NumRows()))
+	}
+	file = writeArrow(t, false, withView, recs)
+	_, got, err := scanFile(t, file, Options{Checksums: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRows(t, file, got, rows, true)
 }
 
 func TestArrowLargeBinary(t *testing.T) {
