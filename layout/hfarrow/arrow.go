@@ -60,7 +60,7 @@ type arrowSource struct {
 
 // openArrow reads the schema message of an Arrow IPC stream (file: of an Arrow IPC file).
 func openArrow(s *Scanner, file bool) (source, error) {
-	a := &arrowSource{s: s, end: s.size, win: window{r: s.r, size: s.size}}
+	a := &arrowSource{s: s, end: s.size, win: window{r: s.r, size: s.size, least: windowSize}}
 	if file {
 		t, err := s.readAt(s.size-arrowTrailer, arrowTrailer, "the Arrow file's trailer")
 		if err != nil {

@@ -60,6 +60,11 @@ const (
 	maxPage = 1 << 30
 	// windowSize is the size of the reads that bring the image bytes in for their checksums.
 	windowSize = 8 << 20
+	// readAhead is the least a read of metadata (Arrow messages' metadata and the buffers of
+	// offsets, paths and labels) reads: the buffers after a batch's image bytes, the next
+	// message's metadata and the buffers before its image bytes then take one read, not ten,
+	// which matters over S3.
+	readAhead = 64 << 10
 	// maxReported bounds the row numbers a Summary keeps of each kind of null.
 	maxReported = 100
 )
@@ -132,6 +137,7 @@ type Scanner struct {
 	name    string
 	opt     Options
 	schema  Schema
+	ahead   window // small reads, read ahead
 	src     source // reads the rows of the next batch into rows
 	rows    []Row  // the current batch
 	next    int    // rows[next] is the next row returned
@@ -150,7 +156,7 @@ type source interface {
 // NewScanner reads the schema of the file of size bytes in r; name names it in errors. The
 // format is told by the file's first bytes.
 func NewScanner(r io.ReaderAt, size int64, name string, opt Options) (*Scanner, error) {
-	s := &Scanner{r: r, size: size, name: name, opt: opt}
+	s := &Scanner{r: r, size: size, name: name, opt: opt, ahead: window{r: r, size: size, least: readAhead}}
 	var head [8]byte
 	n, err := r.ReadAt(head[:], 0)
 	if n < len(head) && size >= int64(len(head)) {
@@ -241,12 +247,14 @@ func baseName(p []byte) string {
 	return string(p)
 }
 
-// window holds bytes of a file read in large reads, for reading runs in order of offset.
+// window holds bytes of a file read in large reads (of least bytes at the least), for reading
+// runs in order of offset.
 type window struct {
-	r    io.ReaderAt
-	size int64
-	off  int64
-	buf  []byte
+	r     io.ReaderAt
+	size  int64
+	least int64
+	off   int64
+	buf   []byte
 }
 
 // bytes returns the file's bytes [off, off+n), valid until the next call.
@@ -257,7 +265,7 @@ func (w *window) bytes(off, n int64) ([]byte, error) {
 	if off >= w.off && off+n <= w.off+int64(len(w.buf)) {
 		return w.buf[off-w.off : off-w.off+n], nil
 	}
-	want := min(max(n, windowSize), w.size-off)
+	want := min(max(n, w.least), w.size-off)
 	if int64(cap(w.buf)) < want {
 		w.buf = make([]byte, want)
 	}
@@ -270,12 +278,21 @@ func (w *window) bytes(off, n int64) ([]byte, error) {
 	return w.buf[:n], nil
 }
 
-// readAt reads the file's bytes [off, off+n) into a new slice, or fails naming what.
+// readAt reads the file's bytes [off, off+n) into a new slice, or fails naming what. Small
+// reads go through s.ahead.
 func (s *Scanner) readAt(off, n int64, what string) ([]byte, error) {
 	if off < 0 || n < 0 || off > s.size-n {
 		return nil, s.errorf("%s [%d,+%d) is outside the file's %d bytes", what, off, n, s.size)
 	}
 	b := make([]byte, n)
+	if n < readAhead/2 {
+		w, err := s.ahead.bytes(off, n)
+		if err != nil {
+			return nil, s.errorf("read %s [%d,+%d): %w", what, off, n, err)
+		}
+		copy(b, w)
+		return b, nil
+	}
 	if k, err := s.r.ReadAt(b, off); int64(k) < n {
 		return nil, s.errorf("read %s [%d,+%d): %w", what, off, n, cmp(err))
 	}
