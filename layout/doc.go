@@ -12,6 +12,9 @@
 //	package          holds                                                   imports
 //	layout           the index format: Index, IndexWriter, Node, Verify      standard library
 //	layout/tar       a tar reader that gives each member's data offset       standard library
+//	layout/tfrecord  a TFRecord reader: each tf.train.Example's image extent  standard library
+//	layout/hfarrow   a reader of Hugging Face datasets' Arrow (IPC stream,    standard library
+//	                 file) and Parquet files: each row's image extent, label
 //	layout/pack      a directory tree copied into new shards: Pack, PackTo,  layout
 //	                 Sink, ListFiles, WriteIndexFile
 //	layout/view      the views of an index in place: a format's records      layout
