@@ -30,20 +30,30 @@ percentiles.`)
 	if !ok {
 		return code
 	}
-	b, err := os.ReadFile(filepath.Join(plan.Control(pos[0]), "stats"))
-	if err != nil {
-		return fail("stats", fmt.Errorf("%s is not an aifs mount? %w", pos[0], err))
-	}
-	if *asJSON {
+	s, b, err := readSnapshot(pos[0])
+	if *asJSON && b != nil {
 		os.Stdout.Write(b)
 		return exitOK
 	}
-	var s fs.Snapshot
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fail("stats", fmt.Errorf("%s/.aifs/stats: %w", pos[0], err))
+	if err != nil {
+		return fail("stats", err)
 	}
 	printStats(os.Stdout, s)
 	return exitOK
+}
+
+// readSnapshot reads the stats file of the mount at mnt (either data plane) and returns it
+// decoded and as it is (nil if it could not be read).
+func readSnapshot(mnt string) (fs.Snapshot, []byte, error) {
+	var s fs.Snapshot
+	b, err := os.ReadFile(filepath.Join(plan.Control(mnt), "stats"))
+	if err != nil {
+		return s, nil, fmt.Errorf("%s is not an aifs mount? %w", mnt, err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, b, fmt.Errorf("%s/.aifs/stats: %w", mnt, err)
+	}
+	return s, b, nil
 }
 
 // printStats writes s for people: a header, then one row per kind of request that occurred.

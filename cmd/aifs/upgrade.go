@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/aifs/aifs/fs"
-	"github.com/aifs/aifs/plan"
 )
 
 func runUpgrade(ctx context.Context, args []string) int {
@@ -51,16 +47,9 @@ fails. The same as SIGUSR2 to the keeper (daemon.keeper_pid in the stats file).`
 
 // daemonOf returns the daemon figures of the mount at mnt, from its stats file.
 func daemonOf(mnt string) (fs.DaemonStats, error) {
-	b, err := os.ReadFile(filepath.Join(plan.Control(mnt), "stats"))
-	if err != nil {
-		return fs.DaemonStats{}, fmt.Errorf("%s is not an aifs mount? %w", mnt, err)
+	s, _, err := readSnapshot(mnt)
+	if err == nil && s.Daemon.PID == 0 {
+		err = errors.New(mnt + ": the daemon is older than aifs upgrade: unmount and mount it again")
 	}
-	var s fs.Snapshot
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fs.DaemonStats{}, fmt.Errorf("%s: %w", mnt, err)
-	}
-	if s.Daemon.PID == 0 {
-		return fs.DaemonStats{}, errors.New(mnt + ": the daemon is older than aifs upgrade: unmount and mount it again")
-	}
-	return s.Daemon, nil
+	return s.Daemon, err
 }
