@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -178,7 +179,13 @@ func startChild(exe string, args []string, dir string, h *handover, metrics *os.
 // so the keeper acts on this, not on cmd.Wait.
 func (c *child) watchDeath() {
 	defer close(c.dead)
-	stat := fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid)
+	pid, ok := procPID(c.cmd.Process.Pid)
+	if !ok { // no /proc to watch it in: its exit it is
+		err := <-c.exited
+		c.exited <- err
+		return
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", pid)
 	for {
 		b, err := os.ReadFile(stat)
 		// stat: pid (comm) state ...; comm is "aifs", without spaces or parentheses
@@ -187,6 +194,30 @@ func (c *child) watchDeath() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// procPID returns the number of this process's child pid in /proc, which may be mounted for
+// another PID namespace than this process's (a keeper started under unshare --pid, or in a
+// container that shares the host's /proc): there the child is found among this process's
+// children by the last pid of its NSpid line, its pid in the innermost namespace, ours.
+func procPID(pid int) (int, bool) {
+	if self, err := os.Readlink("/proc/self"); err == nil && self == strconv.Itoa(os.Getpid()) {
+		return pid, true
+	}
+	lists, _ := filepath.Glob("/proc/self/task/*/children")
+	for _, list := range lists {
+		b, _ := os.ReadFile(list)
+		for _, p := range strings.Fields(string(b)) {
+			status, _ := os.ReadFile("/proc/" + p + "/status")
+			for _, line := range strings.Split(string(status), "\n") {
+				if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" && f[len(f)-1] == strconv.Itoa(pid) {
+					n, err := strconv.Atoi(p)
+					return n, err == nil
+				}
+			}
+		}
+	}
+	return 0, false
 }
 
 // receiveConn reads the one message of a daemon on sock, the keeper's end, and closes sock: the
