@@ -11,8 +11,12 @@ import (
 
 	"github.com/aifs/aifs/internal/human"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/hfarrow"
+	"github.com/aifs/aifs/layout/hfindex"
 	"github.com/aifs/aifs/layout/tar"
 	"github.com/aifs/aifs/layout/tarindex"
+	"github.com/aifs/aifs/layout/tfrecord"
+	"github.com/aifs/aifs/layout/tfrecordindex"
 	"github.com/aifs/aifs/layout/view"
 	"github.com/aifs/aifs/layout/zipindex"
 )
@@ -57,7 +61,7 @@ For tars every byte is read once (several tars in parallel) to record each membe
 each tar's, unless --no-checksums (headers only; verify=on and aifs verify then refuse the set;
 for ZIPs it leaves the CRC-32s out). The index is written last and atomically, and the same
 sources and flags always give the same index.`+s3Help)
-	formatName := fs.String("format", "", "the sources' format: tar, zip, hf or tfrecord (default: each file's, from its first bytes: tar or zip)")
+	formatName := fs.String("format", "", "the sources' format: tar, zip, hf or tfrecord (default: each file's, from its first bytes)")
 	viewName := fs.String("view", "tree", "the tree the mount shows: tree or imagefolder")
 	merge := fs.Bool("merge", false, "view tree: merge the members of all files into one tree instead of a directory per file")
 	noChecksums := fs.Bool("no-checksums", false, "tars: read only the headers: faster, but nothing can verify the samples later; ZIPs: leave out the CRC-32s")
@@ -69,6 +73,9 @@ sources and flags always give the same index.`+s3Help)
 	labelKey := fs.String("label-key", "", "view imagefolder, tars: take the class from this field of the sample's .json member (default: its .cls member)")
 	labels := fs.String("labels", "", "view imagefolder: take the class from this file of lines 'KEY CLASS' (the class is the last field)")
 	classNames := fs.String("class-names", "", "view imagefolder: name class directories from this file, line i naming class number i")
+	imageColumn := fs.String("image-column", "", "hf: the image column (default: the first Image feature)")
+	labelColumn := fs.String("label-column", "", "hf: the label column (default: the first ClassLabel feature)")
+	schemaClassNames := fs.Bool("schema-class-names", false, "hf, view imagefolder: name class directories by the schema's class names, sanitized ('/' and NUL to '_', LABEL- prefix where names repeat)")
 	var s3c s3Config
 	s3c.register(fs)
 	pos, code, ok := parseArgs(fs, args, 2, -1)
@@ -80,9 +87,7 @@ sources and flags always give the same index.`+s3Help)
 	}
 	want := format(*formatName)
 	switch want {
-	case "", formatTar, formatZip:
-	case formatHF, formatTFRecord:
-		return fail("index", fmt.Errorf("--format %s is not built yet (issue 49): aifs indexes tars and ZIPs in place today", want))
+	case "", formatTar, formatZip, formatHF, formatTFRecord:
 	default:
 		return usageError(fs, fmt.Sprintf("--format %q: want tar, zip, hf or tfrecord", *formatName))
 	}
@@ -137,13 +142,30 @@ sources and flags always give the same index.`+s3Help)
 	warn := func(msg string) { fmt.Fprintf(os.Stderr, "aifs index: warning: %s\n", human.Name(msg)) }
 	var index []byte
 	var summary func()
-	if found[0].format == formatZip {
-		if *labelKey != "" {
-			return usageError(fs, "--label-key is for tars (a WebDataset sample's .json member)")
-		}
+	f := found[0].format
+	switch {
+	case f != formatTar && *labelKey != "":
+		return usageError(fs, "--label-key is for tars (a WebDataset sample's .json member)")
+	case (f == formatHF || f == formatTFRecord) && *labels != "":
+		return usageError(fs, "--labels is for tars and ZIPs: the "+string(f)+" rows carry their labels")
+	case f != formatHF && (*imageColumn != "" || *labelColumn != "" || *schemaClassNames):
+		return usageError(fs, "--image-column, --label-column and --schema-class-names are for --format hf")
+	case *schemaClassNames && *classNames != "":
+		return usageError(fs, "--schema-class-names and --class-names are two sources of class names: give one")
+	case (f == formatHF || f == formatTFRecord) && kind == view.Merge:
+		return usageError(fs, "--merge: "+string(f)+" rows have no names of their own to merge by")
+	}
+	switch f {
+	case formatZip:
 		index, summary, err = indexZips(ctx, t, found, zipindex.Options{View: kind, NoChecksums: *noChecksums, Jobs: *jobs,
 			ImageExts: l.imageExts, ByKey: l.byKey, ClassNames: l.classNames, Warn: warn}, bar)
-	} else {
+	case formatTFRecord:
+		index, summary, err = indexTFRecords(ctx, t, found, tfrecordindex.Options{View: kind, NoChecksums: *noChecksums, Jobs: *jobs,
+			ClassNames: l.classNames, Warn: warn}, bar)
+	case formatHF:
+		index, summary, err = indexHF(ctx, t, found, hfindex.Options{View: kind, NoChecksums: *noChecksums, Jobs: *jobs,
+			ImageColumn: *imageColumn, LabelColumn: *labelColumn, SchemaClassNames: *schemaClassNames, ClassNames: l.classNames, Warn: warn}, bar)
+	default:
 		opt := tarindex.Options{View: kind, NoChecksums: *noChecksums, Jobs: *jobs, Warn: warn,
 			Labels: tarindex.LabelOptions{ImageExts: l.imageExts, JSONKey: *labelKey, ByKey: l.byKey, ClassNames: l.classNames}}
 		index, summary, err = indexTars(ctx, t, found, opt, bar)
@@ -200,9 +222,95 @@ func indexZips(ctx context.Context, t *sourceSet, found []listed, opt zipindex.O
 	return index, func() { printZipSummary(res, len(index), opt) }, err
 }
 
+// indexTFRecords indexes the TFRecord files found, and returns the index and a function printing
+// its summary.
+func indexTFRecords(ctx context.Context, t *sourceSet, found []listed, opt tfrecordindex.Options, bar *progressBar) ([]byte, func(), error) {
+	srcs := make([]tfrecordindex.Source, len(found))
+	for i, s := range found {
+		srcs[i] = t.tfrecordSource(s)
+	}
+	if bar != nil {
+		opt.Progress = func(p tfrecordindex.Progress) {
+			bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d TFRecord files", p.Files, p.TotalFiles))
+		}
+	}
+	index, res, err := tfrecordindex.IndexTFRecords(ctx, srcs, opt)
+	return index, func() {
+		printRowsSummary(rowsSummary{files: res.Files, fileBytes: res.FileBytes, what: "TFRecord files", rows: res.Records, rowWord: "records",
+			samples: res.Samples, dirs: res.Dirs, bytes: res.Bytes, classes: res.Classes, noImage: res.NoImage, noLabel: res.NoLabel,
+			first: res.FirstMissing, replaced: res.Replaced, secs: res.Duration.Seconds()}, len(index), opt.View, opt.NoChecksums)
+	}, err
+}
+
+// indexHF indexes the Hugging Face files found, and returns the index and a function printing
+// its summary.
+func indexHF(ctx context.Context, t *sourceSet, found []listed, opt hfindex.Options, bar *progressBar) ([]byte, func(), error) {
+	srcs := make([]hfindex.Source, len(found))
+	for i, s := range found {
+		srcs[i] = t.hfSource(s)
+	}
+	if bar != nil {
+		opt.Progress = func(p hfindex.Progress) {
+			bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d files", p.Files, p.TotalFiles))
+		}
+	}
+	index, res, err := hfindex.IndexHF(ctx, srcs, opt)
+	return index, func() {
+		what := fmt.Sprintf("%s files, image column %q, label column %q", res.Format, res.ImageColumn, res.LabelColumn)
+		printRowsSummary(rowsSummary{files: res.Files, fileBytes: res.FileBytes, what: what, rows: res.Rows, rowWord: "rows",
+			samples: res.Samples, dirs: res.Dirs, bytes: res.Bytes, classes: res.Classes, noImage: res.NullImage, noLabel: res.NullLabel,
+			first: res.FirstMissing, replaced: res.Replaced, secs: res.Duration.Seconds()}, len(index), opt.View, opt.NoChecksums)
+	}, err
+}
+
+// rowsSummary is what the summary of a format of rows (TFRecord, Hugging Face) prints.
+type rowsSummary struct {
+	files                  int
+	fileBytes              int64
+	what, rowWord          string
+	rows                   int64
+	samples, dirs, classes int
+	bytes                  int64
+	noImage, noLabel       int64
+	first                  []string
+	replaced               int
+	secs                   float64
+}
+
+func printRowsSummary(r rowsSummary, indexBytes int, kind view.Kind, noChecksums bool) {
+	sums := "with checksums"
+	if noChecksums {
+		sums = "no checksums"
+	}
+	fmt.Printf("indexed %d %s (%s, %d %s) in %.2f s (%s/s, %s): %d files, %d directories, %s; index %s\n",
+		r.files, r.what, human.Bytes(r.fileBytes), r.rows, r.rowWord, r.secs, human.Bytes(int64(float64(r.fileBytes)/max(r.secs, 1e-9))), sums,
+		r.samples, r.dirs, human.Bytes(r.bytes), human.Bytes(int64(indexBytes)))
+	if kind == view.ImageFolder {
+		fmt.Printf("image-folder view: %d samples in %d classes\n", r.samples, r.classes)
+	}
+	if r.noImage+r.noLabel > 0 {
+		fmt.Printf("  %d %s left out, never served: %d with no image, %d with no usable label:\n", r.noImage+r.noLabel, r.rowWord, r.noImage, r.noLabel)
+		for _, n := range r.first {
+			fmt.Printf("    %s\n", human.Name(n))
+		}
+		if more := r.noImage + r.noLabel - int64(len(r.first)); more > 0 {
+			fmt.Printf("    and %d more\n", more)
+		}
+	}
+	if r.replaced > 0 {
+		fmt.Printf("  %d files replaced by a later %s of the same path (the last one wins)\n", r.replaced, strings.TrimSuffix(r.rowWord, "s"))
+	}
+}
+
 // compressedHint adds what to do to an error about a compressed tar, found by its name (sources)
 // or by its bytes (IndexTars).
 func compressedHint(err error) error {
+	if errors.Is(err, tfrecord.ErrCompressed) {
+		return fmt.Errorf("%w; aifs reads uncompressed TFRecord files in place: rewrite it uncompressed (tf.io.TFRecordWriter with no compression), or extract its images and use aifs pack", err)
+	}
+	if errors.Is(err, hfarrow.ErrRefused) {
+		return fmt.Errorf("%w (for a Hub dataset: index the Arrow files that load_dataset leaves in its cache, or rewrite the Parquet with datasets >= 4.6)", err)
+	}
 	if errors.Is(err, tar.ErrCompressed) {
 		return fmt.Errorf("%w; aifs reads uncompressed tars in place: decompress it (the index then names the .tar), or extract it and use aifs pack", err)
 	}
