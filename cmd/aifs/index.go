@@ -23,16 +23,17 @@ import (
 
 func runIndex(ctx context.Context, args []string) int {
 	fs := newFlags("index", "[flags] SOURCE... DST", `
-Indexes existing tar files (WebDataset shards, or any uncompressed tar) or ZIP files where they
-lie, writing only DST/index.aifs: a shard set whose samples are the members' bytes inside them,
-which mount, ls and verify take like any other. SOURCE is a file, a directory (every *.tar and
-*.zip under it, in path order; with --format, that format's), a brace pattern as WebDataset
+Indexes existing tar files (WebDataset shards, or any uncompressed tar), ZIP files, Hugging Face
+Arrow/Parquet files or TFRecord files where they lie, writing only DST/index.aifs: a shard set
+whose samples are the members' bytes inside them, which mount, ls and verify take like any
+other. SOURCE is a file, a directory (every *.tar, *.zip, *.arrow, *.parquet and *.tfrecord(s)
+under it, in path order; with --format, that format's), a brace pattern as WebDataset
 writes them ('shards/train-{000000..000146}.tar', quoted; also {a,b}), or the same in S3
 (s3://BUCKET/KEY, s3://BUCKET/PREFIX/ for every file under it). DST is a directory (created if
 missing; it may hold the sources) or s3://BUCKET/PREFIX in the sources' bucket. The index names
 each source by its path relative to DST (--absolute: from the root), records its size and mtime
 (S3: ETag), and the mount refuses a source changed since, by name. The format is each file's by
-its first bytes (a ZIP, else a tar), all alike, unless --format says it.
+its first bytes (ZIP, Parquet or Arrow, TFRecord, else tar), all alike, unless --format says it.
 
 Tar formats: ustar, GNU, PAX and v7, as GNU tar, bsdtar, Python's tarfile and webdataset write
 them. Regular files become samples; hard links share their target's bytes; directories are kept
@@ -47,6 +48,19 @@ the ZIP with zip -0 (or extract it and use aifs pack). Only the central director
 headers are read; each sample's checksum is the central directory's CRC-32. Duplicate names and
 ".." are handled as for tars (the last in central directory order wins).
 
+Hugging Face (hf): Arrow IPC stream files (load_dataset's cache, save_to_disk), Arrow IPC files,
+and Parquet written by datasets >= 4.6; the image column (--image-column, default the first Image
+feature) and the label column (--label-column, default the first ClassLabel). Compressed Arrow
+bodies and compressed or dictionary-encoded Parquet image pages are refused: index the Arrow
+cache of load_dataset instead, or rewrite with datasets >= 4.6. TFRecord: uncompressed files of
+tf.train.Example records (ImageNet script keys image/encoded, image/class/label, ..., or TFDS's);
+GZIP/ZLIB files are refused. For both, rows (records) with no image, or (imagefolder) no label,
+are counted, named in the summary and never served; "tree" shows each file's rows as
+FILE/ROW.EXT (EXT from the image's magic: jpg, png, webp, bin), "imagefolder" CLASS/NAME with
+CLASS the synset (TFRecord) or the label as stored, zero-padded (ImageNet's 1..1000 give
+0001..1000), or --class-names, or for hf --schema-class-names (sanitized: '/' and NUL to '_',
+the label as prefix where names repeat); NAME is the image's file name, else FILE-ROW.EXT.
+
 Views (--view): "tree" puts each file's members under a directory named after it (less ".tar"
 or ".zip"), or all in one tree with --merge. "imagefolder" makes CLASS/FILE files for
 torchvision's ImageFolder. For tars: WebDataset samples (members grouped by key: the directory
@@ -59,12 +73,12 @@ by --class-names. Samples without an image or a label are counted and reported.
 
 For tars every byte is read once (several tars in parallel) to record each member's CRC32C and
 each tar's, unless --no-checksums (headers only; verify=on and aifs verify then refuse the set;
-for ZIPs it leaves the CRC-32s out). The index is written last and atomically, and the same
+for ZIPs it leaves the CRC-32s out; for hf and TFRecord, the images' CRC32Cs). The index is written last and atomically, and the same
 sources and flags always give the same index.`+s3Help)
 	formatName := fs.String("format", "", "the sources' format: tar, zip, hf or tfrecord (default: each file's, from its first bytes)")
 	viewName := fs.String("view", "tree", "the tree the mount shows: tree or imagefolder")
 	merge := fs.Bool("merge", false, "view tree: merge the members of all files into one tree instead of a directory per file")
-	noChecksums := fs.Bool("no-checksums", false, "tars: read only the headers: faster, but nothing can verify the samples later; ZIPs: leave out the CRC-32s")
+	noChecksums := fs.Bool("no-checksums", false, "tars: read only the headers: faster, but nothing can verify the samples later; ZIPs: leave out the CRC-32s; hf, tfrecord: compute no CRC32Cs")
 	jobs := fs.Int("jobs", 4, "files read in parallel")
 	force := fs.Bool("force", false, "replace an index already at DST (never one of a packed shard set)")
 	absolute := fs.Bool("absolute", false, "name the files in the index by absolute path (S3: key from the bucket's root) instead of relative to DST")
