@@ -5,9 +5,7 @@ package integration
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/binary"
 	"encoding/json"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,10 +20,12 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/aifs/aifs/internal/tfwrite"
 )
 
 // This file tests the formats of rows that aifs index reads in place: TFRecord files written
-// by a writer here (the documented framing, with its masked CRC32Cs), and Hugging Face Arrow
+// by internal/tfwrite (the documented framing, with its masked CRC32Cs), and Hugging Face Arrow
 // and Parquet files written by the Apache Arrow Go library with the schema metadata `datasets`
 // writes.
 
@@ -66,58 +66,18 @@ func jpegImages(t *testing.T) (src string, classes []string, images []treeImage)
 	return src, classes, images
 }
 
-// TFRecord framing: u64 length, masked CRC32C of it, data, masked CRC32C of the data, where
-// a CRC c is masked as ((c >> 15) | (c << 17)) + 0xa282ead8.
-func tfMask(b []byte) uint32 {
-	c := crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
-	return (c>>15 | c<<17) + 0xa282ead8
-}
-
-func tfAppendRecord(file, data []byte) []byte {
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(data)))
-	file = append(file, n[:]...)
-	file = binary.LittleEndian.AppendUint32(file, tfMask(n[:]))
-	file = append(file, data...)
-	return binary.LittleEndian.AppendUint32(file, tfMask(data))
-}
-
-// Protocol buffer encoding of a tf.train.Example: Example{1: Features{1: map entry{1: key,
-// 2: Feature{1: BytesList{1: bytes}, 3: Int64List{1: packed varints}}}}}.
-func pbLen(b []byte, num int, v []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(num)<<3|2)
-	b = binary.AppendUvarint(b, uint64(len(v)))
-	return append(b, v...)
-}
-
-func tfBytesFeature(key string, v []byte) []byte {
-	return pbLen(pbLen(nil, 1, []byte(key)), 2, pbLen(nil, 1, pbLen(nil, 1, v)))
-}
-
-func tfIntFeature(key string, v int64) []byte {
-	return pbLen(pbLen(nil, 1, []byte(key)), 2, pbLen(nil, 3, pbLen(nil, 1, binary.AppendUvarint(nil, uint64(v)))))
-}
-
-func tfExample(entries ...[]byte) []byte {
-	var features []byte
-	for _, e := range entries {
-		features = pbLen(features, 1, e)
-	}
-	return pbLen(nil, 1, features)
-}
-
 // writeTFRecords writes images as files shards of TFRecord records, with the keys of the
 // ImageNet script (image/encoded, image/class/label from 1, image/class/synset,
 // image/filename), record i into shard i%shards; two more records have no image and no label.
 func writeTFRecords(t *testing.T, dir string, classes []string, images []treeImage, shards int) {
 	files := make([][]byte, shards)
 	for i, img := range images {
-		ex := tfExample(tfBytesFeature("image/encoded", img.data), tfIntFeature("image/class/label", int64(slices.Index(classes, img.class)+1)),
-			tfBytesFeature("image/class/synset", []byte(img.class)), tfBytesFeature("image/filename", []byte(img.name)))
-		files[i%shards] = tfAppendRecord(files[i%shards], ex)
+		ex := tfwrite.Example(tfwrite.Bytes("image/encoded", img.data), tfwrite.Int("image/class/label", int64(slices.Index(classes, img.class)+1)),
+			tfwrite.Bytes("image/class/synset", []byte(img.class)), tfwrite.Bytes("image/filename", []byte(img.name)))
+		files[i%shards] = tfwrite.AppendRecord(files[i%shards], ex)
 	}
-	files[0] = tfAppendRecord(files[0], tfExample(tfBytesFeature("image/filename", []byte("noimage.JPEG")), tfIntFeature("image/class/label", 1)))
-	files[0] = tfAppendRecord(files[0], tfExample(tfBytesFeature("image/encoded", images[0].data)))
+	files[0] = tfwrite.AppendRecord(files[0], tfwrite.Example(tfwrite.Bytes("image/filename", []byte("noimage.JPEG")), tfwrite.Int("image/class/label", 1)))
+	files[0] = tfwrite.AppendRecord(files[0], tfwrite.Example(tfwrite.Bytes("image/encoded", images[0].data)))
 	for i, f := range files {
 		if err := os.WriteFile(filepath.Join(dir, "train-"+strconv.Itoa(i)+".tfrecord"), f, 0o644); err != nil {
 			t.Fatal(err)
@@ -241,7 +201,7 @@ func TestIndexHFImageFolder(t *testing.T) {
 	set := filepath.Join(t.TempDir(), "view")
 	r := mustAifs(t, "index", "--view", "imagefolder", "--schema-class-names", dir, set)
 	if !strings.Contains(r.stdout, strconv.Itoa(jpegFiles)+" samples in "+strconv.Itoa(jpegClasses)+" classes") ||
-		!strings.Contains(r.stdout, "2 rows left out") || !strings.Contains(r.stdout, "row "+strconv.Itoa(len(images))+": null image") {
+		!strings.Contains(r.stdout, "2 rows left out") || !strings.Contains(r.stdout, "row "+strconv.Itoa(len(images))+": no image") {
 		t.Errorf("summary: %s", r)
 	}
 	mnt := mountSet(t, set)

@@ -250,9 +250,8 @@ func indexTFRecords(ctx context.Context, t *sourceSet, found []listed, opt tfrec
 	}
 	index, res, err := tfrecordindex.IndexTFRecords(ctx, srcs, opt)
 	return index, func() {
-		printRowsSummary(rowsSummary{files: res.Files, fileBytes: res.FileBytes, what: "TFRecord files", rows: res.Records, rowWord: "records",
-			samples: res.Samples, dirs: res.Dirs, bytes: res.Bytes, classes: res.Classes, noImage: res.NoImage, noLabel: res.NoLabel,
-			first: res.FirstMissing, replaced: res.Replaced, secs: res.Duration.Seconds()}, len(index), opt.View, opt.NoChecksums)
+		printRowsSummary(res.RowResult, rowsHead{res.Files, res.FileBytes, "TFRecord files", res.Records, "records", res.Duration.Seconds()},
+			len(index), opt.View, opt.NoChecksums)
 	}, err
 }
 
@@ -271,48 +270,43 @@ func indexHF(ctx context.Context, t *sourceSet, found []listed, opt hfindex.Opti
 	index, res, err := hfindex.IndexHF(ctx, srcs, opt)
 	return index, func() {
 		what := fmt.Sprintf("%s files, image column %q, label column %q", res.Format, res.ImageColumn, res.LabelColumn)
-		printRowsSummary(rowsSummary{files: res.Files, fileBytes: res.FileBytes, what: what, rows: res.Rows, rowWord: "rows",
-			samples: res.Samples, dirs: res.Dirs, bytes: res.Bytes, classes: res.Classes, noImage: res.NullImage, noLabel: res.NullLabel,
-			first: res.FirstMissing, replaced: res.Replaced, secs: res.Duration.Seconds()}, len(index), opt.View, opt.NoChecksums)
+		printRowsSummary(res.RowResult, rowsHead{res.Files, res.FileBytes, what, res.Rows, "rows", res.Duration.Seconds()},
+			len(index), opt.View, opt.NoChecksums)
 	}, err
 }
 
-// rowsSummary is what the summary of a format of rows (TFRecord, Hugging Face) prints.
-type rowsSummary struct {
-	files                  int
-	fileBytes              int64
-	what, rowWord          string
-	rows                   int64
-	samples, dirs, classes int
-	bytes                  int64
-	noImage, noLabel       int64
-	first                  []string
-	replaced               int
-	secs                   float64
+// rowsHead is the first line of the summary of a format of rows (TFRecord, Hugging Face).
+type rowsHead struct {
+	files     int
+	fileBytes int64
+	what      string // the files
+	rows      int64
+	unit      string // what a row is called: records, rows
+	secs      float64
 }
 
-func printRowsSummary(r rowsSummary, indexBytes int, kind view.Kind, noChecksums bool) {
+func printRowsSummary(r view.RowResult, h rowsHead, indexBytes int, kind view.Kind, noChecksums bool) {
 	sums := "with checksums"
 	if noChecksums {
 		sums = "no checksums"
 	}
 	fmt.Printf("indexed %d %s (%s, %d %s) in %.2f s (%s/s, %s): %d files, %d directories, %s; index %s\n",
-		r.files, r.what, human.Bytes(r.fileBytes), r.rows, r.rowWord, r.secs, human.Bytes(int64(float64(r.fileBytes)/max(r.secs, 1e-9))), sums,
-		r.samples, r.dirs, human.Bytes(r.bytes), human.Bytes(int64(indexBytes)))
+		h.files, h.what, human.Bytes(h.fileBytes), h.rows, h.unit, h.secs, human.Bytes(int64(float64(h.fileBytes)/max(h.secs, 1e-9))), sums,
+		r.Samples, r.Dirs, human.Bytes(r.Bytes), human.Bytes(int64(indexBytes)))
 	if kind == view.ImageFolder {
-		fmt.Printf("image-folder view: %d samples in %d classes\n", r.samples, r.classes)
+		fmt.Printf("image-folder view: %d samples in %d classes\n", r.Samples, r.Classes)
 	}
-	if r.noImage+r.noLabel > 0 {
-		fmt.Printf("  %d %s left out, never served: %d with no image, %d with no usable label:\n", r.noImage+r.noLabel, r.rowWord, r.noImage, r.noLabel)
-		for _, n := range r.first {
+	if left := r.NoImage + r.NoLabel; left > 0 {
+		fmt.Printf("  %d %s left out, never served: %d with no image, %d with no usable label:\n", left, h.unit, r.NoImage, r.NoLabel)
+		for _, n := range r.FirstMissing {
 			fmt.Printf("    %s\n", human.Name(n))
 		}
-		if more := r.noImage + r.noLabel - int64(len(r.first)); more > 0 {
+		if more := left - int64(len(r.FirstMissing)); more > 0 {
 			fmt.Printf("    and %d more\n", more)
 		}
 	}
-	if r.replaced > 0 {
-		fmt.Printf("  %d files replaced by a later %s of the same path (the last one wins)\n", r.replaced, strings.TrimSuffix(r.rowWord, "s"))
+	if r.Replaced > 0 {
+		fmt.Printf("  %d files replaced by a later one of the same path (the last one wins)\n", r.Replaced)
 	}
 }
 

@@ -100,29 +100,16 @@ type Result struct {
 	Files                    int // Arrow and Parquet files
 	FileBytes                int64
 	Format                   hfarrow.Format // the first file's
-	ImageColumn, LabelColumn string
+	ImageColumn, LabelColumn string         // the first file's
 	Rows                     int64
-	Samples                  int // files in the tree
-	Dirs                     int
-	Bytes                    int64 // the samples' sizes
-	Classes                  int   // ImageFolder
-	NullImage                int64 // rows with a null image: never served
-	NullLabel                int64 // ImageFolder: rows with a null label (or one naming no class): never served
-	// FirstMissing names the first few rows left out: "FILE: row N: null image".
-	FirstMissing []string
-	Replaced     int
-	Duration     time.Duration
+	view.RowResult
+	Duration time.Duration
 }
-
-// maxNamed is how many rows left out are named.
-const maxNamed = 10
 
 // scanned is what reading one file keeps of it.
 type scanned struct {
 	schema hfarrow.Schema
-	rows   []hfarrow.Row
-	exts   []string // of rows with an image, by row
-	total  int64
+	rows   []view.Row
 }
 
 // IndexHF reads the files in srcs and returns an index presenting their rows' images as the tree
@@ -130,34 +117,26 @@ type scanned struct {
 // the order of srcs. The same files and options always give the same bytes.
 func IndexHF(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, error) {
 	start := time.Now()
-	switch {
-	case len(srcs) == 0:
+	if len(srcs) == 0 {
 		return nil, Result{}, errors.New("no Arrow or Parquet files to index")
-	case opt.View == view.Merge:
-		return nil, Result{}, errors.New("Hugging Face rows have no names of their own to merge by: use the tree or imagefolder view")
 	}
 	if opt.Jobs <= 0 {
 		opt.Jobs = 4
 	}
-	if opt.Warn == nil {
-		opt.Warn = func(string) {}
+	sizes := make([]int64, len(srcs))
+	rsrcs := make([]view.RowSource, len(srcs))
+	res := Result{Files: len(srcs)}
+	for i, s := range srcs {
+		sizes[i] = s.Size
+		rsrcs[i] = view.RowSource{Name: s.Name, Label: s.Label, Ext: path.Ext(s.Name), Size: s.Size, MTime: s.MTime, Version: s.Version}
+		res.FileBytes += s.Size
 	}
-	var res Result
-	scans := make([]scanned, len(srcs))
-	var total, read int64
-	for _, s := range srcs {
-		total += s.Size
-	}
-	done := 0
 	hopt := hfarrow.Options{ImageColumn: opt.ImageColumn, LabelColumn: opt.LabelColumn, Checksums: !opt.NoChecksums}
-	err := view.Each(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
-		scans[i], err = readOne(ctx, srcs[i], hopt)
-		return err
-	}, func(i int) {
-		done++
-		read += srcs[i].Size
+	scans, err := view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) (scanned, error) {
+		return readOne(ctx, srcs[i], hopt)
+	}, func(done int, bytes, total int64) {
 		if opt.Progress != nil {
-			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: read, TotalBytes: total})
+			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: bytes, TotalBytes: total})
 		}
 	})
 	if err != nil {
@@ -182,62 +161,16 @@ func IndexHF(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, e
 			classNames = SanitizeNames(first.ClassNames)
 		}
 	}
-	vsrcs := make([]view.Source, len(srcs))
-	shards := make([]layout.Shard, len(srcs))
-	for i, s := range srcs {
-		vsrcs[i] = view.Source{Label: s.Label, Dir: view.DirName(s.Name, path.Ext(s.Name)), MTime: s.MTime}
-		shards[i] = layout.Shard{Name: s.Name, Kind: layout.ShardTar, Size: uint64(s.Size), Version: s.Version, Checksum: layout.CRC32C}
-		res.FileBytes += s.Size
-	}
-	b := view.New(vsrcs, view.Options{Kind: opt.View, ClassNames: classNames, Warn: opt.Warn})
-	missing := func(label string, row int64, what string) {
-		if len(res.FirstMissing) < maxNamed {
-			named := fmt.Sprintf("%s: row %d: %s", label, row, what)
-			res.FirstMissing = append(res.FirstMissing, named)
-			opt.Warn(named + "; never served")
-		}
-	}
-	var recs []view.Record
+	rows := make([][]view.Row, len(scans))
 	for i, sc := range scans {
-		s := srcs[i]
-		recs = recs[:0]
-		res.Rows += sc.total
-		for j, r := range sc.rows {
-			if !r.HasImage {
-				res.NullImage++
-				missing(s.Label, r.Index, "null image")
-				continue
-			}
-			v := view.Record{Mode: 0o444, MTime: s.MTime, Offset: uint64(r.ImageOff), Size: uint64(r.ImageSize), CRC: r.ImageCRC}
-			if opt.View != view.ImageFolder {
-				v.Path = view.RowName(r.Index, sc.total, sc.exts[j])
-				recs = append(recs, v)
-				continue
-			}
-			if !r.HasLabel {
-				res.NullLabel++
-				missing(s.Label, r.Index, "null label")
-				continue
-			}
-			v.Label = strconv.FormatInt(r.Label, 10)
-			v.Path = vsrcs[i].Dir + "-" + view.RowName(r.Index, sc.total, sc.exts[j])
-			if r.Path != "" && layout.ValidName([]byte(r.Path)) && r.Path != "." && r.Path != ".." {
-				v.Path = r.Path
-			}
-			recs = append(recs, v)
-		}
-		if err := b.Add(i, recs); err != nil {
-			return nil, Result{}, err
-		}
+		rows[i] = sc.rows
+		res.Rows += int64(len(sc.rows))
 	}
-	nodes, vres, err := b.Nodes()
+	index, rres, err := view.IndexRows(rsrcs, rows, view.RowOptions{Kind: opt.View, ClassNames: classNames, NoChecksums: opt.NoChecksums, Unit: "row", Warn: opt.Warn})
 	if err != nil {
 		return nil, Result{}, err
 	}
-	res.Files = len(srcs)
-	res.Samples, res.Dirs, res.Bytes, res.Replaced, res.Classes = vres.Files, vres.Dirs, vres.Bytes, vres.Replaced, vres.Classes
-	res.NullLabel += int64(vres.NoClass)
-	index := layout.EncodeIndex(nodes, shards, opt.NoChecksums)
+	res.RowResult = rres
 	res.Duration = time.Since(start)
 	return index, res, nil
 }
@@ -290,18 +223,22 @@ func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error
 		if err != nil {
 			return scanned{}, err
 		}
-		ext := ""
+		row := view.Row{Index: r.Index, HasImage: r.HasImage, Offset: r.ImageOff, Size: r.ImageSize, CRC: r.ImageCRC}
 		if r.HasImage {
 			head, err := heads.head(r.ImageOff, r.ImageSize)
 			if err != nil {
 				return scanned{}, fmt.Errorf("%s: row %d: read the image's first bytes: %w", s.Label, r.Index, err)
 			}
-			ext = view.ImageExt(head)
+			row.Ext = view.ImageExt(head)
 		}
-		out.rows = append(out.rows, r)
-		out.exts = append(out.exts, ext)
+		if r.HasLabel {
+			row.Label = strconv.FormatInt(r.Label, 10)
+		}
+		if r.Path != "" && layout.ValidName([]byte(r.Path)) && r.Path != "." && r.Path != ".." {
+			row.Name = r.Path
+		}
+		out.rows = append(out.rows, row)
 	}
-	out.total = sc.Summary().Rows
 	return out, nil
 }
 

@@ -80,25 +80,8 @@ type Result struct {
 	Files     int // TFRecord files
 	FileBytes int64
 	Records   int64
-	Samples   int // files in the tree
-	Dirs      int
-	Bytes     int64 // the samples' sizes
-	Classes   int   // ImageFolder
-	NoImage   int64 // records without an image: never served
-	NoLabel   int64 // ImageFolder: records without a label (or one naming no class): never served
-	// FirstMissing names the first few records left out: "FILE: record N: no image".
-	FirstMissing []string
-	Replaced     int
-	Duration     time.Duration
-}
-
-// maxNamed is how many records left out are named.
-const maxNamed = 10
-
-// scanned is what reading one file keeps of it.
-type scanned struct {
-	recs    []tfrecord.Record
-	summary tfrecord.Summary
+	view.RowResult
+	Duration time.Duration
 }
 
 // IndexTFRecords reads the files in srcs and returns an index presenting their records' images as
@@ -106,130 +89,76 @@ type scanned struct {
 // place) in the order of srcs. The same files and options always give the same bytes.
 func IndexTFRecords(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, error) {
 	start := time.Now()
-	switch {
-	case len(srcs) == 0:
+	if len(srcs) == 0 {
 		return nil, Result{}, errors.New("no TFRecord files to index")
-	case opt.View == view.Merge:
-		return nil, Result{}, errors.New("TFRecord records have no names of their own to merge by: use the tree or imagefolder view")
 	}
 	if opt.Jobs <= 0 {
 		opt.Jobs = 4
 	}
-	if opt.Warn == nil {
-		opt.Warn = func(string) {}
+	sizes := make([]int64, len(srcs))
+	rsrcs := make([]view.RowSource, len(srcs))
+	res := Result{Files: len(srcs)}
+	for i, s := range srcs {
+		sizes[i] = s.Size
+		rsrcs[i] = view.RowSource{Name: s.Name, Label: s.Label, Ext: ".tfrecord", Size: s.Size, MTime: s.MTime, Version: s.Version}
+		res.FileBytes += s.Size
 	}
-	var res Result
-	scans := make([]scanned, len(srcs))
-	var total, read int64
-	for _, s := range srcs {
-		total += s.Size
-	}
-	done := 0
-	err := view.Each(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
-		scans[i], err = readOne(ctx, srcs[i], !opt.NoChecksums)
-		return err
-	}, func(i int) {
-		done++
-		read += srcs[i].Size
+	rows, err := view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) ([]view.Row, error) {
+		return readOne(ctx, srcs[i], opt)
+	}, func(done int, bytes, total int64) {
 		if opt.Progress != nil {
-			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: read, TotalBytes: total})
+			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: bytes, TotalBytes: total})
 		}
 	})
 	if err != nil {
 		return nil, Result{}, err
 	}
-	vsrcs := make([]view.Source, len(srcs))
-	shards := make([]layout.Shard, len(srcs))
-	for i, s := range srcs {
-		vsrcs[i] = view.Source{Label: s.Label, Dir: view.DirName(s.Name, ".tfrecord"), MTime: s.MTime}
-		shards[i] = layout.Shard{Name: s.Name, Kind: layout.ShardTar, Size: uint64(s.Size), Version: s.Version, Checksum: layout.CRC32C}
-		res.FileBytes += s.Size
+	for _, r := range rows {
+		res.Records += int64(len(r))
 	}
-	b := view.New(vsrcs, view.Options{Kind: opt.View, ClassNames: opt.ClassNames, Warn: opt.Warn})
-	missing := func(label string, rec int64, what string) {
-		if len(res.FirstMissing) < maxNamed {
-			named := fmt.Sprintf("%s: record %d: %s", label, rec, what)
-			res.FirstMissing = append(res.FirstMissing, named)
-			opt.Warn(named + "; never served")
-		}
-	}
-	var recs []view.Record
-	for i, sc := range scans {
-		s := srcs[i]
-		recs = recs[:0]
-		res.Records += sc.summary.Records
-		for _, r := range sc.recs {
-			if !r.HasImage {
-				res.NoImage++
-				missing(s.Label, r.Index, "no image")
-				continue
-			}
-			v := view.Record{Mode: 0o444, MTime: s.MTime, Offset: uint64(r.ImageOff), Size: uint64(r.ImageSize), CRC: r.ImageCRC}
-			ext := view.ImageExt(r.ImageHead[:])
-			if opt.View != view.ImageFolder {
-				v.Path = view.RowName(r.Index, sc.summary.Records, ext)
-				recs = append(recs, v)
-				continue
-			}
-			switch {
-			case r.Synset != "" && opt.ClassNames == nil:
-				v.Label = r.Synset
-			case r.HasLabel:
-				v.Label = strconv.FormatInt(r.Label, 10)
-			default:
-				res.NoLabel++
-				missing(s.Label, r.Index, "no label")
-				continue
-			}
-			v.Path = vsrcs[i].Dir + "-" + view.RowName(r.Index, sc.summary.Records, ext)
-			if r.Filename != "" {
-				if base := path.Base(r.Filename); layout.ValidName([]byte(base)) && base != "." && base != ".." && base != "/" {
-					v.Path = base
-				}
-			}
-			recs = append(recs, v)
-		}
-		if err := b.Add(i, recs); err != nil {
-			return nil, Result{}, err
-		}
-	}
-	nodes, vres, err := b.Nodes()
+	index, rres, err := view.IndexRows(rsrcs, rows, view.RowOptions{Kind: opt.View, ClassNames: opt.ClassNames, NoChecksums: opt.NoChecksums, Unit: "record", Warn: opt.Warn})
 	if err != nil {
 		return nil, Result{}, err
 	}
-	res.Files = len(srcs)
-	res.Samples, res.Dirs, res.Bytes, res.Replaced, res.Classes = vres.Files, vres.Dirs, vres.Bytes, vres.Replaced, vres.Classes
-	res.NoLabel += int64(vres.NoClass)
-	index := layout.EncodeIndex(nodes, shards, opt.NoChecksums)
+	res.RowResult = rres
 	res.Duration = time.Since(start)
 	return index, res, nil
 }
 
-// readOne reads the records of one file.
-func readOne(ctx context.Context, s Source, checksums bool) (scanned, error) {
+// readOne reads the records of one file as rows.
+func readOne(ctx context.Context, s Source, opt Options) ([]view.Row, error) {
 	f, err := s.Open(ctx)
 	if err != nil {
-		return scanned{}, fmt.Errorf("open %s: %w", s.Label, err)
+		return nil, fmt.Errorf("open %s: %w", s.Label, err)
 	}
 	defer f.Close()
-	sc := tfrecord.NewScanner(f, s.Label, tfrecord.Options{Checksums: checksums})
-	var out scanned
+	sc := tfrecord.NewScanner(f, s.Label, tfrecord.Options{Checksums: !opt.NoChecksums})
+	var rows []view.Row
 	for n := 0; ; n++ {
 		if n%1024 == 0 && ctx.Err() != nil {
-			return scanned{}, ctx.Err()
+			return nil, ctx.Err()
 		}
 		r, err := sc.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return scanned{}, err
+			return nil, err
 		}
-		out.recs = append(out.recs, r)
+		row := view.Row{Index: r.Index, HasImage: r.HasImage, Offset: r.ImageOff, Size: r.ImageSize, CRC: r.ImageCRC, Ext: view.ImageExt(r.ImageHead[:])}
+		switch {
+		case r.Synset != "" && opt.ClassNames == nil:
+			row.Label = r.Synset
+		case r.HasLabel:
+			row.Label = strconv.FormatInt(r.Label, 10)
+		}
+		if base := path.Base(r.Filename); r.Filename != "" && layout.ValidName([]byte(base)) && base != "." && base != ".." && base != "/" {
+			row.Name = base
+		}
+		rows = append(rows, row)
 	}
 	if sc.Offset() != s.Size {
-		return scanned{}, fmt.Errorf("%s changed while it was indexed (%d bytes when listed, %d read)", s.Label, s.Size, sc.Offset())
+		return nil, fmt.Errorf("%s changed while it was indexed (%d bytes when listed, %d read)", s.Label, s.Size, sc.Offset())
 	}
-	out.summary = sc.Summary()
-	return out, nil
+	return rows, nil
 }
