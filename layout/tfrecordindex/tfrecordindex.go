@@ -11,7 +11,8 @@
 //     (which reproduces torchvision's ImageNet class order), else its label as stored: numbers
 //     zero-padded to one width, so the ImageNet scripts' labels 1..1000 give directories
 //     0001..1000, in the order of their synsets (label 0, "background", is never written by
-//     them); Options.ClassNames names classes by label number instead (TFDS's label.labels.txt).
+//     them; in a set whose records mix synsets and bare labels, labels are not padded);
+//     Options.ClassNames names classes by label number instead (TFDS's label.labels.txt).
 //     NAME is the base name of image/filename (TFDS file_name) when the record has one, else
 //     FILE-ROW.EXT (FILE the file's directory name in the tree view).
 //
