@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/minio/minio-go/v7"
 
 	"github.com/aifs/aifs/internal/tfwrite"
 )
@@ -204,6 +206,9 @@ func TestIndexHFImageFolder(t *testing.T) {
 		!strings.Contains(r.stdout, "2 rows left out") || !strings.Contains(r.stdout, "row "+strconv.Itoa(len(images))+": no image") {
 		t.Errorf("summary: %s", r)
 	}
+	if r := mustAifs(t, "verify", set); !strings.Contains(r.stdout, "ok: "+strconv.Itoa(jpegFiles)+" samples") {
+		t.Errorf("aifs verify %s: %s", set, r)
+	}
 	mnt := mountSet(t, set)
 	t.Log(torchCheck(t, "imagefolder", src, mnt))
 	t.Log(torchCheck(t, "loader", src, mnt, "--workers", "2"))
@@ -229,4 +234,32 @@ func TestIndexHFImageFolder(t *testing.T) {
 		!strings.Contains(r.stderr, "train-00000-of-00001.parquet") || !strings.Contains(r.stderr, "SNAPPY") || !strings.Contains(r.stderr, "datasets >= 4.6") {
 		t.Errorf("a snappy Parquet file: %s", r)
 	}
+}
+
+// TestIndexTFRecordS3 uploads the JPEG tree written as TFRecord files (named as the ImageNet
+// script names them, without an extension) to the bucket, indexes them there with --view
+// imagefolder (a brace pattern, the format told by content), verifies them and mounts them:
+// ImageFolder finds the tree's classes and samples.
+func TestIndexTFRecordS3(t *testing.T) {
+	srv := s3Server(t)
+	src, classes, images := jpegImages(t)
+	dir := t.TempDir()
+	writeTFRecords(t, dir, classes, images, 2)
+	for i := range 2 {
+		data, err := os.ReadFile(filepath.Join(dir, "train-"+strconv.Itoa(i)+".tfrecord"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := "tf/train-0000" + strconv.Itoa(i) + "-of-00002"
+		if _, err := srv.Client().PutObject(context.Background(), srv.Bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := "s3://" + srv.Bucket + "/tf"
+	mustAifs(t, "index", "--quiet", "--view", "imagefolder", url+"/train-{00000..00001}-of-00002", url)
+	if r := mustAifs(t, "verify", url); !strings.Contains(r.stdout, "ok: "+strconv.Itoa(jpegFiles)+" samples") {
+		t.Errorf("aifs verify %s: %s", url, r)
+	}
+	mnt := mountSet(t, url, "--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	t.Log(torchCheck(t, "imagefolder", src, mnt))
 }

@@ -3,7 +3,8 @@
 // image bytes are uncompressed and PLAIN (datasets >= 4.6). IndexHF reads each file's schema
 // and rows (layout/hfarrow) and returns an index whose files point at the images' bytes inside
 // the files, the files being the shards. With checksums (the default) each image's CRC32C is
-// computed while indexing (layout.CRC32C), which reads every image's bytes. Options.View
+// computed while indexing (layout.CRC32C), which reads every image's bytes, and the whole
+// file's (the shard's checksum, which aifs verify checks) in a second sequential pass. Options.View
 // chooses the tree (layout/view builds it):
 //
 //   - view.Tree: each file's rows under a directory named after it less its extension, as
@@ -32,6 +33,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"path"
 	"slices"
@@ -110,6 +112,7 @@ type Result struct {
 type scanned struct {
 	schema hfarrow.Schema
 	rows   []view.Row
+	crc    uint32 // the file's CRC32C, with checksums
 }
 
 // IndexHF reads the files in srcs and returns an index presenting their rows' images as the tree
@@ -163,7 +166,7 @@ func IndexHF(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, e
 	}
 	rows := make([][]view.Row, len(scans))
 	for i, sc := range scans {
-		rows[i] = sc.rows
+		rows[i], rsrcs[i].CRC = sc.rows, sc.crc
 		res.Rows += int64(len(sc.rows))
 	}
 	index, rres, err := view.IndexRows(rsrcs, rows, view.RowOptions{Kind: opt.View, ClassNames: classNames, NoChecksums: opt.NoChecksums, Unit: "row", Warn: opt.Warn})
@@ -239,7 +242,26 @@ func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error
 		}
 		out.rows = append(out.rows, row)
 	}
+	if opt.Checksums {
+		if out.crc, err = fileCRC(f, s.Size); err != nil {
+			return scanned{}, fmt.Errorf("%s: %w", s.Label, err)
+		}
+	}
 	return out, nil
+}
+
+// fileCRC returns the CRC32C of the size bytes of r: the shard's checksum, which aifs verify
+// checks beside the images'. It reads the file once more, in 4 MiB reads.
+func fileCRC(r io.ReaderAt, size int64) (uint32, error) {
+	sum := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	n, err := io.CopyBuffer(sum, io.NewSectionReader(r, 0, size), make([]byte, 4<<20))
+	if err == nil && n != size {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the file for its checksum: %w", err)
+	}
+	return sum.Sum32(), nil
 }
 
 // headReader reads the first bytes of images through 1 MiB reads: the images of a batch lie in

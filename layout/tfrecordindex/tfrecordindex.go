@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"path"
 	"strconv"
@@ -87,7 +88,8 @@ type Result struct {
 
 // IndexTFRecords reads the files in srcs and returns an index presenting their records' images as
 // the tree opt.View asks for, with the files as shards (kind layout.ShardTar: a file indexed in
-// place) in the order of srcs. The same files and options always give the same bytes.
+// place, its checksum the file's CRC32C, computed in the same pass) in the order of srcs. The
+// same files and options always give the same bytes.
 func IndexTFRecords(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, error) {
 	start := time.Now()
 	if len(srcs) == 0 {
@@ -104,8 +106,9 @@ func IndexTFRecords(ctx context.Context, srcs []Source, opt Options) ([]byte, Re
 		rsrcs[i] = view.RowSource{Name: s.Name, Label: s.Label, Ext: ".tfrecord", Size: s.Size, MTime: s.MTime, Version: s.Version}
 		res.FileBytes += s.Size
 	}
-	rows, err := view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) ([]view.Row, error) {
-		return readOne(ctx, srcs[i], opt)
+	rows, err := view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) (rows []view.Row, err error) {
+		rows, rsrcs[i].CRC, err = readOne(ctx, srcs[i], opt)
+		return rows, err
 	}, func(done int, bytes, total int64) {
 		if opt.Progress != nil {
 			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: bytes, TotalBytes: total})
@@ -126,25 +129,31 @@ func IndexTFRecords(ctx context.Context, srcs []Source, opt Options) ([]byte, Re
 	return index, res, nil
 }
 
-// readOne reads the records of one file as rows.
-func readOne(ctx context.Context, s Source, opt Options) ([]view.Row, error) {
+// readOne reads the records of one file as rows, and with checksums the file's CRC32C (as it
+// passes, for the shard's checksum).
+func readOne(ctx context.Context, s Source, opt Options) ([]view.Row, uint32, error) {
 	f, err := s.Open(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", s.Label, err)
+		return nil, 0, fmt.Errorf("open %s: %w", s.Label, err)
 	}
 	defer f.Close()
-	sc := tfrecord.NewScanner(f, s.Label, tfrecord.Options{Checksums: !opt.NoChecksums})
+	var r io.Reader = f
+	sum := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	if !opt.NoChecksums {
+		r = io.TeeReader(f, sum)
+	}
+	sc := tfrecord.NewScanner(r, s.Label, tfrecord.Options{Checksums: !opt.NoChecksums})
 	var rows []view.Row
 	for n := 0; ; n++ {
 		if n%1024 == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 		r, err := sc.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		row := view.Row{Index: r.Index, HasImage: r.HasImage, Offset: r.ImageOff, Size: r.ImageSize, CRC: r.ImageCRC, Ext: view.ImageExt(r.ImageHead[:])}
 		switch {
@@ -159,7 +168,7 @@ func readOne(ctx context.Context, s Source, opt Options) ([]view.Row, error) {
 		rows = append(rows, row)
 	}
 	if sc.Offset() != s.Size {
-		return nil, fmt.Errorf("%s changed while it was indexed (%d bytes when listed, %d read)", s.Label, s.Size, sc.Offset())
+		return nil, 0, fmt.Errorf("%s changed while it was indexed (%d bytes when listed, %d read)", s.Label, s.Size, sc.Offset())
 	}
-	return rows, nil
+	return rows, sum.Sum32(), nil
 }

@@ -69,6 +69,11 @@ func indexed(t *testing.T, files map[string][]byte, opt Options) (map[string]str
 	if err != nil {
 		t.Fatalf("the index does not load: %v", err)
 	}
+	for _, sh := range x.Shards() {
+		if want := crc32.Checksum(files[sh.Name], crc32.MakeTable(crc32.Castagnoli)); x.Checksums() && sh.CRC != want || !x.Checksums() && sh.CRC != 0 {
+			t.Errorf("shard %s: CRC %08x, want %08x (checksums %v)", sh.Name, sh.CRC, want, x.Checksums())
+		}
+	}
 	out := map[string]string{}
 	for id := x.NextFile(layout.Root); int(id) < x.Len(); id = x.NextFile(id) {
 		e := x.Entry(id)

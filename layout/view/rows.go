@@ -16,6 +16,7 @@ type RowSource struct {
 	Size    int64
 	MTime   int64
 	Version string // layout.Shard.Version
+	CRC     uint32 // the CRC32C of the whole file (layout.Shard.CRC); 0 without checksums
 }
 
 // Row is one row of a RowSource.
@@ -68,7 +69,10 @@ func IndexRows(srcs []RowSource, rows [][]Row, opt RowOptions) ([]byte, RowResul
 	shards := make([]layout.Shard, len(srcs))
 	for i, s := range srcs {
 		vsrcs[i] = Source{Label: s.Label, Dir: DirName(s.Name, s.Ext), MTime: s.MTime}
-		shards[i] = layout.Shard{Name: s.Name, Kind: layout.ShardTar, Size: uint64(s.Size), Version: s.Version, Checksum: layout.CRC32C}
+		shards[i] = layout.Shard{Name: s.Name, Kind: layout.ShardTar, Size: uint64(s.Size), Version: s.Version, Checksum: layout.CRC32C, CRC: s.CRC}
+		if opt.NoChecksums {
+			shards[i].CRC = 0
+		}
 	}
 	missing := func(label string, row int64, what string) {
 		if len(res.FirstMissing) < maxNamedRows {
