@@ -227,7 +227,10 @@ func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error
 			return scanned{}, err
 		}
 		row := view.Row{Index: r.Index, HasImage: r.HasImage, Offset: r.ImageOff, Size: r.ImageSize, CRC: r.ImageCRC}
-		if r.HasImage {
+		switch {
+		case r.HasHead:
+			row.Ext = view.ImageExt(r.ImageHead[:])
+		case r.HasImage:
 			head, err := heads.head(r.ImageOff, r.ImageSize)
 			if err != nil {
 				return scanned{}, fmt.Errorf("%s: row %d: read the image's first bytes: %w", s.Label, r.Index, err)
