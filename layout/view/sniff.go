@@ -3,6 +3,7 @@ package view
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -32,10 +33,10 @@ func RowName(row, rows int64, ext string) string {
 }
 
 // Each calls read(ctx, i) for i in [0, n), jobs at once, and done(i) (serialised, for
-// progress) after each; the first error, in the order of i, is returned, and stops the calls
-// not started yet (their ctx is cancelled).
-func Each(ctx context.Context, n, jobs int, read func(ctx context.Context, i int) error, done func(i int)) error {
-	ctx, cancel := context.WithCancel(ctx)
+// progress) after each. An error stops the calls not started yet (their ctx is cancelled);
+// Each returns the first error in the order of i that is not that cancellation, or ctx's.
+func Each(parent context.Context, n, jobs int, read func(ctx context.Context, i int) error, done func(i int)) error {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	errs := make([]error, n)
 	var mu sync.Mutex // serialises done
@@ -67,9 +68,9 @@ func Each(ctx context.Context, n, jobs int, read func(ctx context.Context, i int
 	close(next)
 	wg.Wait()
 	for _, err := range errs {
-		if err != nil {
+		if err != nil && (parent.Err() != nil || !errors.Is(err, context.Canceled)) {
 			return err
 		}
 	}
-	return ctx.Err()
+	return parent.Err()
 }

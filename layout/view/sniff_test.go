@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 )
@@ -47,14 +48,22 @@ func TestEach(t *testing.T) {
 			t.Errorf("item %d not read", i)
 		}
 	}
-	// The first error in the order of the items is returned.
-	err = Each(context.Background(), 1000, 2, func(_ context.Context, i int) error {
-		if i == 3 || i == 5 {
-			return fmt.Errorf("item %d: %w", i, errors.ErrUnsupported)
+	// An error is returned, not the cancellation it causes in the items after it; the first
+	// in the order of the items when both ran.
+	for _, fail := range [][]int{{3}, {3, 5}, {0, 999}} {
+		err = Each(context.Background(), 1000, 2, func(ctx context.Context, i int) error {
+			if slices.Contains(fail, i) {
+				return fmt.Errorf("item %d: %w", i, errors.ErrUnsupported)
+			}
+			return ctx.Err()
+		}, func(int) {})
+		if !errors.Is(err, errors.ErrUnsupported) || len(fail) == 1 && err.Error() != "item 3: unsupported operation" {
+			t.Errorf("Each failing items %v = %v", fail, err)
 		}
-		return nil
-	}, func(int) {})
-	if err == nil || err.Error() != "item 3: unsupported operation" {
-		t.Errorf("Each with errors = %v, want item 3's", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Each(ctx, 3, 2, func(ctx context.Context, i int) error { return ctx.Err() }, func(int) {}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Each with its context cancelled = %v", err)
 	}
 }
