@@ -153,7 +153,7 @@ func TestIndexZipWriters(t *testing.T) {
 	if r := aifs(t, "index", filepath.Join(dir, "t.tar"), pyZip, filepath.Join(dir, "mixed")); r.code == 0 || !strings.Contains(r.stderr, "index them apart") {
 		t.Errorf("a tar and a ZIP: %s", r)
 	}
-	if r := aifs(t, "index", "--format", "hf", pyZip, filepath.Join(dir, "hf")); r.code == 0 || !strings.Contains(r.stderr, "not built yet") {
+	if r := aifs(t, "index", "--format", "hf", pyZip, filepath.Join(dir, "hf")); r.code == 0 || !strings.Contains(r.stderr, "hfarrow") || !strings.Contains(r.stderr, filepath.Base(pyZip)) {
 		t.Errorf("--format hf: %s", r)
 	}
 }

@@ -24,6 +24,10 @@
 //	layout/zip       a ZIP's members and where stored ones' bytes lie        standard library
 //	layout/zipindex  ZIPs indexed in place from their central directories    layout, layout/zip,
 //	                 (IndexZips; CRC-32 checksums)                           layout/view
+//	layout/tfrecordindex TFRecord files indexed in place (IndexTFRecords;    layout, layout/tfrecord,
+//	                 ROW.EXT tree, synset or label ImageFolder)              layout/view
+//	layout/hfindex   Hugging Face Arrow/Parquet files indexed in place       layout, layout/hfarrow,
+//	                 (IndexHF; label or sanitized class-name ImageFolder)    layout/view
 //	layout/erofsmeta the metadata-only EROFS image of an index, whose files  layout, go-erofs
 //	                 point into the shards, for the kernel data plane:
 //	                 Check, Build, Cached

@@ -11,24 +11,29 @@ import (
 
 	"github.com/aifs/aifs/internal/human"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/hfarrow"
+	"github.com/aifs/aifs/layout/hfindex"
 	"github.com/aifs/aifs/layout/tar"
 	"github.com/aifs/aifs/layout/tarindex"
+	"github.com/aifs/aifs/layout/tfrecord"
+	"github.com/aifs/aifs/layout/tfrecordindex"
 	"github.com/aifs/aifs/layout/view"
 	"github.com/aifs/aifs/layout/zipindex"
 )
 
 func runIndex(ctx context.Context, args []string) int {
 	fs := newFlags("index", "[flags] SOURCE... DST", `
-Indexes existing tar files (WebDataset shards, or any uncompressed tar) or ZIP files where they
-lie, writing only DST/index.aifs: a shard set whose samples are the members' bytes inside them,
-which mount, ls and verify take like any other. SOURCE is a file, a directory (every *.tar and
-*.zip under it, in path order; with --format, that format's), a brace pattern as WebDataset
+Indexes existing tar files (WebDataset shards, or any uncompressed tar), ZIP files, Hugging Face
+Arrow/Parquet files or TFRecord files where they lie, writing only DST/index.aifs: a shard set
+whose samples are the members' bytes inside them, which mount, ls and verify take like any
+other. SOURCE is a file, a directory (every *.tar, *.zip, *.arrow, *.parquet and *.tfrecord(s)
+under it, in path order; with --format, that format's), a brace pattern as WebDataset
 writes them ('shards/train-{000000..000146}.tar', quoted; also {a,b}), or the same in S3
 (s3://BUCKET/KEY, s3://BUCKET/PREFIX/ for every file under it). DST is a directory (created if
 missing; it may hold the sources) or s3://BUCKET/PREFIX in the sources' bucket. The index names
 each source by its path relative to DST (--absolute: from the root), records its size and mtime
 (S3: ETag), and the mount refuses a source changed since, by name. The format is each file's by
-its first bytes (a ZIP, else a tar), all alike, unless --format says it.
+its first bytes (ZIP, Parquet or Arrow, TFRecord, else tar), all alike, unless --format says it.
 
 Tar formats: ustar, GNU, PAX and v7, as GNU tar, bsdtar, Python's tarfile and webdataset write
 them. Regular files become samples; hard links share their target's bytes; directories are kept
@@ -43,6 +48,19 @@ the ZIP with zip -0 (or extract it and use aifs pack). Only the central director
 headers are read; each sample's checksum is the central directory's CRC-32. Duplicate names and
 ".." are handled as for tars (the last in central directory order wins).
 
+Hugging Face (hf): Arrow IPC stream files (load_dataset's cache, save_to_disk), Arrow IPC files,
+and Parquet written by datasets >= 4.6; the image column (--image-column, default the first Image
+feature) and the label column (--label-column, default the first ClassLabel). Compressed Arrow
+bodies and compressed or dictionary-encoded Parquet image pages are refused: index the Arrow
+cache of load_dataset instead, or rewrite with datasets >= 4.6. TFRecord: uncompressed files of
+tf.train.Example records (ImageNet script keys image/encoded, image/class/label, ..., or TFDS's);
+GZIP/ZLIB files are refused. For both, rows (records) with no image, or (imagefolder) no label,
+are counted, named in the summary and never served; "tree" shows each file's rows as
+FILE/ROW.EXT (EXT from the image's magic: jpg, png, webp, bin), "imagefolder" CLASS/NAME with
+CLASS the synset (TFRecord) or the label as stored, zero-padded (ImageNet's 1..1000 give
+0001..1000), or --class-names, or for hf --schema-class-names (sanitized: '/' and NUL to '_',
+the label as prefix where names repeat); NAME is the image's file name, else FILE-ROW.EXT.
+
 Views (--view): "tree" puts each file's members under a directory named after it (less ".tar"
 or ".zip"), or all in one tree with --merge. "imagefolder" makes CLASS/FILE files for
 torchvision's ImageFolder. For tars: WebDataset samples (members grouped by key: the directory
@@ -55,20 +73,23 @@ by --class-names. Samples without an image or a label are counted and reported.
 
 For tars every byte is read once (several tars in parallel) to record each member's CRC32C and
 each tar's, unless --no-checksums (headers only; verify=on and aifs verify then refuse the set;
-for ZIPs it leaves the CRC-32s out). The index is written last and atomically, and the same
+for ZIPs it leaves the CRC-32s out; for hf and TFRecord, the images' CRC32Cs). The index is written last and atomically, and the same
 sources and flags always give the same index.`+s3Help)
-	formatName := fs.String("format", "", "the sources' format: tar, zip, hf or tfrecord (default: each file's, from its first bytes: tar or zip)")
+	formatName := fs.String("format", "", "the sources' format: tar, zip, hf or tfrecord (default: each file's, from its first bytes)")
 	viewName := fs.String("view", "tree", "the tree the mount shows: tree or imagefolder")
 	merge := fs.Bool("merge", false, "view tree: merge the members of all files into one tree instead of a directory per file")
-	noChecksums := fs.Bool("no-checksums", false, "tars: read only the headers: faster, but nothing can verify the samples later; ZIPs: leave out the CRC-32s")
+	noChecksums := fs.Bool("no-checksums", false, "tars: read only the headers: faster, but nothing can verify the samples later; ZIPs: leave out the CRC-32s; hf, tfrecord: compute no CRC32Cs")
 	jobs := fs.Int("jobs", 4, "files read in parallel")
 	force := fs.Bool("force", false, "replace an index already at DST (never one of a packed shard set)")
 	absolute := fs.Bool("absolute", false, "name the files in the index by absolute path (S3: key from the bucket's root) instead of relative to DST")
 	quiet := fs.Bool("quiet", false, "print no progress bar and no summary")
-	imageExt := fs.String("image-ext", strings.Join(tarindex.DefaultImageExts, ","), "view imagefolder: extensions of a sample's image member, in order of preference")
+	imageExt := fs.String("image-ext", strings.Join(tarindex.DefaultImageExts, ","), "view imagefolder, tars and ZIPs: extensions of a sample's image member, in order of preference")
 	labelKey := fs.String("label-key", "", "view imagefolder, tars: take the class from this field of the sample's .json member (default: its .cls member)")
 	labels := fs.String("labels", "", "view imagefolder: take the class from this file of lines 'KEY CLASS' (the class is the last field)")
 	classNames := fs.String("class-names", "", "view imagefolder: name class directories from this file, line i naming class number i")
+	imageColumn := fs.String("image-column", "", "hf: the image column (default: the first Image feature)")
+	labelColumn := fs.String("label-column", "", "hf: the label column (default: the first ClassLabel feature)")
+	schemaClassNames := fs.Bool("schema-class-names", false, "hf, view imagefolder: name class directories by the schema's class names, sanitized ('/' and NUL to '_', LABEL- prefix where names repeat)")
 	var s3c s3Config
 	s3c.register(fs)
 	pos, code, ok := parseArgs(fs, args, 2, -1)
@@ -80,9 +101,7 @@ sources and flags always give the same index.`+s3Help)
 	}
 	want := format(*formatName)
 	switch want {
-	case "", formatTar, formatZip:
-	case formatHF, formatTFRecord:
-		return fail("index", fmt.Errorf("--format %s is not built yet (issue 49): aifs indexes tars and ZIPs in place today", want))
+	case "", formatTar, formatZip, formatHF, formatTFRecord:
 	default:
 		return usageError(fs, fmt.Sprintf("--format %q: want tar, zip, hf or tfrecord", *formatName))
 	}
@@ -137,13 +156,30 @@ sources and flags always give the same index.`+s3Help)
 	warn := func(msg string) { fmt.Fprintf(os.Stderr, "aifs index: warning: %s\n", human.Name(msg)) }
 	var index []byte
 	var summary func()
-	if found[0].format == formatZip {
-		if *labelKey != "" {
-			return usageError(fs, "--label-key is for tars (a WebDataset sample's .json member)")
-		}
+	f := found[0].format
+	switch {
+	case f != formatTar && *labelKey != "":
+		return usageError(fs, "--label-key is for tars (a WebDataset sample's .json member)")
+	case (f == formatHF || f == formatTFRecord) && *labels != "":
+		return usageError(fs, "--labels is for tars and ZIPs: the "+string(f)+" rows carry their labels")
+	case f != formatHF && (*imageColumn != "" || *labelColumn != "" || *schemaClassNames):
+		return usageError(fs, "--image-column, --label-column and --schema-class-names are for --format hf")
+	case *schemaClassNames && *classNames != "":
+		return usageError(fs, "--schema-class-names and --class-names are two sources of class names: give one")
+	case (f == formatHF || f == formatTFRecord) && kind == view.Merge:
+		return usageError(fs, "--merge: "+string(f)+" rows have no names of their own to merge by")
+	}
+	switch f {
+	case formatZip:
 		index, summary, err = indexZips(ctx, t, found, zipindex.Options{View: kind, NoChecksums: *noChecksums, Jobs: *jobs,
 			ImageExts: l.imageExts, ByKey: l.byKey, ClassNames: l.classNames, Warn: warn}, bar)
-	} else {
+	case formatTFRecord:
+		index, summary, err = indexTFRecords(ctx, t, found, tfrecordindex.Options{View: kind, NoChecksums: *noChecksums, Jobs: *jobs,
+			ClassNames: l.classNames, Warn: warn}, bar)
+	case formatHF:
+		index, summary, err = indexHF(ctx, t, found, hfindex.Options{View: kind, NoChecksums: *noChecksums, Jobs: *jobs,
+			ImageColumn: *imageColumn, LabelColumn: *labelColumn, SchemaClassNames: *schemaClassNames, ClassNames: l.classNames, Warn: warn}, bar)
+	default:
 		opt := tarindex.Options{View: kind, NoChecksums: *noChecksums, Jobs: *jobs, Warn: warn,
 			Labels: tarindex.LabelOptions{ImageExts: l.imageExts, JSONKey: *labelKey, ByKey: l.byKey, ClassNames: l.classNames}}
 		index, summary, err = indexTars(ctx, t, found, opt, bar)
@@ -200,9 +236,89 @@ func indexZips(ctx context.Context, t *sourceSet, found []listed, opt zipindex.O
 	return index, func() { printZipSummary(res, len(index), opt) }, err
 }
 
+// indexTFRecords indexes the TFRecord files found, and returns the index and a function printing
+// its summary.
+func indexTFRecords(ctx context.Context, t *sourceSet, found []listed, opt tfrecordindex.Options, bar *progressBar) ([]byte, func(), error) {
+	srcs := make([]tfrecordindex.Source, len(found))
+	for i, s := range found {
+		srcs[i] = t.tfrecordSource(s)
+	}
+	if bar != nil {
+		opt.Progress = func(p tfrecordindex.Progress) {
+			bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d TFRecord files", p.Files, p.TotalFiles))
+		}
+	}
+	index, res, err := tfrecordindex.IndexTFRecords(ctx, srcs, opt)
+	return index, func() {
+		printRowsSummary(res.RowResult, rowsHead{res.Files, res.FileBytes, "TFRecord files", res.Records, "records", res.Duration.Seconds()},
+			len(index), opt.View, opt.NoChecksums)
+	}, err
+}
+
+// indexHF indexes the Hugging Face files found, and returns the index and a function printing
+// its summary.
+func indexHF(ctx context.Context, t *sourceSet, found []listed, opt hfindex.Options, bar *progressBar) ([]byte, func(), error) {
+	srcs := make([]hfindex.Source, len(found))
+	for i, s := range found {
+		srcs[i] = t.hfSource(s)
+	}
+	if bar != nil {
+		opt.Progress = func(p hfindex.Progress) {
+			bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d files", p.Files, p.TotalFiles))
+		}
+	}
+	index, res, err := hfindex.IndexHF(ctx, srcs, opt)
+	return index, func() {
+		what := fmt.Sprintf("%s files, image column %q, label column %q", res.Format, res.ImageColumn, res.LabelColumn)
+		printRowsSummary(res.RowResult, rowsHead{res.Files, res.FileBytes, what, res.Rows, "rows", res.Duration.Seconds()},
+			len(index), opt.View, opt.NoChecksums)
+	}, err
+}
+
+// rowsHead is the first line of the summary of a format of rows (TFRecord, Hugging Face).
+type rowsHead struct {
+	files     int
+	fileBytes int64
+	what      string // the files
+	rows      int64
+	unit      string // what a row is called: records, rows
+	secs      float64
+}
+
+func printRowsSummary(r view.RowResult, h rowsHead, indexBytes int, kind view.Kind, noChecksums bool) {
+	sums := "with checksums"
+	if noChecksums {
+		sums = "no checksums"
+	}
+	fmt.Printf("indexed %d %s (%s, %d %s) in %.2f s (%s/s, %s): %d files, %d directories, %s; index %s\n",
+		h.files, h.what, human.Bytes(h.fileBytes), h.rows, h.unit, h.secs, human.Bytes(int64(float64(h.fileBytes)/max(h.secs, 1e-9))), sums,
+		r.Samples, r.Dirs, human.Bytes(r.Bytes), human.Bytes(int64(indexBytes)))
+	if kind == view.ImageFolder {
+		fmt.Printf("image-folder view: %d samples in %d classes\n", r.Samples, r.Classes)
+	}
+	if left := r.NoImage + r.NoLabel; left > 0 {
+		fmt.Printf("  %d %s left out, never served: %d with no image, %d with no usable label:\n", left, h.unit, r.NoImage, r.NoLabel)
+		for _, n := range r.FirstMissing {
+			fmt.Printf("    %s\n", human.Name(n))
+		}
+		if more := left - int64(len(r.FirstMissing)); more > 0 {
+			fmt.Printf("    and %d more\n", more)
+		}
+	}
+	if r.Replaced > 0 {
+		fmt.Printf("  %d files replaced by a later one of the same path (the last one wins)\n", r.Replaced)
+	}
+}
+
 // compressedHint adds what to do to an error about a compressed tar, found by its name (sources)
 // or by its bytes (IndexTars).
 func compressedHint(err error) error {
+	if errors.Is(err, tfrecord.ErrCompressed) {
+		return fmt.Errorf("%w; aifs reads uncompressed TFRecord files in place: rewrite it uncompressed (tf.io.TFRecordWriter with no compression), or extract its images and use aifs pack", err)
+	}
+	if errors.Is(err, hfarrow.ErrRefused) {
+		return fmt.Errorf("%w (for a Hub dataset: index the Arrow files that load_dataset leaves in its cache, or rewrite the Parquet with datasets >= 4.6)", err)
+	}
 	if errors.Is(err, tar.ErrCompressed) {
 		return fmt.Errorf("%w; aifs reads uncompressed tars in place: decompress it (the index then names the .tar), or extract it and use aifs pack", err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,6 +67,10 @@ func TestDetectFormat(t *testing.T) {
 	for head, want := range map[string]format{
 		"PK\x03\x04rest": formatZip, "PK\x05\x06": formatZip, "PK\x07\x08PK": formatZip,
 		"ustar\x00": formatTar, "\x1f\x8b\x08": formatTar, "": formatTar, "PK": formatTar,
+		"PAR1\x15\x04": formatHF, "ARROW1\x00\x00": formatHF, "\xff\xff\xff\xff\x10\x01": formatHF,
+		// a TFRecord's first length (7) and its masked CRC32C; a wrong CRC is not one
+		"\x07\x00\x00\x00\x00\x00\x00\x00" + string(binary.LittleEndian.AppendUint32(nil, maskedCRC32C([]byte("\x07\x00\x00\x00\x00\x00\x00\x00")))): formatTFRecord,
+		"\x07\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x04": formatTar,
 	} {
 		if got := detectFormat([]byte(head)); got != want {
 			t.Errorf("detectFormat(%q) = %s, want %s", head, got, want)

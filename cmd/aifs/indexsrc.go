@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -17,9 +19,11 @@ import (
 
 	"github.com/aifs/aifs/backend/s3"
 	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/hfindex"
 	"github.com/aifs/aifs/layout/pack"
 	"github.com/aifs/aifs/layout/tar"
 	"github.com/aifs/aifs/layout/tarindex"
+	"github.com/aifs/aifs/layout/tfrecordindex"
 	"github.com/aifs/aifs/layout/zipindex"
 )
 
@@ -33,22 +37,44 @@ const (
 	formatTFRecord format = "tfrecord"
 )
 
-// suffix is the file name ending that a directory or prefix is searched for.
-func (f format) suffix() string { return "." + string(f) }
+// suffixes are the file name endings that a directory or prefix is searched for.
+func (f format) suffixes() []string {
+	switch f {
+	case formatHF:
+		return []string{".arrow", ".parquet"}
+	case formatTFRecord:
+		return []string{".tfrecord", ".tfrecords"}
+	}
+	return []string{"." + string(f)}
+}
 
 // zipMagic are the first bytes of a ZIP: a local header, an empty ZIP's end record, or a
 // spanned ZIP's marker.
 var zipMagic = [][]byte{[]byte("PK\x03\x04"), []byte("PK\x05\x06"), []byte("PK\x07\x08")}
 
-// detectFormat says what the first bytes of a file are: a ZIP, else a tar (the tar reader then
-// finds a compressed or corrupt one).
+// detectFormat says what the first bytes of a file (12 or all) are: a ZIP; a Hugging Face file
+// (Parquet's "PAR1", an Arrow IPC file's "ARROW1", an Arrow IPC stream's 0xFFFFFFFF
+// continuation); a TFRecord file (its first length's masked CRC32C holds); else a tar (the tar
+// reader then finds a compressed or corrupt one).
 func detectFormat(head []byte) format {
 	for _, m := range zipMagic {
 		if bytes.HasPrefix(head, m) {
 			return formatZip
 		}
 	}
+	switch {
+	case bytes.HasPrefix(head, []byte("PAR1")), bytes.HasPrefix(head, []byte("ARROW1")), bytes.HasPrefix(head, []byte{0xff, 0xff, 0xff, 0xff}):
+		return formatHF
+	case len(head) >= 12 && maskedCRC32C(head[:8]) == binary.LittleEndian.Uint32(head[8:12]):
+		return formatTFRecord
+	}
 	return formatTar
+}
+
+// maskedCRC32C is TFRecord's masked CRC32C of b.
+func maskedCRC32C(b []byte) uint32 {
+	c := crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
+	return (c>>15 | c<<17) + 0xa282ead8
 }
 
 // sourceSet is the destination of aifs index and where its sources are found: local files, or
@@ -101,9 +127,11 @@ func (t *sourceSet) close() {
 // (want "") each one's by its first bytes, which must then agree. A directory or prefix is
 // searched for files named *.tar and *.zip (only want's suffix when it is given).
 func (t *sourceSet) sources(ctx context.Context, args []string, want format) ([]listed, error) {
-	suffixes := []string{formatTar.suffix(), formatZip.suffix()}
-	if want != "" {
-		suffixes = []string{want.suffix()}
+	var suffixes []string
+	for _, f := range []format{formatTar, formatZip, formatHF, formatTFRecord} {
+		if want == "" || want == f {
+			suffixes = append(suffixes, f.suffixes()...)
+		}
 	}
 	var srcs []listed
 	seen := map[string]bool{}
@@ -153,7 +181,7 @@ func (t *sourceSet) sources(ctx context.Context, args []string, want format) ([]
 
 // detect reads the first bytes of s and says its format.
 func (t *sourceSet) detect(ctx context.Context, s listed) (format, error) {
-	head := make([]byte, min(s.size, 4))
+	head := make([]byte, min(s.size, 12))
 	if t.s3 != nil {
 		f, err := t.openObject(ctx, s)
 		if err != nil {
@@ -180,7 +208,7 @@ func (t *sourceSet) detect(ctx context.Context, s listed) (format, error) {
 // files lists the local file p, or every file under directory p with one of suffixes, in path
 // order.
 func (t *sourceSet) files(p string, suffixes []string) ([]listed, error) {
-	tars := slices.Contains(suffixes, formatTar.suffix())
+	tars := slices.Contains(suffixes, ".tar")
 	fi, err := os.Stat(p)
 	if err != nil {
 		return nil, err
@@ -244,7 +272,7 @@ func (t *sourceSet) file(path string, fi os.FileInfo) (listed, error) {
 // objects lists the object p, or every object under p with one of suffixes when p ends in "/"
 // or names no object.
 func (t *sourceSet) objects(ctx context.Context, p string, suffixes []string) ([]listed, error) {
-	tars := slices.Contains(suffixes, formatTar.suffix())
+	tars := slices.Contains(suffixes, ".tar")
 	loc, err := s3.ParseURL(p)
 	if err != nil {
 		return nil, err
@@ -319,6 +347,26 @@ func (t *sourceSet) zipSource(s listed) zipindex.Source {
 		Open: func(context.Context) (zipindex.File, error) { return os.Open(s.path) }}
 	if t.s3 != nil {
 		src.Open = func(ctx context.Context) (zipindex.File, error) { return t.openObject(ctx, s) }
+	}
+	return src
+}
+
+// tfrecordSource is s as a TFRecord file to index.
+func (t *sourceSet) tfrecordSource(s listed) tfrecordindex.Source {
+	src := tfrecordindex.Source{Name: s.name, Label: s.label, Size: s.size, MTime: s.mtime, Version: s.version,
+		Open: func(context.Context) (io.ReadCloser, error) { return os.Open(s.path) }}
+	if t.s3 != nil {
+		src.Open = func(ctx context.Context) (io.ReadCloser, error) { return t.s3.OpenObject(ctx, s.key, s.version) }
+	}
+	return src
+}
+
+// hfSource is s as a Hugging Face Arrow or Parquet file to index.
+func (t *sourceSet) hfSource(s listed) hfindex.Source {
+	src := hfindex.Source{Name: s.name, Label: s.label, Size: s.size, MTime: s.mtime, Version: s.version,
+		Open: func(context.Context) (hfindex.File, error) { return os.Open(s.path) }}
+	if t.s3 != nil {
+		src.Open = func(ctx context.Context) (hfindex.File, error) { return t.openObject(ctx, s) }
 	}
 	return src
 }

@@ -314,6 +314,8 @@ func (a *arrowSource) checksum(rows []Row) error {
 			return a.s.errorf("row %d: read its image [%d,+%d): %w", row.Index, row.ImageOff, row.ImageSize, err)
 		}
 		row.ImageCRC = crc32c(b)
+		row.HasHead = true
+		copy(row.ImageHead[:], b)
 	}
 	return nil
 }

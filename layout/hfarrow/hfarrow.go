@@ -114,6 +114,11 @@ type Row struct {
 	ImageOff  int64  // offset in the file of the image's first byte
 	ImageSize int64  // bytes of the image
 	ImageCRC  uint32 // CRC32C of the image's bytes; with Options.Checksums only
+	// ImageHead holds the image's first bytes (zero-filled past its end) when HasHead: the
+	// Scanner read them anyway (Parquet always, Arrow with Options.Checksums), so the type's
+	// magic number is known with no other read.
+	ImageHead [12]byte
+	HasHead   bool
 	Path      string // base name of the image's path; "" if it is null or empty, or the image null
 	HasLabel  bool
 	Label     int64

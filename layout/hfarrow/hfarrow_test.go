@@ -256,6 +256,11 @@ func checkRows(t *testing.T, file []byte, got []Row, want []hfRow, checksums boo
 			if crc := crc32.Checksum(w.image, castagnoli); checksums && row.ImageCRC != crc || !checksums && row.ImageCRC != 0 {
 				t.Fatalf("row %d (checksums %v): ImageCRC %08x, image's %08x", i, checksums, row.ImageCRC, crc)
 			}
+			var head [12]byte
+			copy(head[:], w.image)
+			if row.HasHead && row.ImageHead != head || checksums && !row.HasHead {
+				t.Fatalf("row %d (checksums %v): head %x (%v), want %x", i, checksums, row.ImageHead, row.HasHead, head)
+			}
 		}
 		if w.label != nil && row.Label != *w.label {
 			t.Fatalf("row %d: label %d, want %d", i, row.Label, *w.label)

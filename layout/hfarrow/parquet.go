@@ -321,6 +321,8 @@ func (p *parquetSource) batch(rows []Row, first int64) ([]Row, error) {
 	// The image column: its values must be PLAIN in uncompressed pages.
 	err := p.column(g, p.image, true, func(i int, v []byte, at int64) {
 		rg[i].HasImage, rg[i].ImageOff, rg[i].ImageSize = true, at, int64(len(v))
+		rg[i].HasHead = true
+		copy(rg[i].ImageHead[:], v)
 		if p.s.opt.Checksums {
 			rg[i].ImageCRC = crc32c(v)
 		}

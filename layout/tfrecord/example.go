@@ -123,6 +123,7 @@ func parseExample(data []byte, rec *Record, off int64) error {
 	}
 	if ex.prio[keyImage] > 0 {
 		rec.HasImage, rec.ImageOff, rec.ImageSize = true, off+int64(ex.lo[keyImage]), int64(ex.hi[keyImage]-ex.lo[keyImage])
+		copy(rec.ImageHead[:], data[ex.lo[keyImage]:ex.hi[keyImage]])
 	}
 	if ex.prio[keyLabel] > 0 {
 		rec.HasLabel, rec.Label = true, ex.n[keyLabel]

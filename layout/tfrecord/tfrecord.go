@@ -79,6 +79,9 @@ type Record struct {
 	ImageOff  int64  // offset in the file of the image's first byte
 	ImageSize int64  // bytes of the image (may be 0: an empty bytes value is still an image)
 	ImageCRC  uint32 // CRC32C of the image's bytes; with Options.Checksums only
+	// ImageHead holds the image's first bytes (fewer, zero-filled, if it is shorter): enough
+	// for its type's magic number, with no read of the file.
+	ImageHead [12]byte
 	HasLabel  bool
 	Label     int64  // image/class/label or label, as stored (the ImageNet scripts count from 1)
 	Filename  string // image/filename or file_name; "" if absent

@@ -1,0 +1,302 @@
+// Package hfindex indexes the files of a Hugging Face `datasets` image set in place: Arrow IPC
+// stream files (load_dataset's cache, save_to_disk), Arrow IPC files and Parquet files whose
+// image bytes are uncompressed and PLAIN (datasets >= 4.6). IndexHF reads each file's schema
+// and rows (layout/hfarrow) and returns an index whose files point at the images' bytes inside
+// the files, the files being the shards. With checksums (the default) each image's CRC32C is
+// computed while indexing (layout.CRC32C), which reads every image's bytes, and the whole
+// file's (the shard's checksum, which aifs verify checks) in a second sequential pass. Options.View
+// chooses the tree (layout/view builds it):
+//
+//   - view.Tree: each file's rows under a directory named after it less its extension, as
+//     ROW.EXT (the row's number from 0, zero-padded to the file's widest; EXT from the image's
+//     magic: jpg, png, webp, else bin). view.Merge is refused: row names repeat across files.
+//   - view.ImageFolder: CLASS/NAME. CLASS is the row's label (the label column), zero-padded to
+//     one width so that sorted order is label order; with Options.SchemaClassNames it is the
+//     class name the schema gives the label (ClassNames of the sanitized names), and with
+//     Options.ClassNames the name that list gives. NAME is the base name of the image's path
+//     when the row has one, else FILE-ROW.EXT (FILE the file's directory name in the tree view).
+//
+// Sanitized class names (SanitizeNames): '/' and NUL become '_', and a name that is empty, "."
+// or "..", or that two labels share once sanitized (ImageNet's "crane" is labels 134 and 517),
+// takes the label as a prefix, zero-padded to the widest label: "0134-crane", "0517-crane".
+// ImageFolder then orders classes by name, not by label.
+//
+// A file whose image bytes cannot be served where they lie (compressed Arrow bodies, compressed
+// or dictionary-encoded Parquet image pages) fails the index with an error wrapping
+// hfarrow.ErrRefused that says what to do. Rows whose image is null, or (ImageFolder) whose
+// label is null, are counted, the first few named in Result.FirstMissing and warned of, and
+// never served. When rows take one path, the last wins (in file order, then in the order of the
+// sources), the others counted in Result.Replaced.
+package hfindex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/hfarrow"
+	"github.com/aifs/aifs/layout/view"
+)
+
+// Source is one Arrow or Parquet file to index in place.
+type Source struct {
+	// Name is what the index records as the shard's name (layout.Shard.Name).
+	Name string
+	// Label names the file in messages: its path or URL.
+	Label string
+	// Size is the file's size in bytes, as listed.
+	Size int64
+	// MTime (nanoseconds) is given to the file's directory in the tree view.
+	MTime int64
+	// Version is recorded in the index and checked at mount (layout.Shard.Version).
+	Version string
+	// Open returns the file for reading at any offset; IndexHF closes it.
+	Open func(ctx context.Context) (File, error)
+}
+
+// File is an opened source file.
+type File interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// Options configure IndexHF. The zero value indexes with the defaults given on each field.
+type Options struct {
+	// View is view.Tree or view.ImageFolder. Default view.Tree.
+	View view.Kind
+	// NoChecksums leaves the images' CRC32Cs out (layout.Index.Checksums), and the image bytes
+	// of Arrow files unread but for their first bytes. Default false.
+	NoChecksums bool
+	// Jobs is the number of files read in parallel. Default 4.
+	Jobs int
+	// ImageColumn and LabelColumn name the columns (hfarrow.Options). Default: the first Image
+	// feature, the first ClassLabel feature.
+	ImageColumn, LabelColumn string
+	// SchemaClassNames names class directories by the schema's class names, sanitized (package
+	// doc). Default false: by the label, zero-padded.
+	SchemaClassNames bool
+	// ClassNames, if set, names the class of label i ClassNames[i] (ImageFolder).
+	ClassNames []string
+	// Warn receives a line for each of the first few rows left out. Default: discard.
+	Warn func(msg string)
+	// Progress, if set, is called (serialised) as files are read.
+	Progress func(Progress)
+}
+
+// Progress is a snapshot of a running IndexHF.
+type Progress struct {
+	Files, TotalFiles int
+	Bytes, TotalBytes int64 // of the files read, counted whole as each is done
+}
+
+// Result summarises a finished IndexHF.
+type Result struct {
+	Files                    int // Arrow and Parquet files
+	FileBytes                int64
+	Format                   hfarrow.Format // the first file's
+	ImageColumn, LabelColumn string         // the first file's
+	Rows                     int64
+	view.RowResult
+	Duration time.Duration
+}
+
+// scanned is what reading one file keeps of it.
+type scanned struct {
+	schema hfarrow.Schema
+	rows   []view.Row
+	crc    uint32 // the file's CRC32C, with checksums
+}
+
+// IndexHF reads the files in srcs and returns an index presenting their rows' images as the tree
+// opt.View asks for, with the files as shards (kind layout.ShardTar: a file indexed in place) in
+// the order of srcs. The same files and options always give the same bytes.
+func IndexHF(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, error) {
+	start := time.Now()
+	if len(srcs) == 0 {
+		return nil, Result{}, errors.New("no Arrow or Parquet files to index")
+	}
+	if opt.Jobs <= 0 {
+		opt.Jobs = 4
+	}
+	sizes := make([]int64, len(srcs))
+	rsrcs := make([]view.RowSource, len(srcs))
+	res := Result{Files: len(srcs)}
+	for i, s := range srcs {
+		sizes[i] = s.Size
+		rsrcs[i] = view.RowSource{Name: s.Name, Label: s.Label, Ext: path.Ext(s.Name), Size: s.Size, MTime: s.MTime, Version: s.Version}
+		res.FileBytes += s.Size
+	}
+	hopt := hfarrow.Options{ImageColumn: opt.ImageColumn, LabelColumn: opt.LabelColumn, Checksums: !opt.NoChecksums}
+	scans, err := view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) (scanned, error) {
+		return readOne(ctx, srcs[i], hopt)
+	}, func(done int, bytes, total int64) {
+		if opt.Progress != nil {
+			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: bytes, TotalBytes: total})
+		}
+	})
+	if err != nil {
+		return nil, Result{}, err
+	}
+	first := scans[0].schema
+	res.Format, res.ImageColumn, res.LabelColumn = first.Format, first.ImageColumn, first.LabelColumn
+	classNames := opt.ClassNames
+	if opt.View == view.ImageFolder {
+		for i, sc := range scans {
+			if sc.schema.LabelColumn == "" {
+				return nil, Result{}, fmt.Errorf("%s has no label column (no ClassLabel feature): give --label-column, or use --view tree", srcs[i].Label)
+			}
+			if opt.SchemaClassNames && !slices.Equal(sc.schema.ClassNames, first.ClassNames) {
+				return nil, Result{}, fmt.Errorf("%s and %s name their classes differently in their schemas", srcs[0].Label, srcs[i].Label)
+			}
+		}
+		if opt.SchemaClassNames {
+			if len(first.ClassNames) == 0 {
+				return nil, Result{}, fmt.Errorf("%s: the schema names no classes for column %q", srcs[0].Label, first.LabelColumn)
+			}
+			classNames = SanitizeNames(first.ClassNames)
+		}
+	}
+	rows := make([][]view.Row, len(scans))
+	for i, sc := range scans {
+		rows[i], rsrcs[i].CRC = sc.rows, sc.crc
+		res.Rows += int64(len(sc.rows))
+	}
+	index, rres, err := view.IndexRows(rsrcs, rows, view.RowOptions{Kind: opt.View, ClassNames: classNames, NoChecksums: opt.NoChecksums, Unit: "row", Warn: opt.Warn})
+	if err != nil {
+		return nil, Result{}, err
+	}
+	res.RowResult = rres
+	res.Duration = time.Since(start)
+	return index, res, nil
+}
+
+// SanitizeNames returns class directory names for the class names of a schema (package doc):
+// '/' and NUL become '_', and a name that is empty, "." or "..", or shared by two labels, takes
+// its label as a prefix, zero-padded to the widest label.
+func SanitizeNames(names []string) []string {
+	out := make([]string, len(names))
+	count := map[string]int{}
+	for i, n := range names {
+		out[i] = strings.Map(func(r rune) rune {
+			if r == '/' || r == 0 {
+				return '_'
+			}
+			return r
+		}, n)
+		count[out[i]]++
+	}
+	width := len(strconv.Itoa(max(len(names)-1, 0)))
+	for i, n := range out {
+		if count[n] > 1 || n == "" || n == "." || n == ".." {
+			out[i] = fmt.Sprintf("%0*d-%s", width, i, n)
+		}
+	}
+	return out
+}
+
+// readOne reads the rows of one file, and the first bytes of each image for its extension.
+func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error) {
+	f, err := s.Open(ctx)
+	if err != nil {
+		return scanned{}, fmt.Errorf("open %s: %w", s.Label, err)
+	}
+	defer f.Close()
+	sc, err := hfarrow.NewScanner(f, s.Size, s.Label, opt)
+	if err != nil {
+		return scanned{}, err
+	}
+	out := scanned{schema: sc.Schema()}
+	heads := headReader{r: f, size: s.Size}
+	for n := 0; ; n++ {
+		if n%1024 == 0 && ctx.Err() != nil {
+			return scanned{}, ctx.Err()
+		}
+		r, err := sc.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return scanned{}, err
+		}
+		row := view.Row{Index: r.Index, HasImage: r.HasImage, Offset: r.ImageOff, Size: r.ImageSize, CRC: r.ImageCRC}
+		switch {
+		case r.HasHead:
+			row.Ext = view.ImageExt(r.ImageHead[:])
+		case r.HasImage:
+			head, err := heads.head(r.ImageOff, r.ImageSize)
+			if err != nil {
+				return scanned{}, fmt.Errorf("%s: row %d: read the image's first bytes: %w", s.Label, r.Index, err)
+			}
+			row.Ext = view.ImageExt(head)
+		}
+		if r.HasLabel {
+			row.Label = strconv.FormatInt(r.Label, 10)
+		}
+		if r.Path != "" && layout.ValidName([]byte(r.Path)) && r.Path != "." && r.Path != ".." {
+			row.Name = r.Path
+		}
+		out.rows = append(out.rows, row)
+	}
+	if opt.Checksums {
+		if out.crc, err = fileCRC(f, s.Size); err != nil {
+			return scanned{}, fmt.Errorf("%s: %w", s.Label, err)
+		}
+	}
+	return out, nil
+}
+
+// fileCRC returns the CRC32C of the size bytes of r: the shard's checksum, which aifs verify
+// checks beside the images'. It reads the file once more, in 4 MiB reads.
+func fileCRC(r io.ReaderAt, size int64) (uint32, error) {
+	sum := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	n, err := io.CopyBuffer(sum, io.NewSectionReader(r, 0, size), make([]byte, 4<<20))
+	if err == nil && n != size {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the file for its checksum: %w", err)
+	}
+	return sum.Sum32(), nil
+}
+
+// headReader reads the first bytes of images through 1 MiB reads: the images of a batch lie in
+// order, so one read serves many small ones.
+type headReader struct {
+	r    io.ReaderAt
+	size int64
+	off  int64
+	buf  []byte
+}
+
+// head returns up to 12 first bytes of the image [off, off+n), valid until the next call.
+func (h *headReader) head(off, n int64) ([]byte, error) {
+	n = min(n, 12)
+	if off >= h.off && off+n <= h.off+int64(len(h.buf)) {
+		return h.buf[off-h.off : off-h.off+n], nil
+	}
+	if off < 0 || n < 0 || off > h.size-n {
+		return nil, fmt.Errorf("[%d,+%d) is outside the file's %d bytes", off, n, h.size)
+	}
+	want := min(1<<20, h.size-off)
+	if cap(h.buf) < int(want) {
+		h.buf = make([]byte, want)
+	}
+	h.buf = h.buf[:want]
+	if k, err := h.r.ReadAt(h.buf, off); int64(k) < want {
+		h.buf = h.buf[:0]
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	h.off = off
+	return h.buf[:n], nil
+}

@@ -1,0 +1,162 @@
+package hfindex
+
+import (
+	"bytes"
+	"context"
+	"hash/crc32"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/view"
+)
+
+func TestSanitizeNames(t *testing.T) {
+	in := []string{"tench", "crane", "a/b", "crane", "", "..", "x\x00y", "a_b"}
+	want := []string{"tench", "1-crane", "2-a_b", "3-crane", "4-", "5-..", "x_y", "7-a_b"}
+	if got := SanitizeNames(in); !slices.Equal(got, want) {
+		t.Errorf("SanitizeNames(%q) = %q, want %q", in, got, want)
+	}
+	many := make([]string, 1000)
+	for i := range many {
+		many[i] = "c"
+	}
+	if got := SanitizeNames(many); got[7] != "007-c" || got[999] != "999-c" {
+		t.Errorf("SanitizeNames of 1000 repeats: %q, %q", got[7], got[999])
+	}
+}
+
+// arrowFile writes rows (image bytes, path, label; nil image or label for null) as an Arrow
+// IPC stream with the "huggingface" metadata `datasets` writes, class names names.
+func arrowFile(t *testing.T, names []string, rows ...hfRow) []byte {
+	meta := `{"info": {"features": {"image": {"_type": "Image"}, "label": {"names": ["` + strings.Join(names, `", "`) + `"], "_type": "ClassLabel"}}}}`
+	m := arrow.NewMetadata([]string{"huggingface"}, []string{meta})
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "image", Type: arrow.StructOf(
+			arrow.Field{Name: "bytes", Type: arrow.BinaryTypes.Binary, Nullable: true},
+			arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
+		{Name: "label", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, &m)
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), schema)
+	defer b.Release()
+	img, label := b.Field(0).(*array.StructBuilder), b.Field(1).(*array.Int64Builder)
+	for _, r := range rows {
+		if r.image == nil {
+			img.AppendNull()
+		} else {
+			img.Append(true)
+			img.FieldBuilder(0).(*array.BinaryBuilder).Append([]byte(*r.image))
+			img.FieldBuilder(1).(*array.StringBuilder).Append(r.path)
+		}
+		if r.label == nil {
+			label.AppendNull()
+		} else {
+			label.Append(*r.label)
+		}
+	}
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(schema))
+	if err := w.Write(b.NewRecordBatch()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+type hfRow struct {
+	image *string
+	path  string
+	label *int64
+}
+
+func row(image, path string, label int64) hfRow {
+	r := hfRow{image: &image, path: path, label: &label}
+	if label < 0 {
+		r.label = nil
+	}
+	return r
+}
+
+type memFile struct{ *bytes.Reader }
+
+func (memFile) Close() error { return nil }
+
+// indexed indexes files (name → bytes) and returns path → bytes of every file of the index.
+func indexed(t *testing.T, files map[string][]byte, opt Options) (map[string]string, Result, error) {
+	t.Helper()
+	var srcs []Source
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		b := files[name]
+		srcs = append(srcs, Source{Name: name, Label: name, Size: int64(len(b)), MTime: 1e18, Version: "1",
+			Open: func(context.Context) (File, error) { return memFile{bytes.NewReader(b)}, nil }})
+	}
+	b, res, err := IndexHF(context.Background(), srcs, opt)
+	if err != nil {
+		return nil, res, err
+	}
+	x, err := layout.Parse(b)
+	if err != nil {
+		t.Fatalf("the index does not load: %v", err)
+	}
+	for _, sh := range x.Shards() {
+		if want := crc32.Checksum(files[sh.Name], crc32.MakeTable(crc32.Castagnoli)); x.Checksums() && sh.CRC != want || !x.Checksums() && sh.CRC != 0 {
+			t.Errorf("shard %s: CRC %08x, want %08x (checksums %v)", sh.Name, sh.CRC, want, x.Checksums())
+		}
+	}
+	out := map[string]string{}
+	for id := x.NextFile(layout.Root); int(id) < x.Len(); id = x.NextFile(id) {
+		e := x.Entry(id)
+		data := files[x.Shards()[e.Shard].Name][e.Offset : e.Offset+e.Size]
+		if x.Checksums() && crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)) != e.CRC {
+			t.Errorf("%s: CRC32C mismatch", x.Path(id))
+		}
+		out[x.Path(id)] = string(data)
+	}
+	return out, res, nil
+}
+
+func TestIndexHF(t *testing.T) {
+	const jpeg, png = "\xff\xd8\xff\xe0 a JPEG", "\x89PNG\r\n\x1a\n a PNG"
+	names := []string{"tench", "crane", "crane", "a/b"}
+	files := map[string][]byte{
+		"train-00000-of-00002.arrow": arrowFile(t, names, row(jpeg, "/data/x/fish.jpg", 0), row(png, "", 3), hfRow{path: "gone.jpg"},
+			row("other", "nolabel.jpg", -1)),
+		"train-00001-of-00002.arrow": arrowFile(t, names, row(jpeg+"2", "bird.jpg", 1), row(jpeg+"3", "bird2.jpg", 2)),
+	}
+	got, res, err := indexed(t, files, Options{})
+	want := map[string]string{"train-00000-of-00002/0.jpg": jpeg, "train-00000-of-00002/1.png": png, "train-00000-of-00002/3.bin": "other",
+		"train-00001-of-00002/0.jpg": jpeg + "2", "train-00001-of-00002/1.jpg": jpeg + "3"}
+	if err != nil || !maps.Equal(got, want) || res.Rows != 6 || res.NoImage != 1 || res.Files != 2 {
+		t.Errorf("tree: %q %+v %v, want %q", got, res, err, want)
+	}
+
+	got, res, err = indexed(t, files, Options{View: view.ImageFolder, NoChecksums: true})
+	want = map[string]string{"0/fish.jpg": jpeg, "3/train-00000-of-00002-1.png": png, "1/bird.jpg": jpeg + "2", "2/bird2.jpg": jpeg + "3"}
+	if err != nil || !maps.Equal(got, want) || res.NoImage != 1 || res.NoLabel != 1 || res.Classes != 4 ||
+		!slices.Equal(res.FirstMissing, []string{"train-00000-of-00002.arrow: row 2: no image", "train-00000-of-00002.arrow: row 3: no label"}) {
+		t.Errorf("imagefolder: %q %+v %v, want %q", got, res, err, want)
+	}
+
+	got, _, err = indexed(t, files, Options{View: view.ImageFolder, SchemaClassNames: true})
+	want = map[string]string{"tench/fish.jpg": jpeg, "a_b/train-00000-of-00002-1.png": png, "1-crane/bird.jpg": jpeg + "2", "2-crane/bird2.jpg": jpeg + "3"}
+	if err != nil || !maps.Equal(got, want) {
+		t.Errorf("schema class names: %q %v, want %q", got, err, want)
+	}
+
+	files["train-00001-of-00002.arrow"] = arrowFile(t, []string{"other", "names"}, row(jpeg, "x.jpg", 1))
+	if _, _, err = indexed(t, files, Options{View: view.ImageFolder, SchemaClassNames: true}); err == nil || !strings.Contains(err.Error(), "differently") {
+		t.Errorf("files naming their classes differently: %v", err)
+	}
+	if _, _, err = indexed(t, files, Options{View: view.Merge}); err == nil || !strings.Contains(err.Error(), "merge") {
+		t.Errorf("view.Merge: %v", err)
+	}
+}

@@ -1,0 +1,174 @@
+// Package tfrecordindex indexes uncompressed TFRecord files of tf.train.Example records in place:
+// IndexTFRecords reads each file once (layout/tfrecord) and returns an index whose files point
+// at the records' image bytes inside the files, the files being the shards. With checksums (the
+// default) each image's CRC32C is computed in that pass (layout.CRC32C). Options.View chooses
+// the tree (layout/view builds it):
+//
+//   - view.Tree: each file's records under a directory named after it less ".tfrecord", as
+//     ROW.EXT (the record's number from 0, zero-padded to the file's widest; EXT from the image's
+//     magic: jpg, png, webp, else bin). view.Merge is refused: row names repeat across files.
+//   - view.ImageFolder: CLASS/NAME. CLASS is the record's image/class/synset when it has one
+//     (which reproduces torchvision's ImageNet class order), else its label as stored: numbers
+//     zero-padded to one width, so the ImageNet scripts' labels 1..1000 give directories
+//     0001..1000, in the order of their synsets (label 0, "background", is never written by
+//     them; in a set whose records mix synsets and bare labels, labels are not padded);
+//     Options.ClassNames names classes by label number instead (TFDS's label.labels.txt).
+//     NAME is the base name of image/filename (TFDS file_name) when the record has one, else
+//     FILE-ROW.EXT (FILE the file's directory name in the tree view).
+//
+// A compressed file (GZIP, ZLIB) fails the index with an error wrapping tfrecord.ErrCompressed.
+// Records with no image, or (ImageFolder) no label, are counted, the first few named in
+// Result.FirstMissing and warned of, and never served. When records take one path, the last
+// wins (in file order, then in the order of the sources), the others counted in
+// Result.Replaced.
+package tfrecordindex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path"
+	"strconv"
+	"time"
+
+	"github.com/aifs/aifs/layout"
+	"github.com/aifs/aifs/layout/tfrecord"
+	"github.com/aifs/aifs/layout/view"
+)
+
+// Source is one TFRecord file to index in place.
+type Source struct {
+	// Name is what the index records as the shard's name (layout.Shard.Name).
+	Name string
+	// Label names the file in messages: its path or URL.
+	Label string
+	// Size is the file's size in bytes, as listed; a file that reads otherwise fails the index.
+	Size int64
+	// MTime (nanoseconds) is given to the file's directory in the tree view.
+	MTime int64
+	// Version is recorded in the index and checked at mount (layout.Shard.Version).
+	Version string
+	// Open returns the file's bytes from its first; IndexTFRecords closes it.
+	Open func(ctx context.Context) (io.ReadCloser, error)
+}
+
+// Options configure IndexTFRecords. The zero value indexes with the defaults given on each field.
+type Options struct {
+	// View is view.Tree or view.ImageFolder. Default view.Tree.
+	View view.Kind
+	// NoChecksums leaves the images' CRC32Cs out (layout.Index.Checksums). Default false.
+	NoChecksums bool
+	// Jobs is the number of files read in parallel. Default 4.
+	Jobs int
+	// ClassNames, if set, names the class of label i ClassNames[i] (ImageFolder; the synset is
+	// then not used). Default: the synset, else the label zero-padded.
+	ClassNames []string
+	// Warn receives a line for each of the first few records left out. Default: discard.
+	Warn func(msg string)
+	// Progress, if set, is called (serialised) as files are read.
+	Progress func(Progress)
+}
+
+// Progress is a snapshot of a running IndexTFRecords.
+type Progress struct {
+	Files, TotalFiles int
+	Bytes, TotalBytes int64 // of the files read, counted whole as each is done
+}
+
+// Result summarises a finished IndexTFRecords.
+type Result struct {
+	Files     int // TFRecord files
+	FileBytes int64
+	Records   int64
+	view.RowResult
+	Duration time.Duration
+}
+
+// IndexTFRecords reads the files in srcs and returns an index presenting their records' images as
+// the tree opt.View asks for, with the files as shards (kind layout.ShardTar: a file indexed in
+// place, its checksum the file's CRC32C, computed in the same pass) in the order of srcs. The
+// same files and options always give the same bytes.
+func IndexTFRecords(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, error) {
+	start := time.Now()
+	if len(srcs) == 0 {
+		return nil, Result{}, errors.New("no TFRecord files to index")
+	}
+	if opt.Jobs <= 0 {
+		opt.Jobs = 4
+	}
+	sizes := make([]int64, len(srcs))
+	rsrcs := make([]view.RowSource, len(srcs))
+	res := Result{Files: len(srcs)}
+	for i, s := range srcs {
+		sizes[i] = s.Size
+		rsrcs[i] = view.RowSource{Name: s.Name, Label: s.Label, Ext: ".tfrecord", Size: s.Size, MTime: s.MTime, Version: s.Version}
+		res.FileBytes += s.Size
+	}
+	rows, err := view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) (rows []view.Row, err error) {
+		rows, rsrcs[i].CRC, err = readOne(ctx, srcs[i], opt)
+		return rows, err
+	}, func(done int, bytes, total int64) {
+		if opt.Progress != nil {
+			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: bytes, TotalBytes: total})
+		}
+	})
+	if err != nil {
+		return nil, Result{}, err
+	}
+	for _, r := range rows {
+		res.Records += int64(len(r))
+	}
+	index, rres, err := view.IndexRows(rsrcs, rows, view.RowOptions{Kind: opt.View, ClassNames: opt.ClassNames, NoChecksums: opt.NoChecksums, Unit: "record", Warn: opt.Warn})
+	if err != nil {
+		return nil, Result{}, err
+	}
+	res.RowResult = rres
+	res.Duration = time.Since(start)
+	return index, res, nil
+}
+
+// readOne reads the records of one file as rows, and with checksums the file's CRC32C (as it
+// passes, for the shard's checksum).
+func readOne(ctx context.Context, s Source, opt Options) ([]view.Row, uint32, error) {
+	f, err := s.Open(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("open %s: %w", s.Label, err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	sum := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	if !opt.NoChecksums {
+		r = io.TeeReader(f, sum)
+	}
+	sc := tfrecord.NewScanner(r, s.Label, tfrecord.Options{Checksums: !opt.NoChecksums})
+	var rows []view.Row
+	for n := 0; ; n++ {
+		if n%1024 == 0 && ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		r, err := sc.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		row := view.Row{Index: r.Index, HasImage: r.HasImage, Offset: r.ImageOff, Size: r.ImageSize, CRC: r.ImageCRC, Ext: view.ImageExt(r.ImageHead[:])}
+		switch {
+		case r.Synset != "" && opt.ClassNames == nil:
+			row.Label = r.Synset
+		case r.HasLabel:
+			row.Label = strconv.FormatInt(r.Label, 10)
+		}
+		if base := path.Base(r.Filename); r.Filename != "" && layout.ValidName([]byte(base)) && base != "." && base != ".." && base != "/" {
+			row.Name = base
+		}
+		rows = append(rows, row)
+	}
+	if sc.Offset() != s.Size {
+		return nil, 0, fmt.Errorf("%s changed while it was indexed (%d bytes when listed, %d read)", s.Label, s.Size, sc.Offset())
+	}
+	return rows, sum.Sum32(), nil
+}

@@ -1,0 +1,147 @@
+package view
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aifs/aifs/layout"
+)
+
+// RowSource is a source file of rows, samples with no name of their own: a TFRecord file's
+// records (layout/tfrecordindex), a Hugging Face file's rows (layout/hfindex).
+type RowSource struct {
+	Name    string // the shard's name in the index (layout.Shard.Name)
+	Label   string // its path or URL, for messages
+	Ext     string // its format's extension, left out of its directory's name (DirName)
+	Size    int64
+	MTime   int64
+	Version string // layout.Shard.Version
+	CRC     uint32 // the CRC32C of the whole file (layout.Shard.CRC); 0 without checksums
+}
+
+// Row is one row of a RowSource.
+type Row struct {
+	Index    int64 // the row's number in its source, from 0
+	HasImage bool
+	Offset   int64 // the image's first byte in the source
+	Size     int64
+	CRC      uint32 // CRC32C of the image's bytes; 0 without checksums
+	Ext      string // the image's extension (ImageExt)
+	Label    string // ImageFolder: the class label; "" for none
+	Name     string // ImageFolder: the image's file name (a valid name); "" for none
+}
+
+// RowOptions configure IndexRows.
+type RowOptions struct {
+	Kind        Kind     // Tree or ImageFolder (Merge is refused: row names repeat across sources)
+	ClassNames  []string // Options.ClassNames
+	NoChecksums bool
+	Unit        string // what a row is called in messages: "record", "row"
+	Warn        func(msg string)
+}
+
+// RowResult counts the tree IndexRows returns.
+type RowResult struct {
+	Samples, Dirs, Classes, Replaced int
+	Bytes                            int64
+	NoImage, NoLabel                 int64 // rows left out, never served
+	// FirstMissing names the first few rows left out: "FILE: record N: no image".
+	FirstMissing []string
+}
+
+// maxNamedRows is how many rows left out IndexRows names.
+const maxNamedRows = 10
+
+// IndexRows returns the index of the rows of srcs (rows[i] those of srcs[i], all of them, in
+// order), the sources being its shards (kind layout.ShardTar, checksums layout.CRC32C). Tree
+// puts each source's rows under DirName(Name, Ext) as RowName(Index, len(rows[i]), Ext);
+// ImageFolder makes each row with a label CLASS/NAME, NAME its Name, else DIR-ROW.EXT. A row
+// with no image, or (ImageFolder) no label, is counted, named (the first few) and left out.
+func IndexRows(srcs []RowSource, rows [][]Row, opt RowOptions) ([]byte, RowResult, error) {
+	if opt.Kind == Merge {
+		return nil, RowResult{}, fmt.Errorf("%ss have no names of their own to merge by: use the tree or imagefolder view", opt.Unit)
+	}
+	if opt.Warn == nil {
+		opt.Warn = func(string) {}
+	}
+	var res RowResult
+	vsrcs := make([]Source, len(srcs))
+	shards := make([]layout.Shard, len(srcs))
+	for i, s := range srcs {
+		vsrcs[i] = Source{Label: s.Label, Dir: DirName(s.Name, s.Ext), MTime: s.MTime}
+		shards[i] = layout.Shard{Name: s.Name, Kind: layout.ShardTar, Size: uint64(s.Size), Version: s.Version, Checksum: layout.CRC32C, CRC: s.CRC}
+		if opt.NoChecksums {
+			shards[i].CRC = 0
+		}
+	}
+	missing := func(label string, row int64, what string) {
+		if len(res.FirstMissing) < maxNamedRows {
+			named := fmt.Sprintf("%s: %s %d: %s", label, opt.Unit, row, what)
+			res.FirstMissing = append(res.FirstMissing, named)
+			opt.Warn(named + "; never served")
+		}
+	}
+	b := New(vsrcs, Options{Kind: opt.Kind, ClassNames: opt.ClassNames, Warn: opt.Warn})
+	var recs []Record
+	for i, src := range srcs {
+		recs = recs[:0]
+		for _, r := range rows[i] {
+			if !r.HasImage {
+				res.NoImage++
+				missing(src.Label, r.Index, "no image")
+				continue
+			}
+			v := Record{Mode: 0o444, MTime: src.MTime, Offset: uint64(r.Offset), Size: uint64(r.Size), CRC: r.CRC,
+				Path: RowName(r.Index, int64(len(rows[i])), r.Ext)}
+			if opt.Kind == ImageFolder {
+				if r.Label == "" {
+					res.NoLabel++
+					missing(src.Label, r.Index, "no label")
+					continue
+				}
+				v.Label, v.Path = r.Label, vsrcs[i].Dir+"-"+v.Path
+				if r.Name != "" {
+					v.Path = r.Name
+				}
+			}
+			if opt.NoChecksums {
+				v.CRC = 0
+			}
+			recs = append(recs, v)
+		}
+		if err := b.Add(i, recs); err != nil {
+			return nil, RowResult{}, err
+		}
+	}
+	nodes, vres, err := b.Nodes()
+	if err != nil {
+		return nil, RowResult{}, err
+	}
+	res.Samples, res.Dirs, res.Bytes, res.Replaced, res.Classes = vres.Files, vres.Dirs, vres.Bytes, vres.Replaced, vres.Classes
+	res.NoLabel += int64(vres.NoClass)
+	return layout.EncodeIndex(nodes, shards, opt.NoChecksums), res, nil
+}
+
+// ReadEach calls read for each of the sources of sizes, jobs at once (Each), and returns the
+// results in their order; progress, if set, is called (serialised) after each with how many are
+// done and their bytes.
+func ReadEach[T any](ctx context.Context, sizes []int64, jobs int, read func(ctx context.Context, i int) (T, error),
+	progress func(done int, bytes, total int64)) ([]T, error) {
+	out := make([]T, len(sizes))
+	var total, bytes int64
+	for _, n := range sizes {
+		total += n
+	}
+	done := 0
+	err := Each(ctx, len(sizes), jobs, func(ctx context.Context, i int) (err error) {
+		out[i], err = read(ctx, i)
+		return err
+	}, func(i int) {
+		done++
+		bytes += sizes[i]
+		if progress != nil {
+			progress(done, bytes, total)
+		}
+	})
+	return out, err
+}

@@ -1,0 +1,76 @@
+package view
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// ImageExt returns the extension of an image by its first bytes (12 are enough): "jpg" for
+// JPEG (ff d8 ff), "png" for PNG, "webp" for WebP (RIFF....WEBP), and "bin" for anything else.
+// Formats whose samples have no name of their own (a TFRecord record, a Hugging Face row) name
+// them ROW.EXT with it.
+func ImageExt(head []byte) string {
+	switch {
+	case bytes.HasPrefix(head, []byte{0xff, 0xd8, 0xff}):
+		return "jpg"
+	case bytes.HasPrefix(head, []byte("\x89PNG\r\n\x1a\n")):
+		return "png"
+	case len(head) >= 12 && string(head[:4]) == "RIFF" && string(head[8:12]) == "WEBP":
+		return "webp"
+	}
+	return "bin"
+}
+
+// RowName returns the name of row (or record) number row of a source of rows rows, in the
+// Tree view: the number zero-padded to the width of the last one, so that names sort in row
+// order, then "." and ext.
+func RowName(row, rows int64, ext string) string {
+	width := len(fmt.Sprint(max(rows-1, 0)))
+	return fmt.Sprintf("%0*d.%s", width, row, ext)
+}
+
+// Each calls read(ctx, i) for i in [0, n), jobs at once, and done(i) (serialised, for
+// progress) after each. An error stops the calls not started yet (their ctx is cancelled);
+// Each returns the first error in the order of i that is not that cancellation, or ctx's.
+func Each(parent context.Context, n, jobs int, read func(ctx context.Context, i int) error, done func(i int)) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	errs := make([]error, n)
+	var mu sync.Mutex // serialises done
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(max(jobs, 1), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if errs[i] = ctx.Err(); errs[i] == nil {
+					errs[i] = read(ctx, i)
+				}
+				if errs[i] != nil {
+					cancel()
+				}
+				mu.Lock()
+				done(i)
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && (parent.Err() != nil || !errors.Is(err, context.Canceled)) {
+			return err
+		}
+	}
+	return parent.Err()
+}
