@@ -14,6 +14,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/aifs/aifs"
+	"github.com/aifs/aifs/plan"
 	"github.com/aifs/aifs/prefetch"
 )
 
@@ -153,6 +155,10 @@ type OpStats struct {
 
 // Snapshot is the content of the stats file (.aifs/stats), as JSON.
 type Snapshot struct {
+	// Version is the daemon's release (python/aifs/VERSION); PlanProtocol the plan protocol
+	// version it takes (plan.Protocol), which the Python package checks.
+	Version        string             `json:"version"`
+	PlanProtocol   int                `json:"plan_protocol"`
 	Source         string             `json:"source"`
 	Mountpoint     string             `json:"mountpoint"`
 	KernelCache    string             `json:"kernel_cache"`
@@ -222,6 +228,7 @@ func daemonStats() DaemonStats {
 func (s *Stats) Snapshot() Snapshot {
 	f := s.f
 	snap := Snapshot{
+		Version: aifs.Version, PlanProtocol: plan.Protocol,
 		Source: f.opt.Source, Mountpoint: f.opt.Mountpoint, KernelCache: f.opt.KernelCache.String(), DataPlane: f.opt.DataPlane,
 		Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
 		Entries: f.x.Len(), Files: uint64(f.x.Files()), DatasetBytes: f.x.FileBytes(),
