@@ -39,7 +39,7 @@ trap 'rm -rf "$pyenv"' EXIT
 /usr/bin/python3 -m venv --system-site-packages "$pyenv/venv"
 "$pyenv/venv/bin/python" -m pip install -q --no-build-isolation --no-index ./python
 rm -rf python/build python/aifs.egg-info
-mkdir "$pyenv/tests" && cp python/test_aifs_plan.py python/test_aifs_direct.py python/test_package.py "$pyenv/tests/"
+mkdir "$pyenv/tests" && cp python/test_aifs_plan.py python/test_aifs_direct.py python/test_package.py python/test_resume.py "$pyenv/tests/"
 (cd "$pyenv/tests" && AIFS_INSTALLED=1 AIFS_SOURCE="$OLDPWD" PYTHONDONTWRITEBYTECODE=1 "$pyenv/venv/bin/python" -m unittest discover -s .)
 PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s integration/bench # the benchmark reports
 # The MLPerf-Storage-style benchmark end to end, tiny (two workloads of a few hundred files, N = 1-2,

@@ -82,6 +82,9 @@ class _PlanWriter:
 
         base, self.index_map = _resolve_subsets(dataset)
         if isinstance(base, IterableDataset):
+            warnings.warn(f"aifs.plan: {type(base).__name__} is an IterableDataset, which has no order a "
+                          "sampler can see: no plan is sent; send one yourself with "
+                          "aifs.plan.send_paths(paths) each epoch", stacklevel=4)
             return
         if hasattr(base, "samples"):
             self.samples = base.samples
@@ -335,6 +338,114 @@ def send_plan(path, pieces):
             flags = 0
     finally:
         os.close(fd)
+
+
+def send_paths(paths, mount_root=None):
+    """Sends `paths` (files on one aifs mount, in the order they will be read) as this thread's
+    plan: the way to plan for an IterableDataset (a WebDataset pipeline, say), whose order no
+    sampler sees. `mount_root` defaults to the mount root above the first path. Returns the
+    mount root the plan went to, or None when the paths lie on no aifs mount (nothing is sent).
+    Raises aifs.ProtocolError for a mount of another plan protocol, OSError when sending fails.
+    """
+    paths = [os.fsdecode(p) for p in paths]
+    if not paths:
+        return None
+    if mount_root is None:
+        mount_root = _find_mount_root(os.path.dirname(paths[0]))
+        if mount_root is None:
+            return None
+    mount_root = os.path.realpath(mount_root)
+    try:
+        aifs.check_protocol(mount_root)
+    except OSError:
+        pass
+    lines = _sample_lines([(p,) for p in paths], mount_root, mount_root)
+    path = os.path.join(aifs_direct.control_root(mount_root), *_PLAN_PATH)
+    send_plan(path, _pieces(_PATHS_HEADER, iter(lines)))
+    return mount_root
+
+
+class ResumableSampler(Sampler):
+    """A sampler whose order is one global permutation per epoch, dealt to the ranks in turn,
+    that can stop mid-epoch and resume, sending the plan from where it resumes.
+
+    Order: epoch e's global order is a permutation of the dataset's indices seeded by
+    `seed + e` (`shuffle=False`: index order), the same whatever the world size or the number
+    of workers. Rank r of `num_replicas` yields global positions start + r, start + r + W, ...
+    (W = num_replicas), padded by wrapping to the front of the order so every rank yields the
+    same count (as torch's DistributedSampler; `drop_last` drops the tail instead). DataLoader
+    workers take the samples the sampler yields, so their number changes nothing.
+
+    State (torchdata.stateful_dataloader's convention): `state_dict()` is {"epoch", "seed",
+    "position"}: `position` is the global position reached, the resumed position plus the
+    samples yielded by this rank times the world size (all ranks step together), at most the
+    dataset's length. `load_state_dict(state)` makes the next
+    iteration start there: a job that stopped after step k of epoch e (k * batch_size samples
+    per rank) resumes with sample k of the same order and sends the plan of what remains. With
+    plain DataLoader, whose prefetching runs the sampler ahead of the training step, compute
+    the state from the step: `{"epoch": e, "seed": s, "position": k * batch_size * W}`.
+
+    World size change: the global order and the position carry over, so a job resumed with 4
+    ranks instead of 2 reads every remaining sample of the epoch exactly once; what changes is
+    which rank reads which sample (and so which node's cache holds it), and, without
+    drop_last, which samples pad the last round. Exactly once needs the stop at a step all
+    ranks finished.
+    """
+
+    def __init__(self, dataset, num_replicas=1, rank=0, shuffle=True, seed=0, drop_last=False, *, root=None):
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"invalid rank {rank}: it must lie in [0, {num_replicas})")
+        self.n, self.num_replicas, self.rank = len(dataset), num_replicas, rank
+        self.shuffle, self.seed, self.drop_last = shuffle, seed, drop_last
+        self.epoch, self._start, self._base, self._yielded = 0, 0, 0, 0
+        self._plan = _PlanWriter(dataset, root)
+
+    def global_order(self, epoch=None):
+        """Returns epoch's (default: the current one) order of all indices, as every rank sees it."""
+        epoch = self.epoch if epoch is None else epoch
+        if not self.shuffle:
+            return list(range(self.n))
+        g = torch.Generator()
+        g.manual_seed(self.seed + epoch)
+        return torch.randperm(self.n, generator=g).tolist()
+
+    def _rank_order(self):
+        order, start, w = self.global_order(), self._start, self.num_replicas
+        rest = self.n - start
+        count = rest // w if self.drop_last else -(-rest // w)
+        positions = [start + self.rank + i * w for i in range(count)]
+        return [order[p % self.n] for p in positions] if self.n else []
+
+    def __iter__(self):
+        order = self._rank_order()
+        self._base, self._yielded, self._start = self._start, 0, 0
+        self._plan.write(order)
+        return self._iterate(order)
+
+    def _iterate(self, order):
+        for i in order:
+            self._yielded += 1
+            yield i
+
+    def __len__(self):
+        rest = self.n - self._start
+        return rest // self.num_replicas if self.drop_last else -(-rest // self.num_replicas)
+
+    def set_epoch(self, epoch):
+        """Sets the epoch, which seeds the shuffle; the next iteration starts at its beginning
+        unless load_state_dict names a position."""
+        self.epoch = epoch
+
+    def state_dict(self):
+        return {"epoch": self.epoch, "seed": self.seed, "position": min(self.n, self._base + self._yielded * self.num_replicas)}
+
+    def load_state_dict(self, state):
+        if state.get("seed", self.seed) != self.seed:
+            raise ValueError(f"aifs.plan.ResumableSampler: state of seed {state['seed']}, sampler of seed {self.seed}")
+        position = int(state["position"])
+        if not 0 <= position <= self.n:
+            raise ValueError(f"aifs.plan.ResumableSampler: position {position} outside [0, {self.n}]")
+        self.epoch, self._start, self._base, self._yielded = int(state["epoch"]), position, position, 0
 
 
 def plan(loader):
