@@ -56,6 +56,24 @@ class PackageTest(unittest.TestCase):
         with self.assertRaises(aifs.ProtocolError):
             aifs.PlanSampler(SequentialSampler(numbers), numbers, root=mnt)
 
+    def test_stall(self):
+        """The share is the growth of blocked_seconds over wall time times readers."""
+        mnt = self._mount({"stall": {"blocked_seconds": 10.0}})
+        now = [100.0]
+        s = aifs.Stall(mnt, readers=4, clock=lambda: now[0])
+
+        def advance(wall, blocked):
+            now[0] += wall
+            with open(os.path.join(mnt, ".aifs", "stats"), "w") as f:
+                json.dump({"stall": {"blocked_seconds": blocked}}, f)
+
+        advance(50.0, 16.4)  # 6.4 s blocked over 4 readers x 50 s
+        self.assertAlmostEqual(s.lap(), 0.032)
+        advance(10.0, 16.4)
+        self.assertEqual(s.lap(), 0.0)
+        with self.assertRaises(ValueError):
+            aifs.stall(mnt, readers=0)
+
     def test_old_names_warn(self):
         for old, new in (("aifs_plan", "aifs.plan"), ("aifs_direct", "aifs.direct")):
             sys.modules.pop(old, None)
