@@ -38,6 +38,7 @@ func commands() []command {
 		{"locate", "print where each file's bytes lie: shard, offset, length, CRC32C", runLocate},
 		{"mount", "mount a shard set read-only as a file tree", runMount},
 		{"stats", "print the statistics of a live mount", runStats},
+		{"top", "show a live mount's rates and data stall, refreshing like top", runTop},
 		{"plan", "send the order of the coming epoch to a live mount", runPlan},
 		{"bench", "read directory trees in shuffled epochs like DataLoader workers and report throughput", runBench},
 	}
