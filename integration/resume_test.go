@@ -11,7 +11,7 @@ import (
 
 // resumeScript runs one part of an epoch over the mount in argv[1] with
 // aifs.plan.ResumableSampler (seed 3, epoch 1, 2 workers, batches of 10): from the position in
-// argv[2], for argv[3] batches (-1: to the end). It prints the indices read, the sampler's state
+// argv[2], for argv[3] batches (-1: to the end); argv[4] is python/. It prints the indices read, the sampler's state
 // after, and the epoch's global order, as JSON.
 const resumeScript = `
 import json, sys
@@ -20,17 +20,28 @@ import torch
 from torchvision import datasets
 from aifs import plan
 
-ds = datasets.DatasetFolder(sys.argv[1], loader=lambda p: 0, extensions=(".jpg",))
+class Indexed(torch.utils.data.Dataset):
+    """The folder's samples, each read whole; an item is its index (samples and root name the
+    files for the plan, as ImageFolder's do)."""
+    def __init__(self, folder):
+        self.samples, self.root = folder.samples, folder.root
+    def __len__(self):
+        return len(self.samples)
+    def __getitem__(self, i):
+        with open(self.samples[i][0], "rb") as f:
+            f.read()
+        return i
+
+ds = Indexed(datasets.DatasetFolder(sys.argv[1], loader=len, extensions=(".jpeg",)))
 s = plan.ResumableSampler(ds, seed=3)
 s.load_state_dict({"epoch": 1, "seed": 3, "position": int(sys.argv[2])})
 read, steps = [], int(sys.argv[3])
-for k, (_, y) in enumerate(torch.utils.data.DataLoader(ds, sampler=s, batch_size=10, num_workers=2)):
+for k, batch in enumerate(torch.utils.data.DataLoader(ds, sampler=s, batch_size=10, num_workers=2)):
     if k == steps:
         break
-    read.append(k)
-state = {"epoch": 1, "seed": 3, "position": int(sys.argv[2]) + 10 * len(read)}
-order = s.global_order(1)
-print(json.dumps({"read": order[int(sys.argv[2]) : state["position"]], "state": state, "order": order}))
+    read += batch.tolist()
+state = {"epoch": 1, "seed": 3, "position": int(sys.argv[2]) + len(read)}
+print(json.dumps({"read": read, "state": state, "order": s.global_order(1)}))
 `
 
 // TestResumePlan: a DataLoader stopped after 20 batches and restarted from its saved state
@@ -61,6 +72,9 @@ func TestResumePlan(t *testing.T) {
 	}
 	if !slices.Equal(first.Order, second.Order) {
 		t.Fatal("the two runs saw different orders of the epoch")
+	}
+	if !slices.Equal(second.Read, second.Order[200:]) {
+		t.Errorf("the resumed run read %v..., want the order from sample 200: %v...", second.Read[:min(5, len(second.Read))], second.Order[200:205])
 	}
 	all := slices.Sorted(slices.Values(append(slices.Clone(first.Read), second.Read...)))
 	if len(all) != jpegFiles || all[0] != 0 || all[len(all)-1] != jpegFiles-1 || len(slices.Compact(all)) != jpegFiles {
