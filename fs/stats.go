@@ -15,6 +15,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/aifs/aifs"
+	"github.com/aifs/aifs/plan"
 	"github.com/aifs/aifs/prefetch"
 )
 
@@ -154,6 +156,10 @@ type OpStats struct {
 
 // Snapshot is the content of the stats file (.aifs/stats), as JSON.
 type Snapshot struct {
+	// Version is the daemon's release (python/aifs/VERSION); PlanProtocol the plan protocol
+	// version it takes (plan.Protocol), which the Python package checks.
+	Version        string             `json:"version"`
+	PlanProtocol   int                `json:"plan_protocol"`
 	Source         string             `json:"source"`
 	Mountpoint     string             `json:"mountpoint"`
 	KernelCache    string             `json:"kernel_cache"`
@@ -168,12 +174,35 @@ type Snapshot struct {
 	ReadBytes      uint64             `json:"read_bytes"`
 	Ops            map[string]OpStats `json:"ops"` // by op name; every op is present
 	Index          IndexStats         `json:"index"`
+	Stall          StallStats         `json:"stall"`
 	prefetch.Stats                    // cache, backend, prefetch, epoch, plans
 	Storage        map[string]any     `json:"storage,omitempty"` // Options.Storage, by name
 	Daemon         DaemonStats        `json:"daemon"`
 	// RWRemountsReverted counts the read-write remounts (root's mount -o remount,rw) that the
 	// daemon found and made read-only again at once.
 	RWRemountsReverted uint64 `json:"rw_remounts_reverted"`
+}
+
+// StallStats say how long readers waited for aifs: BlockedSeconds is the time spent answering the
+// requests a reader blocks on (stallOps: LOOKUP, GETATTR, OPEN, READ), summed over the requests
+// since the mount. Concurrent readers add up, so over a span of wall time W with R readers the
+// share of their time they were blocked is ΔBlockedSeconds / (W·R) (python: aifs.stall). On the
+// kernel data plane the files' bytes never reach this FS, so the figure stays near 0 there
+// (docs/plan.md, "Data stall", says what the kernel offers instead).
+type StallStats struct {
+	BlockedSeconds float64 `json:"blocked_seconds"`
+}
+
+// stallOps are the requests a reading process blocks on.
+var stallOps = [...]op{opLookup, opGetAttr, opOpen, opRead}
+
+// blockedNs returns the time spent in stallOps since the mount.
+func (s *Stats) blockedNs() uint64 {
+	var ns uint64
+	for _, o := range stallOps {
+		ns += s.ops[o].sumNs.Load()
+	}
+	return ns
 }
 
 // DataPlane says which path serves the files' bytes and why (aifs mount -o data): "fuse", this
@@ -228,6 +257,7 @@ func daemonStats(restarts uint64, keeper int) DaemonStats {
 func (s *Stats) Snapshot() Snapshot {
 	f := s.f
 	snap := Snapshot{
+		Version: aifs.Version, PlanProtocol: plan.Protocol,
 		Source: f.opt.Source, Mountpoint: f.opt.Mountpoint, KernelCache: f.opt.KernelCache.String(), DataPlane: f.opt.DataPlane,
 		Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
 		Entries: f.x.Len(), Files: uint64(f.x.Files()), DatasetBytes: f.x.FileBytes(),
@@ -235,6 +265,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Daemon: daemonStats(f.opt.Restarts, f.opt.KeeperPID), RWRemountsReverted: s.rwReverted.Load(),
 	}
 	snap.Index.Bytes, snap.Index.ReadBytes = f.x.Size()
+	snap.Stall.BlockedSeconds = float64(s.blockedNs()) / 1e9
 	if err := f.x.Err(); err != nil {
 		snap.Index.Error = err.Error()
 	}
@@ -285,6 +316,8 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 		p.printf("aifs_request_duration_seconds_sum{op=%q} %g\n", opNames[o], float64(c.sumNs.Load())/1e9)
 		p.printf("aifs_request_duration_seconds_count{op=%q} %d\n", opNames[o], c.count.Load())
 	}
+	p.header("aifs_blocked_seconds_total", "counter", "Time spent answering LOOKUP, GETATTR, OPEN and READ, summed over requests: what readers waited for aifs.")
+	p.printf("aifs_blocked_seconds_total %g\n", float64(s.blockedNs())/1e9)
 	l := s.f.loader.Stats()
 	indexTotal, indexRead := s.f.x.Size()
 	type metric struct {

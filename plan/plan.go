@@ -29,6 +29,10 @@ const (
 	KernelControlRoot = "/run/aifs"
 )
 
+// Protocol is the version of the plan protocol (the number in the header lines). The stats file
+// says it as "plan_protocol", and the Python package refuses a mount whose number is not its own.
+const Protocol = 1
+
 // The header lines of the format: a plan is one of these, "\n", then one sample per line.
 const (
 	// HeaderPaths starts a plan of paths of regular files relative to the mount root.

@@ -9,7 +9,7 @@ import struct
 import tempfile
 import unittest
 
-import aifs_direct
+from aifs import direct as aifs_direct
 
 
 def write_locations(mount, records, shards, source, identity=7):

@@ -23,7 +23,7 @@ from torch.utils.data import (
 )
 from torchvision.datasets import ImageFolder
 
-import aifs_plan
+from aifs import plan as aifs_plan
 
 CLASSES = ("n01", "n02", "n03")
 IMAGES_PER_CLASS = 4

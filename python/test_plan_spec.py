@@ -11,7 +11,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = os.path.join(HERE, "..", "docs", "plan.md")
-MODULE = os.path.join(HERE, "aifs_plan.py")
+MODULE = os.path.join(HERE, "aifs", "plan.py")
 
 
 def spec_constants():
@@ -65,7 +65,7 @@ class SpecTest(unittest.TestCase):
 
     def test_kernel_control_root_shared(self):
         """aifs_direct finds the kernel plane's control mounts where aifs_plan says they are."""
-        direct = module_constants(os.path.join(os.path.dirname(MODULE), "aifs_direct.py"))
+        direct = module_constants(os.path.join(os.path.dirname(MODULE), "direct.py"))
         self.assertEqual(direct["_KERNEL_CONTROL_ROOT"], module_constants()["_KERNEL_CONTROL_ROOT"])
 
 

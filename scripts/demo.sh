@@ -2,7 +2,7 @@
 # Builds aifs and runs its main job on a generated demo dataset: a small ImageFolder tree of real
 # JPEGs (10 classes, 2,000 images) is packed into a shard set, verified, listed, mounted, and read
 # through the mount by an unmodified PyTorch ImageFolder + DataLoader for two epochs (with the
-# one-line plan wrapper, python/aifs_plan.py), and the mount's statistics are printed. Everything lives under one temporary directory, unmounted and removed at the end
+# plan-sending sampler of the package aifs, python/aifs/plan.py), and the mount's statistics are printed. Everything lives under one temporary directory, unmounted and removed at the end
 # unless KEEP=1. Mounting needs root (or user FUSE mounts through fusermount3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,16 +37,17 @@ echo "== aifs mount $work/set $work/mnt"
 mkdir "$work/mnt"
 bin/aifs mount "$work/set" "$work/mnt"
 echo "== PyTorch ImageFolder + DataLoader(shuffle=True, num_workers=2) over the mount, two epochs,"
-echo "   the loader wrapped by python/aifs_plan.plan() so that aifs reads each epoch ahead in its order"
+echo "   its sampler wrapped by aifs.plan.PlanSampler so that aifs reads each epoch ahead in its order"
 PYTHONPATH=python /usr/bin/python3 - "$work/mnt" <<'PY'
 import sys, time
 import torch
 from torchvision import datasets, transforms
-import aifs_plan
+import aifs.plan
 ds = datasets.ImageFolder(sys.argv[1], transform=transforms.Compose(
     [transforms.Resize(64), transforms.CenterCrop(64), transforms.ToTensor()]))
 print(f"ImageFolder: {len(ds)} samples, {len(ds.classes)} classes")
-loader = aifs_plan.plan(torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True, num_workers=2))
+sampler = aifs.plan.PlanSampler(torch.utils.data.RandomSampler(ds), ds)
+loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=32, num_workers=2)
 for epoch in (1, 2):
     t = time.time()
     n = sum(len(y) for _, y in loader)

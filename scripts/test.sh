@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
-need_packages ca-certificates git coreutils tar libarchive-tools zip attr sqlite3 xfsprogs e2fsprogs util-linux fuse3 systemd python3-pil python3-numpy python3-torch python3-torchvision python3-matplotlib
+need_packages ca-certificates git coreutils tar libarchive-tools zip attr sqlite3 xfsprogs e2fsprogs util-linux fuse3 systemd python3-pil python3-numpy python3-torch python3-torchvision python3-matplotlib python3-venv python3-pip python3-setuptools
 need_versitygw
 need_minio
 
@@ -32,6 +32,15 @@ go vet ./...
 go vet -tags integration ./...
 go vet -tags aifs_noio ./backend/local ./cmd/aifs # the benchmark's no-I/O build (compare.sh) must still build
 PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s python
+# The package as users install it: a clean virtual environment over Debian's torch, no network;
+# the package's tests run from a copy, so that they import the installed aifs, not python/.
+pyenv=$(mktemp -d /tmp/aifs-pyenv.XXXXXX)
+trap 'rm -rf "$pyenv"' EXIT
+/usr/bin/python3 -m venv --system-site-packages "$pyenv/venv"
+"$pyenv/venv/bin/python" -m pip install -q --no-build-isolation --no-index ./python
+rm -rf python/build python/aifs.egg-info
+mkdir "$pyenv/tests" && cp python/test_aifs_plan.py python/test_aifs_direct.py python/test_package.py python/test_resume.py "$pyenv/tests/"
+(cd "$pyenv/tests" && AIFS_INSTALLED=1 AIFS_SOURCE="$OLDPWD" PYTHONDONTWRITEBYTECODE=1 "$pyenv/venv/bin/python" -m unittest discover -s .)
 PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s integration/bench # the benchmark reports
 # The MLPerf-Storage-style benchmark end to end, tiny (two workloads of a few hundred files, N = 1-2,
 # ext4 and aifs with aifs_plan's sampler), so that it cannot rot: it fails if a run fails or a row

@@ -39,6 +39,7 @@ func commands() []command {
 		{"mount", "mount a shard set read-only as a file tree", runMount},
 		{"stats", "print the statistics of a live mount", runStats},
 		{"upgrade", "replace the daemon of a live mount with the binary on disk, with no remount", runUpgrade},
+		{"top", "show a live mount's rates and data stall, refreshing like top", runTop},
 		{"plan", "send the order of the coming epoch to a live mount", runPlan},
 		{"bench", "read directory trees in shuffled epochs like DataLoader workers and report throughput", runBench},
 	}

@@ -79,6 +79,8 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "requests      %d, %d errors; %s returned by READ\n", s.Requests, s.Errors, human.Bytes(int64(s.ReadBytes)))
+	fmt.Fprintf(w, "stall         %s blocked in lookup, getattr, open and read (summed over readers)\n",
+		time.Duration(s.Stall.BlockedSeconds*1e9).Round(time.Millisecond))
 	fmt.Fprintf(w, "memory        %d hits, %d misses (%d shared a fetch); %s kept of %s\n", s.Cache.Hits, s.Cache.Misses,
 		s.Cache.Shared, human.Bytes(s.Cache.KeptBytes), human.Bytes(s.Cache.BudgetBytes))
 	fmt.Fprintf(w, "backend       %d reads, %s", s.Backend.Reads, human.Bytes(int64(s.Backend.Bytes)))
