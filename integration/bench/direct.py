@@ -45,7 +45,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import aifs_direct  # noqa: E402
+from aifs import direct as aifs_direct  # noqa: E402
 
 HZ = os.sysconf("SC_CLK_TCK")
 PASS_LIMIT = 3600  # seconds a raw pass may take before it is given up (a reader killed, say)

@@ -201,7 +201,7 @@ def make_sampler(kind, dataset, world, rank, seed):
         return DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=seed)
     if kind == "plan":
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-        import aifs_plan
+        from aifs import plan as aifs_plan
 
         return aifs_plan.DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=seed,
                                             local_world_size=world)

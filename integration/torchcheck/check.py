@@ -88,7 +88,7 @@ def load_all(root, workers, limit, plan=False):
     loader = DataLoader(Digests(ds), batch_size=16, shuffle=True, num_workers=workers)
     if plan:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-        import aifs_plan
+        from aifs import plan as aifs_plan
         aifs_plan.plan(loader)
     seen = {}
     start = time.monotonic()
@@ -134,7 +134,7 @@ def cmd_loader(args):
 def read_stats(mnt):
     """The stats file of the aifs mount at `mnt`, on either data plane (aifs_direct.control_root)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-    import aifs_direct
+    from aifs import direct as aifs_direct
 
     with open(os.path.join(aifs_direct.control_root(mnt), ".aifs", "stats"), "rb") as f:
         return json.load(f)

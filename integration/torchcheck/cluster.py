@@ -33,7 +33,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from torchvision import datasets
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import aifs_plan  # noqa: E402
+from aifs import plan as aifs_plan  # noqa: E402
 
 
 class ReadSample:

@@ -22,7 +22,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import aifs_direct  # noqa: E402
+from aifs import direct as aifs_direct  # noqa: E402
 
 ALIGN = 4096
 
