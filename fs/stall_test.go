@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"math"
 	"testing"
 	"time"
 
@@ -19,7 +18,9 @@ func TestStallMatchesInjectedLatency(t *testing.T) {
 	s := packTree(t, writeSourceTree)
 	fb := faulty.New(memory.New(s.shards))
 	f := s.serve(t, fb, Options{Logger: zap.NewNop()})
-	const delay = 50 * time.Millisecond
+	// The delay is long against the CPU each request costs (under -race, on a loaded 2-core
+	// machine, some milliseconds), which the stall figure rightly includes.
+	const delay = 200 * time.Millisecond
 	fb.Set(faulty.Rule{Op: faulty.Read, Delay: delay})
 	before := f.stats.Snapshot()
 	for _, p := range s.paths {
@@ -41,7 +42,7 @@ func TestStallMatchesInjectedLatency(t *testing.T) {
 	blocked := after.Stall.BlockedSeconds - before.Stall.BlockedSeconds
 	implied := float64(reads) * delay.Seconds()
 	t.Logf("%d foreground backend reads of +%v: implied %.3fs, blocked %.3fs", reads, delay, implied, blocked)
-	if math.Abs(blocked-implied) > 0.1*implied {
+	if blocked < implied || blocked > 1.1*implied { // never less than the readers waited
 		t.Errorf("blocked %.3fs, want within 10%% of the injected %.3fs", blocked, implied)
 	}
 }
