@@ -309,20 +309,19 @@ func TestKernelPlanePlan(t *testing.T) {
 	set := filepath.Join(t.TempDir(), "set")
 	mustAifs(t, "pack", "--quiet", src, set)
 	mnt := mountKernel(t, set)
+	look := observer(t, mnt)
 	exec.Command("sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches").Run()
 	planned := []string{paths[150], paths[3], paths[77], paths[120], paths[42]}
 	planFile := filepath.Join(t.TempDir(), "plan")
 	writeFile(t, planFile, []byte(plan.HeaderPaths+"\n"+strings.Join(planned, "\n")+"\n"))
 	mustAifs(t, "plan", mnt, planFile)
-	// Known defect (issue 47, open): under the full suite one planned sample (the plan's first)
-	// was at times not brought in, though asked for; at most one miss is let pass, and logged.
 	var missed []string
 	for _, p := range planned {
 		var res int
 		// Other test binaries of the suite drop the caches (drop_caches) while this one runs: the
 		// plan is sent again every second, and its samples asked for again.
 		for i, end := 0, time.Now().Add(5*time.Second); time.Now().Before(end); i++ {
-			if res = residentPages(t, filepath.Join(mnt, p)); res > 0 {
+			if res = residentPages(t, filepath.Join(look, p)); res > 0 {
 				break
 			}
 			if i%50 == 49 {
@@ -334,12 +333,10 @@ func TestKernelPlanePlan(t *testing.T) {
 			missed = append(missed, p)
 		}
 	}
-	if len(missed) > 1 {
+	if len(missed) > 0 {
 		t.Errorf("planned samples not in the page cache 5 s after the plan: %q", missed)
-	} else if len(missed) == 1 {
-		t.Logf("KNOWN DEFECT: planned sample %s not in the page cache 5 s after the plan", missed[0])
 	}
-	if res := residentPages(t, filepath.Join(mnt, paths[100])); res != 0 {
+	if res := residentPages(t, filepath.Join(look, paths[100])); res != 0 {
 		t.Errorf("%s, not planned, has %d pages in the page cache", paths[100], res)
 	}
 	for _, p := range planned {
@@ -381,6 +378,30 @@ func TestKernelPlaneTorchPlan(t *testing.T) {
 	if res.Prefetch.Stored == 0 {
 		t.Errorf("no sample was brought into the page cache ahead of its reader: %s", out)
 	}
+}
+
+// observer bind-mounts the kernel plane at mnt at a new directory and returns it: the same files
+// and page cache, but outside the plane's fanotify mark (a mount mark), so that a test looking at
+// a file there (residentPages) is not taken by the daemon for a reader of the sample. Looking
+// through mnt itself closes the file after an open, which the daemon counts as the sample's read
+// (docs/kernel.md), and a plan skips samples already read this epoch: this made the plan's first
+// sample, looked at before the daemon had asked for it, miss at times under load.
+func observer(t *testing.T, mnt string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "observer")
+	mkdir(t, dir)
+	if err := syscall.Mount(mnt, dir, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount of the plane: %v", err)
+	}
+	// Cleanups run last first: this one before the plane's unmount, whose daemon waits for the
+	// superblock's end.
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount of the observer %s: %v", dir, err)
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+	return dir
 }
 
 // residentPages returns how many pages of file path are in the page cache (cachestat(2)).
