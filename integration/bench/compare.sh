@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # compare.sh — the benchmark harness: aifs against native ext4, XFS, squashfuse and the device,
 # side by side in one run on one disk. It
+# aifs is measured on both data planes: aifs-ext4 and aifs-xfs are FUSE mounts (-o data=fuse, the
+# default), aifs-kernel the kernel plane (-o data=kernel: EROFS over the ext4 image's shard set,
+# docs/kernel.md). It
 #   1. generates an ImageNet-like dataset of FILES real JPEGs (log-normal sizes, mean ~110 KB) on
 #      an ext4 image and copies it to an XFS image: both are loop-mounted image files on the same
 #      disk, their loop devices reading the image with O_DIRECT so the host does not cache them a
@@ -24,7 +27,9 @@
 #         path costs the CPUs, the bound of aifs on this machine's CPUs with an infinitely fast
 #         disk. Every epoch also records the CPU time the machine was busy per file read ('aifs
 #         bench': /proc/stat's user, nice, system, irq and softirq, every process) as cpu-CASE;
-#      b. warm shuffled epochs at 8 readers (two epochs warm, then 4×RUNS more);
+#      b. warm shuffled epochs at 8 readers (two epochs warm, then 4×RUNS more); and warm shuffled
+#         epochs read by Python (pyread.py: PY_READERS processes, open() and read() of each file,
+#         as pil_loader does, whose open() asks FUSE's daemon ioctl(TCGETS)), RUNS passes;
 #      c. memory-limited shuffled epochs at 8 readers, with the limit at 1/4, 1/2 and 3/4 of the
 #         dataset's bytes (64 MiB at least): each system's readers, and its FUSE daemon, in one
 #         memory cgroup of that limit; epoch 1 fills the cache (untimed), epochs 2 to RUNS+1 are
@@ -48,8 +53,9 @@
 #         against fio's sequential O_DIRECT reads of the first shard once, 8 reads of 4 MiB in
 #         flight (three such reads after each pass, their median the pass's figure);
 #      e. unmodified PyTorch: ImageFolder + DataLoader(shuffle=True, num_workers=WORKERS) with the
-#         standard ImageNet training transform, PT_SAMPLES samples per pass (dataloader.py);
-#         without aifs-old;
+#         standard ImageNet training transform, PT_SAMPLES samples per pass (dataloader.py; the
+#         default is every file, a whole epoch), on ext4 and aifs's two planes only (decoding
+#         bounds it; a whole epoch takes 30-40 s a system on 2 cores);
 #      f. ImageFolder construction over NAMES tiny files in 1,000 classes (warm: after one
 #         untimed scan; 2×RUNS rounds, imagefolder.py), and the FUSE daemons' RSS after it;
 #   3. writes OUT/compare.md (the machine, absolute figures and ratios, the memory-limited rows'
@@ -64,7 +70,7 @@
 # memory-limited epochs).
 #
 # Environment (defaults in brackets):
-#   FILES [10000]  JOBS ["1 8 32"]  RUNS [5]  PT_SAMPLES [1500]  WORKERS [nproc]
+#   FILES [10000]  JOBS ["1 8 32"]  RUNS [5]  PT_SAMPLES [FILES]  WORKERS [nproc]  PY_READERS [8]
 #   NAMES [1280000] (0 skips part f)  WORKDIR [/var/tmp]  OUT [docs/bench, from the checkout]
 #   OLD_AIFS [empty: off] a second aifs binary whose mounts are measured as "aifs before"
 set -euo pipefail
@@ -72,7 +78,8 @@ set -euo pipefail
 FILES=${FILES:-10000}
 JOBS=${JOBS:-1 8 32}
 RUNS=${RUNS:-5}
-PT_SAMPLES=${PT_SAMPLES:-1500}
+PT_SAMPLES=${PT_SAMPLES:-$FILES}
+PY_READERS=${PY_READERS:-8}
 WORKERS=${WORKERS:-$(nproc)}
 NAMES=${NAMES:-1280000}
 WORKDIR=${WORKDIR:-/var/tmp}
@@ -129,20 +136,22 @@ squashfs_mount() {
 	mkdir "$2"
 	squashfuse "$1.sqfs" "$2"
 }
-# mount_system SYSTEM MNT [PREFIX...] mounts the FUSE file system SYSTEM (aifs-ext4, aifs-xfs,
-# aifs-noio, aifs-old or squashfuse, over the images made in part 1) at MNT, running the mount command
-# under PREFIX (in_cg CGROUP: the daemon stays in that cgroup).
+# mount_system SYSTEM MNT [PREFIX...] mounts the file system SYSTEM (aifs-ext4, aifs-xfs,
+# aifs-kernel, aifs-noio, aifs-old or squashfuse, over the images made in part 1) at MNT, running
+# the mount command under PREFIX (in_cg CGROUP: the daemon stays in that cgroup); lib.sh's
+# unmount_aifs unmounts it.
 mount_system() {
 	local system=$1 mnt=$2
 	shift 2
 	mkdir "$mnt"
 	case $system in
 	aifs-ext4 | aifs-xfs) "$@" "$AIFS" mount "$RUN/${system#aifs-}/set" "$mnt" ;;
+	aifs-kernel) "$@" "$AIFS" mount -o data=kernel "$RUN/ext4/set" "$mnt" ;;
 	aifs-noio) "$@" "$RUN/aifs-noio" mount "$RUN/ext4/set" "$mnt" ;;
 	aifs-old) "$@" "$OLD_AIFS" mount "$RUN/ext4/set" "$mnt" ||
 		die "OLD_AIFS=$OLD_AIFS could not mount the shard set this build packed" ;;
 	squashfuse) "$@" squashfuse "$RUN/ext4/tree.sqfs" "$mnt" ;;
-	*) die "mount_system: $system is not a FUSE system" ;;
+	*) die "mount_system: $system is not a mounted system" ;;
 	esac
 }
 # cold_passes CASE PASSES FIELD RW BS JOBS [BENCH-FLAG...] measures PASSES cold passes with JOBS
@@ -283,7 +292,7 @@ memory_row() {
 		ext4 | xfs | ext4-subset) ;; # no daemon, nothing mounted
 		*)
 			[[ -z $(daemon_hwm "${cgs[i]}") ]] || record "hwm-$case" "$s" "$(daemon_hwm "${cgs[i]}")"
-			fusermount3 -u "${dirs[i]}" 2>/dev/null || umount -l "${dirs[i]}"
+			unmount_aifs "${dirs[i]}"
 			;;
 		esac
 	done
@@ -294,7 +303,7 @@ echo "== machine: $(machine)" >&2
 record meta machine "$(machine)"
 record meta date "$(date -u +%F)"
 record meta commit "$(commit_desc "$OUT")" # the report it replaces in OUT is not a change to the code
-for v in FILES JOBS RUNS PT_SAMPLES WORKERS NAMES; do record meta "$v" "${!v}"; done
+for v in FILES JOBS RUNS PT_SAMPLES WORKERS NAMES PY_READERS; do record meta "$v" "${!v}"; done
 record meta cpus "$(nproc)"
 [[ -z $OLD_AIFS ]] || record meta old_aifs "$OLD_AIFS (sha256 $(sha256sum "$OLD_AIFS" | cut -c1-12))"
 
@@ -314,10 +323,11 @@ mean=$(fio_block "$bytes" "$FILES")
 record meta bytes "$bytes"
 record meta fio_block "$mean"
 
-SYSTEMS=(ext4 xfs aifs-ext4 aifs-xfs)
-DIRS=("$RUN/ext4/tree" "$RUN/xfs/tree" "$RUN/mnt-ext4" "$RUN/mnt-xfs")
+SYSTEMS=(ext4 xfs aifs-ext4 aifs-xfs aifs-kernel)
+DIRS=("$RUN/ext4/tree" "$RUN/xfs/tree" "$RUN/mnt-ext4" "$RUN/mnt-xfs" "$RUN/mnt-kernel")
 mount_system aifs-ext4 "$RUN/mnt-ext4"
 mount_system aifs-xfs "$RUN/mnt-xfs"
+mount_system aifs-kernel "$RUN/mnt-kernel"
 NOIO=$RUN/mnt-noio
 mount_system aifs-noio "$NOIO"
 if [[ -n $OLD_AIFS ]]; then
@@ -352,6 +362,7 @@ done
 # list on its second read).
 "$AIFS" bench --json --epochs $((4 * RUNS + 2)) -j 8 "${DIRS[@]}" >"$RUN/warm.json"
 record_bench "$RUN/warm.json" warm-8 files_per_s 3 "${SYSTEMS[@]}"
+$PY integration/bench/pyread.py "$PY_READERS" "$RUNS" "${DIRS[@]}" | record_each python-warm "${SYSTEMS[@]}"
 
 # --- 2c. memory-limited epochs at 1/4, 1/2 and 3/4 of the dataset --------------------------------
 # ext4-subset, the stable subset kept by the reader, right after ext4 (SYSTEMS[0]). squashfuse,
@@ -370,11 +381,11 @@ cold_passes sorted-1 "$MORE" mb_per_s read 4M 1 --seq
 # --- 2e. PyTorch ImageFolder + DataLoader (decoding bounds it: not worth aifs-old's time) --------
 PSYSTEMS=() PDIRS=()
 for i in "${!SYSTEMS[@]}"; do
-	[[ ${SYSTEMS[i]} == aifs-old ]] || PSYSTEMS+=("${SYSTEMS[i]}") PDIRS+=("${DIRS[i]}")
+	case ${SYSTEMS[i]} in ext4 | aifs-ext4 | aifs-kernel) PSYSTEMS+=("${SYSTEMS[i]}") PDIRS+=("${DIRS[i]}") ;; esac
 done
 $PY integration/bench/dataloader.py "$PT_SAMPLES" "$WORKERS" "$RUNS" "${PDIRS[@]}" | record_each pytorch "${PSYSTEMS[@]}"
 echo "== sorted scans and PyTorch done after $((SECONDS - started)) s" >&2
-for m in "${DIRS[@]:2}" "$NOIO"; do fusermount3 -u "$m"; done
+for m in "${DIRS[@]:2}" "$NOIO"; do unmount_aifs "$m"; done
 
 # --- 2f. ImageFolder construction over NAMES names, and daemon RSS ------------------------------
 if [[ $NAMES -gt 0 ]]; then

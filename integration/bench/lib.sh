@@ -38,8 +38,10 @@ trap 'exit 130' INT TERM
 # For the scripts that keep every pass of a figure in RES/FIGURE, a value a line (the sourcing
 # script sets RES): meta KEY VALUE records the run's description in RES/meta; secs MICROSECONDS
 # prints them as seconds; timed FIGURE CMD... runs CMD and appends its wall-clock seconds to
-# FIGURE; unmount_daemon MNT PID unmounts the FUSE mount at MNT and waits for its daemon PID to
-# exit, so that the next mount's daemon is the only one daemon_pid finds.
+# FIGURE; unmount_aifs MNT unmounts the aifs mount at MNT, either data plane (the kernel plane can
+# be busy for a moment while its daemon handles reads: docs/kernel.md; any other FUSE mount, such
+# as squashfuse's, too); unmount_daemon MNT PID unmounts it and waits for its daemon PID to exit,
+# so that the next mount's daemon is the only one daemon_pid finds.
 meta() { printf '%s\t%s\n' "$1" "$2" >>"$RES/meta"; }
 secs() { printf '%d.%06d\n' $(($1 / 1000000)) $(($1 % 1000000)); }
 timed() {
@@ -48,12 +50,16 @@ timed() {
 	"$@"
 	secs $((${EPOCHREALTIME/[.,]/} - t0)) >>"$RES/$figure"
 }
-unmount_daemon() {
+unmount_aifs() {
 	if [[ $(findmnt -n -o FSTYPE "$1") == erofs ]]; then # the kernel data plane (-o data=kernel)
-		for _ in $(seq 50); do umount "$1" 2>/dev/null && break; sleep 0.1; done # busy for a moment while the daemon handles reads (docs/kernel.md)
+		for _ in $(seq 50); do umount "$1" 2>/dev/null && return 0; sleep 0.1; done
+		umount -l "$1"
 	else
 		fusermount3 -u "$1"
 	fi
+}
+unmount_daemon() {
+	unmount_aifs "$1"
 	for _ in $(seq 300); do kill -0 "$2" 2>/dev/null || return 0; sleep 0.1; done
 	die "the daemon of $1 (pid $2) did not exit within 30 s of its unmount"
 }

@@ -55,6 +55,7 @@ SYSTEMS = [  # column, label
     ("xfs", "XFS"),
     ("aifs-ext4", "aifs on ext4"),
     ("aifs-xfs", "aifs on XFS"),
+    ("aifs-kernel", "aifs kernel plane"),
     ("aifs-old", "aifs before"),
     ("squashfuse", "squashfuse"),
     ("fio", "fio O_DIRECT (device)"),
@@ -65,6 +66,9 @@ RATIOS = [  # label, numerator, denominator
     ("aifs/ext4", "aifs-ext4", "ext4"),
     ("aifs/ext4-subset (bound without FUSE)", "aifs-ext4", "ext4-subset"),
     ("aifs/XFS", "aifs-xfs", "xfs"),
+    ("kernel plane/ext4", "aifs-kernel", "ext4"),
+    ("kernel plane/XFS", "aifs-kernel", "xfs"),
+    ("kernel plane/FUSE plane", "aifs-kernel", "aifs-ext4"),
     ("aifs/fio", "aifs-ext4", "fio"),
     ("aifs/fio-seq", "aifs-ext4", "fio-seq"),
     ("aifs/aifs no I/O", "aifs-ext4", "aifs-noio"),
@@ -107,6 +111,9 @@ def cases(meta):
     rows = [(f"cold-{j}", f"cold shuffled epoch, {j} reader{'s' if j != '1' else ''}", "files/s")
             for j in meta["JOBS"].split()]
     rows.append(("warm-8", "warm shuffled epoch, 8 readers", "files/s"))
+    if "PY_READERS" in meta:
+        rows.append(("python-warm", f"warm shuffled epoch read by Python (open + read), {meta['PY_READERS']} processes",
+                     "files/s"))
     rows += [(case, f"shuffled epochs, memory limited to {share} of the dataset, 8 readers", "files/s")
              for case, _, _, share in memory_rows(meta)]
     return rows + [
@@ -227,6 +234,19 @@ def markdown(meta, figs, previous):
            "reads skip the device (see [CPU per file](#cpu-per-file))." if any(k[1] == "aifs-noio" for k in figs) else ""),
         f"- **warm**: after two epochs, with nothing dropped; the median of {passes(figs, 'warm-8', 'ext4')} epochs, as each "
         "takes a fraction of a second.",
+    ]
+    if ("python-warm", "ext4") in figs:
+        lines.append(
+            f"- **warm, read by Python**: `pyread.py`, {meta['PY_READERS']} processes each opening and reading to the end "
+            "one file at a time with Python's `open()` and `read()`, as torchvision's `pil_loader` does (on Python "
+            "before 3.14 each `open()` also sends `ioctl(TCGETS)`, which FUSE passes to the daemon), one shuffled "
+            f"order per pass, after one untimed epoch; the median of {passes(figs, 'python-warm', 'ext4')} passes.")
+    if any(k[1] == "aifs-kernel" for k in figs):
+        lines.append(
+            "- **aifs kernel plane**: `aifs mount -o data=kernel` of the ext4 image's shard set: the kernel's EROFS "
+            "serves the files from the shards (`directio`), the daemon only reads ahead and drops (docs/kernel.md); "
+            "like every aifs row it reads with its defaults and no plan.")
+    lines += [
         "- **memory limited**: each system's readers and its FUSE daemon in one memory cgroup limited to "
         + and_list([mb(limit) for _, limit, _, _ in memory_rows(meta)]) + " MB ("
         + and_list([share for *_, share in memory_rows(meta)]) + " of the dataset), epochs 2 onward (epoch 1 fills the cache, untimed); the systems take turns epoch by "
