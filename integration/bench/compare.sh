@@ -54,8 +54,8 @@
 #         flight (three such reads after each pass, their median the pass's figure);
 #      e. unmodified PyTorch: ImageFolder + DataLoader(shuffle=True, num_workers=WORKERS) with the
 #         standard ImageNet training transform, PT_SAMPLES samples per pass (dataloader.py; the
-#         default is every file, a whole epoch), on ext4 and aifs's two planes only (decoding
-#         bounds it; a whole epoch takes 30-40 s a system on 2 cores);
+#         default is every file, a whole epoch), PT_RUNS passes, on ext4 and aifs's two planes
+#         only (decoding bounds it; a whole epoch takes 40-50 s a system on 2 cores);
 #      f. ImageFolder construction over NAMES tiny files in 1,000 classes (warm: after one
 #         untimed scan; 2×RUNS rounds, imagefolder.py), and the FUSE daemons' RSS after it;
 #   3. writes OUT/compare.md (the machine, absolute figures and ratios, the memory-limited rows'
@@ -65,12 +65,13 @@
 #      compare.tsv, the report says how far each ratio moved from that run (repeatability).
 # Every aifs row reads the same bytes as ext4: aifs bench exits with an error if the digests of
 # what two systems served differ. Commits nothing. Needs root (loop devices, mounts,
-# drop_caches, cgroups). About 28 minutes with the defaults and OLD_AIFS on 2 cores (24-25
-# before aifs-noio; 19-20 before ext4-subset, which adds a copy of the tree and 3×(RUNS+1)
-# memory-limited epochs).
+
+
+
 #
 # Environment (defaults in brackets):
-#   FILES [10000]  JOBS ["1 8 32"]  RUNS [5]  PT_SAMPLES [FILES]  WORKERS [nproc]  PY_READERS [8]
+#   FILES [10000]  JOBS ["1 8 32"]  RUNS [5]  PT_SAMPLES [FILES]  PT_RUNS [3]  WORKERS [nproc]
+#   PY_READERS [8]
 #   NAMES [1280000] (0 skips part f)  WORKDIR [/var/tmp]  OUT [docs/bench, from the checkout]
 #   OLD_AIFS [empty: off] a second aifs binary whose mounts are measured as "aifs before"
 set -euo pipefail
@@ -80,6 +81,7 @@ JOBS=${JOBS:-1 8 32}
 RUNS=${RUNS:-5}
 PT_SAMPLES=${PT_SAMPLES:-$FILES}
 PY_READERS=${PY_READERS:-8}
+PT_RUNS=${PT_RUNS:-3}
 WORKERS=${WORKERS:-$(nproc)}
 NAMES=${NAMES:-1280000}
 WORKDIR=${WORKDIR:-/var/tmp}
@@ -303,7 +305,7 @@ echo "== machine: $(machine)" >&2
 record meta machine "$(machine)"
 record meta date "$(date -u +%F)"
 record meta commit "$(commit_desc "$OUT")" # the report it replaces in OUT is not a change to the code
-for v in FILES JOBS RUNS PT_SAMPLES WORKERS NAMES PY_READERS; do record meta "$v" "${!v}"; done
+for v in FILES JOBS RUNS PT_SAMPLES PT_RUNS WORKERS NAMES PY_READERS; do record meta "$v" "${!v}"; done
 record meta cpus "$(nproc)"
 [[ -z $OLD_AIFS ]] || record meta old_aifs "$OLD_AIFS (sha256 $(sha256sum "$OLD_AIFS" | cut -c1-12))"
 
@@ -383,7 +385,7 @@ PSYSTEMS=() PDIRS=()
 for i in "${!SYSTEMS[@]}"; do
 	case ${SYSTEMS[i]} in ext4 | aifs-ext4 | aifs-kernel) PSYSTEMS+=("${SYSTEMS[i]}") PDIRS+=("${DIRS[i]}") ;; esac
 done
-$PY integration/bench/dataloader.py "$PT_SAMPLES" "$WORKERS" "$RUNS" "${PDIRS[@]}" | record_each pytorch "${PSYSTEMS[@]}"
+$PY integration/bench/dataloader.py "$PT_SAMPLES" "$WORKERS" "$PT_RUNS" "${PDIRS[@]}" | record_each pytorch "${PSYSTEMS[@]}"
 echo "== sorted scans and PyTorch done after $((SECONDS - started)) s" >&2
 for m in "${DIRS[@]:2}" "$NOIO"; do unmount_aifs "$m"; done
 
@@ -398,7 +400,9 @@ if [[ $NAMES -gt 0 ]]; then
 	gen=$!
 	"$RUN/gendata" --files "$NAMES" --classes 1000 --mean-size 40 --sigma 0.3 "$RUN/names-xfs/tree" >&2
 	wait $gen
-	"$AIFS" pack --quiet "$RUN/names-ext4/tree" "$RUN/names-ext4/set"
+	# Unaligned (--align 0): 1.28 M files of 40 bytes padded to 4 KiB would need 5 GB; only the FUSE
+	# plane lists them here.
+	"$AIFS" pack --quiet --align 0 "$RUN/names-ext4/tree" "$RUN/names-ext4/set"
 	record meta index_bytes "$(stat -c %s "$RUN/names-ext4/set/index.aifs")"
 	NSYSTEMS=(ext4 xfs aifs-ext4)
 	NDIRS=("$RUN/names-ext4/tree" "$RUN/names-xfs/tree" "$RUN/names-aifs")
