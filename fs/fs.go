@@ -297,7 +297,7 @@ func (f *FS) fillEntry(out *fuse.EntryOut, id layout.ID, e layout.Entry) {
 func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	t := f.stats.start()
 	st := f.lookup(h.Pid, h.NodeId, name, out)
-	f.stats.doneBy(opLookup, t, st, h.Pid, 0)
+	f.stats.doneBy(opLookup, t, st, h.Pid, 0, f.ctl.owns(h.NodeId) || h.NodeId == fuse.FUSE_ROOT_ID && name == ctlName)
 	return st
 }
 
@@ -338,7 +338,7 @@ func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrO
 	} else {
 		st = est
 	}
-	f.stats.doneBy(opGetAttr, t, st, in.Pid, 0)
+	f.stats.doneBy(opGetAttr, t, st, in.Pid, 0, f.ctl.owns(in.NodeId))
 	return st
 }
 
@@ -358,7 +358,7 @@ func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fu
 	default:
 		out.OpenFlags = fuse.FOPEN_DIRECT_IO
 	}
-	f.stats.doneBy(opOpen, t, st, in.Pid, 0)
+	f.stats.doneBy(opOpen, t, st, in.Pid, 0, f.ctl.owns(in.NodeId))
 	return st
 }
 

@@ -380,6 +380,18 @@ func (t *readerTable) sweep(force bool) {
 	}
 }
 
+// sampleDelays reads the block-I/O delay of every live reader.
+func (t *readerTable) sampleDelays() {
+	t.sweepMu.Lock()
+	defer t.sweepMu.Unlock()
+	t.mu.Lock()
+	rs := slices.Collect(maps.Values(t.procs))
+	t.mu.Unlock()
+	for _, r := range rs {
+		t.readDelay(r)
+	}
+}
+
 // readDelay reads reader r's block-I/O delay (each thread's, /proc/PID/task/TID/stat field 42,
 // delayacct_blkio_ticks) and stores its growth since r was first seen as r's blocked time. A
 // thread that exited keeps its last figure. Called with sweepMu held.
@@ -591,9 +603,13 @@ type readerView struct {
 }
 
 // view sweeps and returns the table's figures, with those of the process of thread caller (0:
-// none).
+// none). On the kernel plane it first reads every live reader's delay, so that the figures
+// are those of now and not of the last sweep.
 func (t *readerTable) view(caller uint32) readerView {
 	t.sweep(false)
+	if t.delayacct {
+		t.sampleDelays()
+	}
 	var ci procInfo
 	var cok bool
 	if caller != 0 {

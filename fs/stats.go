@@ -65,6 +65,7 @@ type Stats struct {
 	readers *readerTable
 	kernel  bool
 	psiBase uint64
+	blocked atomic.Uint64 // ns: the FUSE plane's stall, in LOOKUP, GETATTR, OPEN and READ not on control files
 }
 
 type opStats struct {
@@ -102,18 +103,20 @@ func (s *Stats) done(o op, t time.Time, st fuse.Status) uint64 {
 	return d
 }
 
-// doneBy records a request a reader blocks on (stallOps), of thread pid, that returned n bytes:
-// for the mount and, on the FUSE plane, for its reader.
-func (s *Stats) doneBy(o op, t time.Time, st fuse.Status, pid uint32, n int) {
+// doneBy records a request a reader blocks on (LOOKUP, GETATTR, OPEN, READ), of thread pid, that returned n bytes:
+// for the mount's stall and its reader's, unless it was for a control file (ctl): reading the
+// statistics is not waiting for data.
+func (s *Stats) doneBy(o op, t time.Time, st fuse.Status, pid uint32, n int, ctl bool) {
 	d := s.done(o, t, st)
-	if !s.kernel {
+	if !ctl && !s.kernel {
+		s.blocked.Add(d)
 		s.readers.record(pid, n, d)
 	}
 }
 
-func (s *Stats) doneRead(t time.Time, st fuse.Status, pid uint32, n int) {
+func (s *Stats) doneRead(t time.Time, st fuse.Status, pid uint32, n int, ctl bool) {
 	s.bytes.Add(uint64(n))
-	s.doneBy(opRead, t, st, pid, n)
+	s.doneBy(opRead, t, st, pid, n, ctl)
 }
 
 // histogram counts durations in buckets of 1/8 of a power of two (12.5% wide): values below 8 ns
@@ -215,7 +218,8 @@ type Snapshot struct {
 // cgroup, and for the process reading the stats file (python: aifs.stall). Source says what the
 // blocked seconds measure (docs/plan.md, "Data stall"):
 //   - "fuse" (the FUSE plane): the time spent answering the requests a reader blocks on
-//     (stallOps: LOOKUP, GETATTR, OPEN, READ), summed over the requests since the mount.
+//     (LOOKUP, GETATTR, OPEN, READ), summed over the requests since the mount; those for the
+//     control files (.aifs: the statistics, plans) are not waits for data and do not count.
 //   - "delayacct" (the kernel plane, with kernel.task_delayacct=1): the readers' block-I/O
 //     delay (/proc/PID/task/TID/stat), from when each was first seen closing a file of the
 //     plane (fanotify), read every second; every block-I/O wait of those processes counts.
@@ -296,7 +300,7 @@ func (s *Stats) stall(caller uint32) (StallStats, readerView) {
 		Cgroups: v.cgroups[:min(len(v.cgroups), topCgroups)], Caller: v.caller}
 	switch src {
 	case stallFUSE:
-		st.BlockedSeconds = float64(s.blockedNs()) / 1e9
+		st.BlockedSeconds = float64(s.blocked.Load()) / 1e9
 	case stallDelayacct:
 		st.BlockedSeconds = float64(v.blocked) / 1e9
 	case stallPSI:
@@ -305,18 +309,6 @@ func (s *Stats) stall(caller uint32) (StallStats, readerView) {
 		}
 	}
 	return st, v
-}
-
-// stallOps are the requests a reading process blocks on.
-var stallOps = [...]op{opLookup, opGetAttr, opOpen, opRead}
-
-// blockedNs returns the time spent in stallOps since the mount.
-func (s *Stats) blockedNs() uint64 {
-	var ns uint64
-	for _, o := range stallOps {
-		ns += s.ops[o].sumNs.Load()
-	}
-	return ns
 }
 
 // DataPlane says which path serves the files' bytes and why (aifs mount -o data): "fuse", this

@@ -12,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aifs/aifs/plan"
 )
 
 // stallJobScript is a training job's loader: it reads every third file from argv[3] to argv[4]
@@ -59,7 +63,7 @@ print(json.dumps({"files": n, "wall": wall, "share": share, "source": stalls["tr
 const stallOtherScript = `
 import os, sys, threading
 root = sys.argv[1]
-paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.lower().endswith(".jpeg"))[int(sys.argv[2]):]
+paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)[int(sys.argv[2]):]
 done = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
 n = 0
@@ -199,5 +203,142 @@ func TestStallPerJob(t *testing.T) {
 	}
 	if !seenB {
 		t.Errorf("stats: cgroups %+v, want %s with the other job's stall", st.Stall.Cgroups, cgB)
+	}
+}
+
+// stallKernelScript reads files of the kernel plane at argv[2] (python/ is argv[1]) in argv[3]
+// child processes, each the files i ≡ k (mod argv[3]) of the first argv[4], cold, and
+// measures the job's stall with aifs.stall by process tree. Each child first reads one file and
+// waits until the daemon lists it as a reader (so its delay is counted from before its reads),
+// then reads, and reports the growth of its own block-I/O delay (/proc/self/stat field 42,
+// clock ticks) over its reads. The parent reads the job's figure while the children live and
+// again after they exited and were folded, and prints the three as JSON.
+const stallKernelScript = `
+import json, multiprocessing as mp, os, sys, time
+sys.path.insert(0, sys.argv[1])
+import aifs
+
+mnt, n, count = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(mnt) for f in fs)[:count]
+
+def ticks():
+    with open("/proc/self/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[39])
+
+def child(k, out, release):
+    with open(paths[k], "rb") as f:
+        f.read()
+    while not any(r["pid"] == os.getpid() for r in aifs._read_stats(mnt)["stall"]["readers"]):
+        time.sleep(0.05)
+    t = ticks()
+    for p in paths[n + k::n]:
+        with open(p, "rb") as f:
+            f.read()
+    out.put(ticks() - t)
+    release.wait()
+
+s = aifs.stall(mnt, readers=n)
+before = s.blocked_seconds()
+out, release = mp.Queue(), mp.Event()
+kids = [mp.Process(target=child, args=(k, out, release)) for k in range(n)]
+for c in kids:
+    c.start()
+own = sum(out.get() for _ in kids) / 100
+live = s.blocked_seconds() - before
+release.set()
+for c in kids:
+    c.join()
+for _ in range(2):
+    time.sleep(1.2)
+    aifs._read_stats(mnt)
+print(json.dumps({"own": own, "live": live, "exited": s.blocked_seconds() - before, "source": s.source}))
+`
+
+// TestStallKernelPlane: on the kernel plane with delay accounting on (the test turns
+// kernel.task_delayacct on and restores it), the stall of a job of two reader processes reading
+// cold files is their block-I/O delay as they measure it themselves, while they live and after
+// they exited; another job reading at the same time, in another cgroup and process tree, is not
+// in it but in its own cgroup's figure.
+func TestStallKernelPlane(t *testing.T) {
+	needKernelPlane(t)
+	const sysctl = "/proc/sys/kernel/task_delayacct"
+	old, err := os.ReadFile(sysctl)
+	if err != nil {
+		t.Fatalf("no delay accounting in this kernel: %v", err)
+	}
+	if err := os.WriteFile(sysctl, []byte("1"), 0); err != nil {
+		t.Fatalf("turning delay accounting on: %v", err)
+	}
+	t.Cleanup(func() { os.WriteFile(sysctl, old, 0) })
+
+	src := t.TempDir()
+	const files = 400
+	for i := range files {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("c%d/s-%03d.bin", i%4, i)), randomBytes(uint64(i)+900, 256<<10))
+	}
+	set := filepath.Join(t.TempDir(), "set")
+	mustAifs(t, "pack", "--quiet", src, set)
+	mnt := mountKernel(t, set)
+	// Cold: the plane's pages and the shards' are dropped.
+	for _, dir := range []string{mnt, set} {
+		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if f, err := os.Open(p); err == nil {
+					unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+					f.Close()
+				}
+			}
+			return nil
+		})
+	}
+	pkg, err := filepath.Abs(filepath.Join("..", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirA, _ := jobCgroup(t, "ka")
+	dirB, cgB := jobCgroup(t, "kb")
+	other := inCgroup(dirB, "-c", stallOtherScript, mnt, "200") // the files after the job's
+	stdin, _ := other.StdinPipe()
+	stdout, _ := other.StdoutPipe()
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("the other job did not start reading: %q", lines.Text())
+	}
+	out, err := inCgroup(dirA, "-c", stallKernelScript, pkg, mnt, "2", "200").Output()
+	stdin.Close()
+	other.Wait()
+	if err != nil {
+		t.Fatalf("the job: %v\n%s", err, out)
+	}
+	var job struct {
+		Own, Live, Exited float64
+		Source            string
+	}
+	if err := json.Unmarshal(out, &job); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Logf("kernel plane: the job's readers measured %.2fs of block-I/O delay; aifs.stall %.2fs while they lived, %.2fs after they exited", job.Own, job.Live, job.Exited)
+	if job.Source != "delayacct" {
+		t.Fatalf("stall source %q, want delayacct", job.Source)
+	}
+	if job.Own <= 0 {
+		t.Fatalf("the readers measured no block-I/O delay reading %d cold files: nothing to compare", files/2)
+	}
+	// The readers' own figure and the daemon's are the same counters: a clock tick (10 ms) apart
+	// per reader at most.
+	for what, got := range map[string]float64{"while they lived": job.Live, "after they exited": job.Exited} {
+		if got < job.Own-0.02 || got > job.Own+0.02 {
+			t.Errorf("the job's stall %s: %.2fs, want the readers' own %.2fs", what, got, job.Own)
+		}
+	}
+	st := readStats(t, filepath.Dir(plan.Control(mnt)))
+	for _, c := range st.Stall.Cgroups {
+		if c.Cgroup == cgB && c.Requests == 0 {
+			t.Errorf("the other job's cgroup %s: %+v, want its files", cgB, c)
+		}
 	}
 }
