@@ -171,7 +171,7 @@ type procInfo struct {
 // add maps thread tid to its reader, resolving its process from /proc. A thread that cannot be
 // resolved (pid 0: a process in another pid namespace; one gone already) is mapped to other.
 func (t *readerTable) add(tid uint32) *reader {
-	info, ok := t.resolve(tid)
+	info, ok := t.resolve(tid, t.delayacct)
 	t.mu.Lock()
 	full := len(t.procs) >= t.limits.readers*3/4
 	t.mu.Unlock()
@@ -484,8 +484,8 @@ func (t *readerTable) exists(pid, tid uint32) bool {
 }
 
 // resolve reads thread tid's process from /proc: its pid (Tgid), name, parent, start time,
-// cgroup and ancestors (and on the kernel plane its threads' block-I/O delay).
-func (t *readerTable) resolve(tid uint32) (procInfo, bool) {
+// cgroup and ancestors, and with delays its threads' block-I/O delay.
+func (t *readerTable) resolve(tid uint32, delays bool) (procInfo, bool) {
 	var info procInfo
 	if tid == 0 {
 		return info, false
@@ -525,7 +525,7 @@ func (t *readerTable) resolve(tid uint32) (procInfo, bool) {
 		info.ancestors = append(info.ancestors, procID{p, start})
 		p = pp
 	}
-	if t.delayacct {
+	if delays {
 		info.delay = t.taskDelays(info.id.pid)
 	}
 	return info, true
@@ -613,7 +613,7 @@ func (t *readerTable) view(caller uint32) readerView {
 	var ci procInfo
 	var cok bool
 	if caller != 0 {
-		ci, cok = t.resolve(caller)
+		ci, cok = t.resolve(caller, false)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -1,5 +1,6 @@
 """aifs's Python side: plans for PyTorch samplers (aifs.plan), direct reads from the shards
-(aifs.direct), and the protocol check between this package and a mount.
+(aifs.direct), the data stall of a job (aifs.stall), and the protocol check between this
+package and a mount.
 
 `aifs.DistributedSampler` and `aifs.PlanSampler` are aifs.plan's (they need torch, imported on
 first use); aifs.direct needs only the standard library.
