@@ -279,7 +279,8 @@ func TestStallKernelPlane(t *testing.T) {
 	set := filepath.Join(t.TempDir(), "set")
 	mustAifs(t, "pack", "--quiet", src, set)
 	mnt := mountKernel(t, set)
-	// Cold: the plane's pages and the shards' are dropped.
+	// Cold: the plane's pages and the shards' are dropped (written back first: dirty pages stay).
+	unix.Sync()
 	for _, dir := range []string{mnt, set} {
 		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.Type().IsRegular() {
