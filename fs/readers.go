@@ -30,6 +30,9 @@ import (
 // exited ones left: a DataLoader's workers that exit at each epoch's end still count for the
 // trainer that started them, for as long as it lives.
 //
+// A thread that exits leaves its mapping until a sweep finds it gone: a thread id the kernel
+// hands to another process before then (after pid_max more threads) counts for the old reader.
+//
 // Everything is bounded: maxReaders processes, maxCgroups cgroups, maxAncestors ancestors.
 // Past a bound, readers go to a shared record (pid 0), cgroups that no live reader is in are
 // merged into one (otherCgroup), and ancestors are not tracked.
