@@ -31,7 +31,8 @@ import (
 // trainer that started them, for as long as it lives.
 //
 // A thread that exits leaves its mapping until a sweep finds it gone: a thread id the kernel
-// hands to another process before then (after pid_max more threads) counts for the old reader.
+// hands to another process before then (pid_max is 32768 on many machines) counts for the old
+// reader.
 //
 // Everything is bounded: maxReaders processes, maxCgroups cgroups, maxAncestors ancestors.
 // Past a bound, readers go to a shared record (pid 0), cgroups that no live reader is in are
@@ -297,7 +298,8 @@ func (r *reader) totals() totals {
 }
 
 // sweep, at most once per sweepEvery unless force, folds the readers that a previous sweep found
-// gone, marks those gone now, drops the thread mappings of threads gone, forgets ancestors gone
+// gone, marks those gone now (and drops their threads' mappings), drops the mappings of other
+// threads gone, forgets ancestors gone
 // with no reader left, and on the kernel plane reads each reader's block-I/O delay. It reads
 // /proc without holding mu.
 func (t *readerTable) sweep(force bool) {
@@ -362,8 +364,10 @@ func (t *readerTable) sweep(force bool) {
 		switch {
 		case r.dead:
 			t.fold(r)
-		case gone[r]:
+		case gone[r]: // its thread ids may be reused at once: a new thread of theirs is resolved anew
 			r.dead = true
+			t.unmap(r.tids)
+			r.tids = nil
 		}
 	}
 	owner := map[uint32]*reader{}

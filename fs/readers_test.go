@@ -82,6 +82,8 @@ func cgroupOf(v readerView, path string) JobStall {
 // reader read; the trainer's tree and cgroup count its workers' and not the other job's. A
 // worker that exits is folded at the second sweep after (not the first: a request may still be
 // adding to it), and its figures stay in its trainer's tree and cgroup, as the table forgets it.
+// From the first, its thread ids are free: a request of one of them (the id reused) is resolved
+// anew.
 func TestReaderTableFolds(t *testing.T) {
 	p := newFakeProc(t)
 	p.add(50, 10, 500, "python3", "/job/a", 0) // the trainer, child of a shell (10)
@@ -116,26 +118,27 @@ func TestReaderTableFolds(t *testing.T) {
 
 	p.exit(101, 111)
 	rt.sweep(true)
-	rt.record(111, 0, 1e9) // a request answered as it exited
-	if v := rt.view(50); v.tracked != 3 || v.exited != 0 {
-		t.Errorf("after one sweep: %d tracked, %d exited, want 3, 0 (folded at the next)", v.tracked, v.exited)
+	rt.record(111, 0, 1e9) // a request answered after it exited: the thread is gone, other's
+	if v := rt.view(50); v.tracked != 3 || v.exited != 0 || cgroupOf(v, otherCgroup).BlockedSeconds != 1 {
+		t.Errorf("after one sweep: %d tracked, %d exited, other %+v; want 3, 0 (folded at the next), 1 s",
+			v.tracked, v.exited, cgroupOf(v, otherCgroup))
 	}
 	rt.sweep(true)
 	v = rt.view(50)
-	want = JobStall{Readers: 1, Requests: 10, Bytes: 630, BlockedSeconds: 13}
+	want = JobStall{Readers: 1, Requests: 9, Bytes: 630, BlockedSeconds: 12}
 	if v.tracked != 2 || v.exited != 1 || v.caller.Tree != want {
 		t.Errorf("after the worker exited: %d tracked, %d exited, tree %+v, want 2, 1, %+v", v.tracked, v.exited, v.caller.Tree, want)
 	}
-	if c := cgroupOf(v, "/job/a"); c.BlockedSeconds != 13 || c.Readers != 1 {
-		t.Errorf("trainer's cgroup after the worker exited: %+v, want 13 s, 1 reader", c)
+	if c := cgroupOf(v, "/job/a"); c.BlockedSeconds != 12 || c.Readers != 1 {
+		t.Errorf("trainer's cgroup after the worker exited: %+v, want 12 s, 1 reader", c)
 	}
 	for _, tid := range []uint32{101, 111} {
 		if _, ok := (*rt.threads[tid%readerShards].Load())[tid]; ok {
 			t.Errorf("thread %d of the exited worker is still mapped", tid)
 		}
 	}
-	if tree := rt.view(10).caller.Tree; tree.BlockedSeconds != 13 {
-		t.Errorf("the shell's tree: %+v, want the trainer's 13 s", tree)
+	if tree := rt.view(10).caller.Tree; tree.BlockedSeconds != 12 {
+		t.Errorf("the shell's tree: %+v, want the trainer's 12 s", tree)
 	}
 	if tree := rt.view(200).caller.Tree; tree.BlockedSeconds != 15 {
 		t.Errorf("the other job's tree: %+v, want 15 s", tree)
@@ -148,8 +151,8 @@ func TestReaderTableFolds(t *testing.T) {
 	rt.sweep(true)
 	rt.record(102, 1, 1e9)
 	v = rt.view(50)
-	if v.caller.Tree.BlockedSeconds != 14 {
-		t.Errorf("trainer's tree after its worker's pid was reused: %+v, want 14 s", v.caller.Tree)
+	if v.caller.Tree.BlockedSeconds != 13 {
+		t.Errorf("trainer's tree after its worker's pid was reused: %+v, want 13 s", v.caller.Tree)
 	}
 	if c := cgroupOf(v, "/job/b"); c.BlockedSeconds != 16 {
 		t.Errorf("/job/b after the reused pid read: %+v, want 16 s", c)
