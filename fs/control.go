@@ -58,7 +58,9 @@ func (c *control) init(f *FS) {
 // owns reports whether ino is a control inode.
 func (c *control) owns(ino uint64) bool { return ino >= ctlBase }
 
-func (c *control) lookup(parent uint64, name string, out *fuse.EntryOut) fuse.Status {
+// lookup answers a LOOKUP in the control directory by thread caller, whose process tree and
+// cgroup a new stats snapshot reports (aifs.stall).
+func (c *control) lookup(caller uint32, parent uint64, name string, out *fuse.EntryOut) fuse.Status {
 	switch {
 	case parent == fuse.FUSE_ROOT_ID:
 		*out = fuse.EntryOut{NodeId: ctlDirIno, Generation: 1}
@@ -67,7 +69,7 @@ func (c *control) lookup(parent uint64, name string, out *fuse.EntryOut) fuse.St
 		c.fillAttr(&out.Attr, ctlDirIno, 0)
 		return fuse.OK
 	case parent == ctlDirIno && name == statsName:
-		data := c.f.stats.JSON()
+		data := c.f.stats.JSON(caller)
 		c.mu.Lock()
 		c.gen++
 		ino := ctlDirIno + c.gen

@@ -231,9 +231,13 @@ const dropIdle = 5 * time.Millisecond
 // cache (prefetch.Loader.Arrived). Call it after the readers waiting for the bytes were woken.
 func (f *FS) Arrived(shard string, off int64, data []byte) { f.loader.Arrived(shard, off, data) }
 
-// Seen tells the loader that reader read sample id on the kernel data plane
-// (prefetch.Loader.Seen; kernel.Plane.Watch).
-func (f *FS) Seen(reader uint32, id layout.ID) { f.loader.Seen(reader, id) }
+// Seen tells the loader that reader (a pid) read sample id on the kernel data plane
+// (prefetch.Loader.Seen; kernel.Plane.Watch), and the stall statistics that the process reads
+// the mount (readers.go).
+func (f *FS) Seen(reader uint32, id layout.ID) {
+	f.loader.Seen(reader, id)
+	f.stats.readers.seen(reader, f.x.Entry(id).Size)
+}
 
 // Stats returns the FS's request statistics.
 func (f *FS) Stats() *Stats { return f.stats }
@@ -292,14 +296,14 @@ func (f *FS) fillEntry(out *fuse.EntryOut, id layout.ID, e layout.Entry) {
 // one request each.
 func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	t := f.stats.start()
-	st := f.lookup(h.NodeId, name, out)
-	f.stats.done(opLookup, t, st)
+	st := f.lookup(h.Pid, h.NodeId, name, out)
+	f.stats.doneBy(opLookup, t, st, h.Pid, 0, f.ctl.owns(h.NodeId) || h.NodeId == fuse.FUSE_ROOT_ID && name == ctlName)
 	return st
 }
 
-func (f *FS) lookup(parent uint64, name string, out *fuse.EntryOut) fuse.Status {
+func (f *FS) lookup(caller uint32, parent uint64, name string, out *fuse.EntryOut) fuse.Status {
 	if f.ctl.owns(parent) || (parent == fuse.FUSE_ROOT_ID && name == ctlName) {
-		return f.ctl.lookup(parent, name, out)
+		return f.ctl.lookup(caller, parent, name, out)
 	}
 	dir, d, st := f.entry(parent)
 	if st != fuse.OK {
@@ -334,7 +338,7 @@ func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrO
 	} else {
 		st = est
 	}
-	f.stats.done(opGetAttr, t, st)
+	f.stats.doneBy(opGetAttr, t, st, in.Pid, 0, f.ctl.owns(in.NodeId))
 	return st
 }
 
@@ -354,7 +358,7 @@ func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fu
 	default:
 		out.OpenFlags = fuse.FOPEN_DIRECT_IO
 	}
-	f.stats.done(opOpen, t, st)
+	f.stats.doneBy(opOpen, t, st, in.Pid, 0, f.ctl.owns(in.NodeId))
 	return st
 }
 

@@ -24,7 +24,7 @@ func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Rea
 	} else {
 		st = f.read(cancel, in, buf, r, t)
 	}
-	f.stats.doneRead(t, st, len(r.data))
+	f.stats.doneRead(t, st, in.Pid, len(r.data), f.ctl.owns(in.NodeId))
 	if st != fuse.OK {
 		r.Done()
 		return nil, st

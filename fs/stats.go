@@ -9,6 +9,8 @@ import (
 	"os"
 	"runtime/metrics"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -58,6 +60,12 @@ type Stats struct {
 	// rwReverted counts the read-write remounts of the mount that aifs made read-only again
 	// (guardReadOnly).
 	rwReverted atomic.Uint64
+	// readers says who waited for how long (readers.go); kernel is set on the kernel plane,
+	// where psiBase is the system's I/O pressure at the mount (µs, 0 if unknown).
+	readers *readerTable
+	kernel  bool
+	psiBase uint64
+	blocked atomic.Uint64 // ns: the FUSE plane's stall, in LOOKUP, GETATTR, OPEN and READ not on control files
 }
 
 type opStats struct {
@@ -66,13 +74,24 @@ type opStats struct {
 	lat           histogram
 }
 
-func newStats(f *FS) *Stats { return &Stats{f: f, started: time.Now()} }
+func newStats(f *FS) *Stats {
+	s := &Stats{f: f, started: time.Now(), kernel: f.opt.DataPlane.Plane == planeKernel}
+	s.readers = newReaderTable(s.kernel)
+	if s.kernel {
+		s.psiBase, _ = ioPressure()
+	}
+	return s
+}
+
+// planeKernel is DataPlane.Plane on the kernel plane.
+const planeKernel = "kernel"
 
 func (s *Stats) start() time.Time { return time.Now() }
 
-// done records one request of kind o that started at t and answered st. ENOSYS and ENOTTY are
-// protocol answers (to OPEN, FLUSH, ioctls), not errors.
-func (s *Stats) done(o op, t time.Time, st fuse.Status) {
+// done records one request of kind o that started at t and answered st, and returns the
+// nanoseconds it took. ENOSYS and ENOTTY are protocol answers (to OPEN, FLUSH, ioctls), not
+// errors.
+func (s *Stats) done(o op, t time.Time, st fuse.Status) uint64 {
 	d := uint64(time.Since(t))
 	c := &s.ops[o]
 	c.count.Add(1)
@@ -81,11 +100,23 @@ func (s *Stats) done(o op, t time.Time, st fuse.Status) {
 	if st != fuse.OK && st != fuse.ENOSYS && st != fuse.Status(syscall.ENOTTY) {
 		c.errors.Add(1)
 	}
+	return d
 }
 
-func (s *Stats) doneRead(t time.Time, st fuse.Status, n int) {
+// doneBy records a request a reader blocks on (LOOKUP, GETATTR, OPEN, READ), of thread pid, that returned n bytes:
+// for the mount's stall and its reader's, unless it was for a control file (ctl): reading the
+// statistics is not waiting for data.
+func (s *Stats) doneBy(o op, t time.Time, st fuse.Status, pid uint32, n int, ctl bool) {
+	d := s.done(o, t, st)
+	if !ctl && !s.kernel {
+		s.blocked.Add(d)
+		s.readers.record(pid, n, d)
+	}
+}
+
+func (s *Stats) doneRead(t time.Time, st fuse.Status, pid uint32, n int, ctl bool) {
 	s.bytes.Add(uint64(n))
-	s.done(opRead, t, st)
+	s.doneBy(opRead, t, st, pid, n, ctl)
 }
 
 // histogram counts durations in buckets of 1/8 of a power of two (12.5% wide): values below 8 ns
@@ -183,26 +214,101 @@ type Snapshot struct {
 	RWRemountsReverted uint64 `json:"rw_remounts_reverted"`
 }
 
-// StallStats say how long readers waited for aifs: BlockedSeconds is the time spent answering the
-// requests a reader blocks on (stallOps: LOOKUP, GETATTR, OPEN, READ), summed over the requests
-// since the mount. Concurrent readers add up, so over a span of wall time W with R readers the
-// share of their time they were blocked is ΔBlockedSeconds / (W·R) (python: aifs.stall). On the
-// kernel data plane the files' bytes never reach this FS, so the figure stays near 0 there
-// (docs/plan.md, "Data stall", says what the kernel offers instead).
+// StallStats say how long readers waited for aifs, for the mount, per reader process, per
+// cgroup, and for the process reading the stats file (python: aifs.stall). Source says what the
+// blocked seconds measure (docs/plan.md, "Data stall"):
+//   - "fuse" (the FUSE plane): the time spent answering the requests a reader blocks on
+//     (LOOKUP, GETATTR, OPEN, READ), summed over the requests since the mount; those for the
+//     control files (.aifs: the statistics, plans) are not waits for data and do not count.
+//   - "delayacct" (the kernel plane, with kernel.task_delayacct=1): the readers' block-I/O
+//     delay (/proc/PID/task/TID/stat), from when each was first seen closing a file of the
+//     plane (fanotify), read every second; every block-I/O wait of those processes counts.
+//   - "psi" (the kernel plane without delayacct): BlockedSeconds only, the growth since the
+//     mount of the system's I/O pressure (/proc/pressure/io, "some": wall seconds in which any
+//     task of the machine waited for I/O); readers and cgroups then show no blocked time.
+//   - "none": the kernel plane with neither.
+//
+// Concurrent readers add up (except under "psi"), so over a span of wall time W with R readers
+// the share of their time they were blocked is ΔBlockedSeconds / (W·R).
 type StallStats struct {
+	Source         string  `json:"source"`
 	BlockedSeconds float64 `json:"blocked_seconds"`
+	// Readers are the live reader processes most blocked (at most 32), most blocked first;
+	// ReadersTracked counts the live ones, ReadersExited those folded after they exited.
+	Readers        []ReaderStall `json:"readers"`
+	ReadersTracked int           `json:"readers_tracked"`
+	ReadersExited  uint64        `json:"readers_exited"`
+	// Cgroups are the readers' cgroups (at most 64, most blocked first), exited readers
+	// included; "other" holds what could not be placed.
+	Cgroups []JobStall `json:"cgroups"`
+	// Caller is the process that read this stats file: its process tree and its cgroup.
+	Caller *CallerStall `json:"caller,omitempty"`
 }
 
-// stallOps are the requests a reading process blocks on.
-var stallOps = [...]op{opLookup, opGetAttr, opOpen, opRead}
+// Sources of StallStats.
+const (
+	stallFUSE      = "fuse"
+	stallDelayacct = "delayacct"
+	stallPSI       = "psi"
+	stallNone      = "none"
+)
 
-// blockedNs returns the time spent in stallOps since the mount.
-func (s *Stats) blockedNs() uint64 {
-	var ns uint64
-	for _, o := range stallOps {
-		ns += s.ops[o].sumNs.Load()
+// stallSource says where the kernel plane's stall figures come from now: delayacct while the
+// kernel accounts block-I/O delays (the sysctl may be changed at any time), else the system's
+// I/O pressure if the kernel has PSI.
+func (s *Stats) stallSource() string {
+	switch {
+	case !s.kernel:
+		return stallFUSE
+	case delayacctOn():
+		return stallDelayacct
 	}
-	return ns
+	if _, ok := ioPressure(); ok {
+		return stallPSI
+	}
+	return stallNone
+}
+
+// delayacctOn reports whether the kernel accounts per-task delays (kernel.task_delayacct).
+func delayacctOn() bool {
+	b, err := os.ReadFile("/proc/sys/kernel/task_delayacct")
+	return err == nil && len(b) > 0 && b[0] == '1'
+}
+
+// ioPressure returns the system's I/O pressure "some" total (µs in which some task waited for
+// I/O, /proc/pressure/io), and whether the kernel has it.
+func ioPressure() (uint64, bool) {
+	b, err := os.ReadFile("/proc/pressure/io")
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	_, total, ok := strings.Cut(line, "total=")
+	if !ok || !strings.HasPrefix(line, "some ") {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(total), 10, 64)
+	return n, err == nil
+}
+
+// stall returns the stall figures, with those of the process of thread caller (0: none), and
+// the readers' view they come from.
+func (s *Stats) stall(caller uint32) (StallStats, readerView) {
+	src := s.stallSource()
+	v := s.readers.view(caller)
+	st := StallStats{Source: src, Readers: v.readers, ReadersTracked: v.tracked, ReadersExited: v.exited,
+		Cgroups: v.cgroups[:min(len(v.cgroups), topCgroups)], Caller: v.caller}
+	switch src {
+	case stallFUSE:
+		st.BlockedSeconds = float64(s.blocked.Load()) / 1e9
+	case stallDelayacct:
+		st.BlockedSeconds = float64(v.blocked) / 1e9
+	case stallPSI:
+		if now, ok := ioPressure(); ok && now > s.psiBase {
+			st.BlockedSeconds = float64(now-s.psiBase) / 1e6
+		}
+	}
+	return st, v
 }
 
 // DataPlane says which path serves the files' bytes and why (aifs mount -o data): "fuse", this
@@ -254,7 +360,11 @@ func daemonStats(restarts uint64, keeper int) DaemonStats {
 }
 
 // Snapshot returns the current figures.
-func (s *Stats) Snapshot() Snapshot {
+func (s *Stats) Snapshot() Snapshot { return s.snapshot(0) }
+
+// snapshot returns the current figures, with the stall of the process of thread caller (the
+// reader of the stats file; 0: none).
+func (s *Stats) snapshot(caller uint32) Snapshot {
 	f := s.f
 	snap := Snapshot{
 		Version: aifs.Version, PlanProtocol: plan.Protocol,
@@ -265,7 +375,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Daemon: daemonStats(f.opt.Restarts, f.opt.KeeperPID), RWRemountsReverted: s.rwReverted.Load(),
 	}
 	snap.Index.Bytes, snap.Index.ReadBytes = f.x.Size()
-	snap.Stall.BlockedSeconds = float64(s.blockedNs()) / 1e9
+	snap.Stall, _ = s.stall(caller)
 	if err := f.x.Err(); err != nil {
 		snap.Index.Error = err.Error()
 	}
@@ -286,9 +396,10 @@ func (s *Stats) Snapshot() Snapshot {
 	return snap
 }
 
-// JSON returns the snapshot as indented JSON ending in a newline: the bytes of the stats file.
-func (s *Stats) JSON() []byte {
-	b, err := json.MarshalIndent(s.Snapshot(), "", "  ")
+// JSON returns the snapshot, with the stall of the process of thread caller, as indented JSON
+// ending in a newline: the bytes of the stats file.
+func (s *Stats) JSON(caller uint32) []byte {
+	b, err := json.MarshalIndent(s.snapshot(caller), "", "  ")
 	if err != nil {
 		panic(err) // a Snapshot always encodes
 	}
@@ -316,8 +427,48 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 		p.printf("aifs_request_duration_seconds_sum{op=%q} %g\n", opNames[o], float64(c.sumNs.Load())/1e9)
 		p.printf("aifs_request_duration_seconds_count{op=%q} %d\n", opNames[o], c.count.Load())
 	}
-	p.header("aifs_blocked_seconds_total", "counter", "Time spent answering LOOKUP, GETATTR, OPEN and READ, summed over requests: what readers waited for aifs.")
-	p.printf("aifs_blocked_seconds_total %g\n", float64(s.blockedNs())/1e9)
+	st, v := s.stall(0)
+	p.header("aifs_blocked_seconds_total", "counter", "Seconds readers waited for aifs, summed over readers (FUSE plane: time answering LOOKUP, GETATTR, OPEN and READ; kernel plane: see aifs_stall_source).")
+	p.printf("aifs_blocked_seconds_total %g\n", st.BlockedSeconds)
+	p.header("aifs_stall_source", "gauge", "What aifs_blocked_seconds_total measures: 1 for the source in use (fuse, delayacct, psi, none).")
+	for _, src := range []string{stallFUSE, stallDelayacct, stallPSI, stallNone} {
+		p.printf("aifs_stall_source{source=%q} %d\n", src, b2i(src == st.Source))
+	}
+	// Per cgroup: the first cgroupSeries cgroups seen have series of their own, the rest are
+	// summed as "other", so that the series are few and each only grows.
+	series := map[string]*JobStall{}
+	var names []string
+	for _, c := range v.cgroups {
+		name := c.Cgroup
+		if !v.series[name] {
+			name = otherCgroup
+		}
+		if series[name] == nil {
+			series[name] = &JobStall{}
+			names = append(names, name)
+		}
+		j := series[name]
+		j.Requests += c.Requests
+		j.Bytes += c.Bytes
+		j.BlockedSeconds += c.BlockedSeconds
+	}
+	slices.Sort(names)
+	for _, m := range []struct {
+		name, help string
+		value      func(*JobStall) string
+	}{
+		{"aifs_cgroup_blocked_seconds_total", "Seconds the readers of a cgroup waited for aifs (as aifs_blocked_seconds_total), exited readers included; the cgroups past the first 32 seen are summed as other.",
+			func(j *JobStall) string { return strconv.FormatFloat(j.BlockedSeconds, 'g', -1, 64) }},
+		{"aifs_cgroup_requests_total", "Requests of the readers of a cgroup that they blocked on (kernel plane: files closed).",
+			func(j *JobStall) string { return strconv.FormatUint(j.Requests, 10) }},
+		{"aifs_cgroup_read_bytes_total", "Bytes returned to the readers of a cgroup (kernel plane: sizes of the files closed).",
+			func(j *JobStall) string { return strconv.FormatUint(j.Bytes, 10) }},
+	} {
+		p.header(m.name, "counter", m.help)
+		for _, name := range names {
+			p.printf("%s{cgroup=%q} %s\n", m.name, name, m.value(series[name]))
+		}
+	}
 	l := s.f.loader.Stats()
 	indexTotal, indexRead := s.f.x.Size()
 	type metric struct {
@@ -370,6 +521,13 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 		}
 	}
 	return p.err
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // promWriter keeps the first write error.

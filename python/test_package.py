@@ -57,22 +57,60 @@ class PackageTest(unittest.TestCase):
             aifs.PlanSampler(SequentialSampler(numbers), numbers, root=mnt)
 
     def test_stall(self):
-        """The share is the growth of blocked_seconds over wall time times readers."""
-        mnt = self._mount({"stall": {"blocked_seconds": 10.0}})
-        now = [100.0]
-        s = aifs.Stall(mnt, readers=4, clock=lambda: now[0])
+        """The share is the growth of the job's blocked seconds over wall time times readers: the
+        caller's process tree by default, its cgroup, a cgroup by path, or the whole mount."""
 
-        def advance(wall, blocked):
+        def stats(mount, tree, cg, other):
+            return {"stall": {"source": "fuse", "blocked_seconds": mount,
+                              "caller": {"pid": 1, "cgroup": "/a", "tree": {"blocked_seconds": tree},
+                                         "cgroup_totals": {"blocked_seconds": cg}},
+                              "cgroups": [{"cgroup": "/a", "blocked_seconds": cg}, {"cgroup": "/b", "blocked_seconds": other}]}}
+
+        mnt = self._mount(stats(10.0, 1.0, 2.0, 8.0))
+        now = [100.0]
+        jobs = {job: aifs.Stall(mnt, readers=4, job=job, clock=lambda: now[0]) for job in ("tree", "cgroup", "mount", "/b")}
+
+        def advance(wall, st):
             now[0] += wall
             with open(os.path.join(mnt, ".aifs", "stats"), "w") as f:
-                json.dump({"stall": {"blocked_seconds": blocked}}, f)
+                json.dump(st, f)
 
-        advance(50.0, 16.4)  # 6.4 s blocked over 4 readers x 50 s
-        self.assertAlmostEqual(s.lap(), 0.032)
-        advance(10.0, 16.4)
-        self.assertEqual(s.lap(), 0.0)
+        advance(50.0, stats(36.4, 7.4, 10.0, 28.0))  # over 4 readers x 50 s: 6.4 s, 8 s, 26.4 s, 20 s
+        for job, want in (("tree", 0.032), ("cgroup", 0.04), ("mount", 0.132), ("/b", 0.1)):
+            self.assertAlmostEqual(jobs[job].lap(), want, msg=job)
+            self.assertEqual(jobs[job].source, "fuse")
+        advance(10.0, stats(36.4, 7.4, 10.0, 28.0))
+        self.assertEqual(jobs["tree"].lap(), 0.0)
         with self.assertRaises(ValueError):
             aifs.stall(mnt, readers=0)
+        with self.assertRaises(ValueError):
+            aifs.stall(mnt, job="pid")
+
+    def test_stall_psi(self):
+        """Under the kernel plane's system-wide pressure (source psi) every job gets the mount's
+        figure, a share of wall time that `readers` does not divide."""
+        mnt = self._mount({"stall": {"source": "psi", "blocked_seconds": 1.0}})
+        now = [0.0]
+        s = aifs.Stall(mnt, readers=8, clock=lambda: now[0])
+        now[0] = 10.0
+        with open(os.path.join(mnt, ".aifs", "stats"), "w") as f:
+            json.dump({"stall": {"source": "psi", "blocked_seconds": 3.0}}, f)
+        self.assertAlmostEqual(s.lap(), 0.2)
+
+    def test_stall_old_daemon(self):
+        """A daemon with no stall per job: job='mount' works, the others say why not."""
+        mnt = self._mount({"stall": {"blocked_seconds": 1.0}})
+        self.assertEqual(aifs.Stall(mnt, job="mount").source, "fuse")
+        with self.assertRaisesRegex(aifs.ProtocolError, "job='mount'"):
+            aifs.Stall(mnt)
+
+    def test_cgroup(self):
+        """aifs.cgroup() is the memory controller's path on cgroup v1, else the v2 path."""
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = [line.rstrip("\n").split(":", 2) for line in f]
+        memory = [p for _, c, p in lines if "memory" in c.split(",")]
+        v2 = [p for n, c, p in lines if n == "0" and c == ""]
+        self.assertEqual(aifs.cgroup(), (memory or v2 or [""])[0])
 
     def test_old_names_warn(self):
         for old, new in (("aifs_plan", "aifs.plan"), ("aifs_direct", "aifs.direct")):

@@ -23,8 +23,9 @@ func runStats(ctx context.Context, args []string) int {
 	flags := newFlags("stats", "[flags] MOUNTPOINT", `
 Prints the statistics of the aifs mount at MOUNTPOINT, read from MOUNTPOINT/.aifs/stats: the
 dataset; aifs's memory (hits, misses, bytes kept), reads from the shards, read-ahead, the epoch
-and each plan's progress; and per kind of FUSE request the count, the errors and the latency
-percentiles.`)
+and each plan's progress; the data stall (the time readers were blocked, and its source), per
+cgroup and per reader process, most blocked first; and per kind of FUSE request the count, the
+errors and the latency percentiles.`)
 	asJSON := flags.Bool("json", false, "print the stats file as it is (JSON)")
 	pos, code, ok := parseArgs(flags, args, 1, 1)
 	if !ok {
@@ -56,6 +57,9 @@ func readSnapshot(mnt string) (fs.Snapshot, []byte, error) {
 	return s, b, nil
 }
 
+// The most cgroups and readers printStats lists, most blocked first.
+const statsCgroups, statsReaders = 5, 10
+
 // printStats writes s for people: a header, then one row per kind of request that occurred.
 func printStats(w io.Writer, s fs.Snapshot) {
 	fmt.Fprintf(w, "source        %s\n", human.Name(s.Source))
@@ -79,8 +83,18 @@ func printStats(w io.Writer, s fs.Snapshot) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "requests      %d, %d errors; %s returned by READ\n", s.Requests, s.Errors, human.Bytes(int64(s.ReadBytes)))
-	fmt.Fprintf(w, "stall         %s blocked in lookup, getattr, open and read (summed over readers)\n",
-		time.Duration(s.Stall.BlockedSeconds*1e9).Round(time.Millisecond))
+	fmt.Fprintf(w, "stall         %s blocked, summed over readers (%s); %d readers, %d exited\n",
+		time.Duration(s.Stall.BlockedSeconds*1e9).Round(time.Millisecond), stallSourceOf(s.Stall), s.Stall.ReadersTracked, s.Stall.ReadersExited)
+	for _, c := range s.Stall.Cgroups[:min(len(s.Stall.Cgroups), statsCgroups)] {
+		if c.Requests > 0 {
+			fmt.Fprintf(w, "  cgroup      %s: %s blocked, %d requests, %s, %d readers\n", c.Cgroup,
+				time.Duration(c.BlockedSeconds*1e9).Round(time.Millisecond), c.Requests, human.Bytes(int64(c.Bytes)), c.Readers)
+		}
+	}
+	for _, r := range s.Stall.Readers[:min(len(s.Stall.Readers), statsReaders)] {
+		fmt.Fprintf(w, "  reader      %d %s (parent %d, %s): %s blocked, %d requests, %s\n", r.PID, r.Comm, r.PPID, r.Cgroup,
+			time.Duration(r.BlockedSeconds*1e9).Round(time.Millisecond), r.Requests, human.Bytes(int64(r.Bytes)))
+	}
 	fmt.Fprintf(w, "memory        %d hits, %d misses (%d shared a fetch); %s kept of %s\n", s.Cache.Hits, s.Cache.Misses,
 		s.Cache.Shared, human.Bytes(s.Cache.KeptBytes), human.Bytes(s.Cache.BudgetBytes))
 	fmt.Fprintf(w, "backend       %d reads, %s", s.Backend.Reads, human.Bytes(int64(s.Backend.Bytes)))

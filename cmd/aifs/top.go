@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"text/tabwriter"
 	"time"
 
 	"github.com/aifs/aifs/fs"
@@ -16,8 +19,10 @@ func runTop(ctx context.Context, args []string) int {
 Shows the aifs mount at MOUNTPOINT live, as top does: each interval, the requests and bytes
 per second READ returned, the fraction of sample reads served from aifs's memory, the memory
 and page-cache budgets, and the data stall: the seconds per second that readers spent blocked
-in aifs (LOOKUP, GETATTR, OPEN, READ; 2.0 means two readers blocked all the time). Figures are
-the mount's, over all its readers.`)
+in aifs (FUSE plane: LOOKUP, GETATTR, OPEN, READ; kernel plane: the source the stats name;
+2.0 means two readers blocked all the time). Then one row per reader process, most blocked
+first: its pid, name and cgroup, its requests (kernel plane: files read) and MB per second,
+and its stall, the share of the interval it spent blocked.`)
 	interval := flags.Duration("interval", time.Second, "time between refreshes")
 	count := flags.Int("n", 0, "refreshes before exiting (0: until interrupted)")
 	pos, code, ok := parseArgs(flags, args, 1, 1)
@@ -76,5 +81,56 @@ func printTop(w io.Writer, prev, cur fs.Snapshot) {
 	if pc := cur.PageCache; pc != nil {
 		fmt.Fprintf(w, "budget    page cache %s (%s), %s resident\n", human.Bytes(pc.BudgetBytes), pc.Source, human.Bytes(pc.ResidentBytes))
 	}
-	fmt.Fprintf(w, "stall     %.2f reader-seconds blocked per second\n", (cur.Stall.BlockedSeconds-prev.Stall.BlockedSeconds)/dt)
+	fmt.Fprintf(w, "stall     %.2f reader-seconds blocked per second (%s); %d readers, %d exited\n",
+		(cur.Stall.BlockedSeconds-prev.Stall.BlockedSeconds)/dt, stallSourceOf(cur.Stall), cur.Stall.ReadersTracked, cur.Stall.ReadersExited)
+	printReaderRates(w, prev.Stall.Readers, cur.Stall.Readers, dt)
+}
+
+// topRows is the most reader rows a frame shows.
+const topRows = 20
+
+// printReaderRates writes a row per reader of cur, with its rates since prev (a reader not in
+// prev counts from zero), most blocked first.
+func printReaderRates(w io.Writer, prev, cur []fs.ReaderStall, dt float64) {
+	type row struct {
+		r                fs.ReaderStall
+		req, mb, blocked float64
+	}
+	before := make(map[uint32]fs.ReaderStall, len(prev))
+	for _, r := range prev {
+		before[r.PID] = r
+	}
+	rows := make([]row, 0, len(cur))
+	for _, r := range cur {
+		p, ok := before[r.PID]
+		if !ok || p.Comm != r.Comm || p.Requests > r.Requests {
+			p = fs.ReaderStall{}
+		}
+		rows = append(rows, row{r, float64(r.Requests-p.Requests) / dt, float64(r.Bytes-p.Bytes) / dt / 1e6,
+			(r.BlockedSeconds - p.BlockedSeconds) / dt})
+	}
+	if len(rows) == 0 {
+		return
+	}
+	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(b.blocked, a.blocked) })
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "PID\tCOMMAND\tREQ/S\tMB/S\tSTALL\tCGROUP\n")
+	for _, r := range rows[:min(len(rows), topRows)] {
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.1f\t%.1f%%\t%s\n", r.r.PID, r.r.Comm, r.req, r.mb, 100*r.blocked, r.r.Cgroup)
+	}
+	tw.Flush()
+}
+
+// stallSourceOf says in words what a snapshot's stall figures measure.
+func stallSourceOf(s fs.StallStats) string {
+	switch s.Source {
+	case "delayacct":
+		return "delayacct: the readers' block-I/O delay"
+	case "psi":
+		return "psi: the machine's I/O pressure, not per reader; sysctl kernel.task_delayacct=1 for readers"
+	case "none":
+		return "none: no delay accounting, no PSI"
+	}
+	return "fuse: time in lookup, getattr, open and read"
 }
