@@ -65,9 +65,9 @@
 #      compare.tsv, the report says how far each ratio moved from that run (repeatability).
 # Every aifs row reads the same bytes as ext4: aifs bench exits with an error if the digests of
 # what two systems served differ. Commits nothing. Needs root (loop devices, mounts,
-
-
-
+# drop_caches, cgroups). About 40 minutes with the defaults on 2 cores (28 before the kernel plane
+# and whole PyTorch epochs; 19-20 before ext4-subset, which adds a copy of the tree and 3×(RUNS+1)
+# memory-limited epochs).
 #
 # Environment (defaults in brackets):
 #   FILES [10000]  JOBS ["1 8 32"]  RUNS [5]  PT_SAMPLES [FILES]  PT_RUNS [3]  WORKERS [nproc]
