@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/internal/memlimit"
 	"github.com/aifs/aifs/kernel"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/layout/erofsmeta"
@@ -42,6 +43,17 @@ func (c *mountConfig) kernelRefusal(src *source) string {
 	return ""
 }
 
+// buildRoom is the most memory that building a kernel plane's image may take: half of what is
+// available to this process (MemAvailable, or its memory cgroup's limit where lower), or 0 (no
+// bound) where neither can be read.
+func buildRoom() int64 {
+	avail, _ := memlimit.MemInfo()
+	if l := memlimit.CgroupLimit(); l > 0 && (avail == 0 || l < avail) {
+		avail = l
+	}
+	return avail / 2
+}
+
 // kernelPlane is a live kernel plane: the EROFS mount at mnt (device dev) and the control
 // mount's directory.
 type kernelPlane struct {
@@ -54,7 +66,7 @@ type kernelPlane struct {
 // mountKernel builds (or finds) the EROFS image of src and mounts it at mnt. It returns an error
 // wrapping kernel.ErrUnsupported where the kernel refused the mount for want of a feature.
 func mountKernel(log *zap.Logger, src *source, mnt string) (*kernelPlane, error) {
-	image, bs, err := erofsmeta.Cached(src.x, src.name)
+	image, bs, err := erofsmeta.Cached(src.x, src.name, buildRoom())
 	if err != nil {
 		return nil, fmt.Errorf("kernel plane: %w", err)
 	}
@@ -96,7 +108,7 @@ func (c *mountConfig) choosePlane(log *zap.Logger, src *source, mnt string, h *h
 		case err == nil:
 			kp.reason = "data=" + c.data + ": EROFS over the local shards, mounted from files (root, aligned samples)"
 			return kp, kp.reason, nil
-		case c.data == dataKernel || !errors.Is(err, kernel.ErrUnsupported):
+		case c.data == dataKernel || !errors.Is(err, kernel.ErrUnsupported) && !errors.As(err, new(*erofsmeta.NotServable)):
 			return nil, "", err
 		}
 		why = err.Error()

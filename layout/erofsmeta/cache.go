@@ -44,7 +44,10 @@ var systemCacheDir = SystemCacheDir
 //
 // Concurrent calls for one set are safe: each writes its own temporary file, and the last
 // rename wins with the same bytes.
-func Cached(x *layout.Index, indexDir string) (imagePath string, blockSize int, err error) {
+//
+// Where there is no image yet and building one would take more than maxBuild bytes of memory
+// (BuildBytes; 0: no bound), Cached builds none and gives a *NotServable that says so.
+func Cached(x *layout.Index, indexDir string, maxBuild int64) (imagePath string, blockSize int, err error) {
 	bs, err := Check(x)
 	if err != nil {
 		return "", 0, err
@@ -62,6 +65,10 @@ func Cached(x *layout.Index, indexDir string) (imagePath string, blockSize int, 
 		if p, ok := findCached(shared, ImagePrefix+prefix+key); ok {
 			return p, bs, nil
 		}
+	}
+	if need := BuildBytes(x.Len()); maxBuild > 0 && need > maxBuild {
+		return "", 0, notServable("building the EROFS image of %d entries takes about %d MB of memory, more than the %d MB this process may take (half of what is available): mount it on a machine with more memory once (the image is kept, docs/kernel.md), or read it through FUSE",
+			x.Len(), need>>20, maxBuild>>20)
 	}
 	dir, pre := abs, ""
 	name, err := buildAtomic(x, bs, dir, ImagePrefix+key)
@@ -81,6 +88,11 @@ func Cached(x *layout.Index, indexDir string) (imagePath string, blockSize int, 
 	removeStale(dir, ImagePrefix+pre, name)
 	return filepath.Join(dir, name), bs, nil
 }
+
+// BuildBytes is about how much memory Build takes for an index of entries entries: go-erofs holds
+// the whole tree until the image is written, 0.85 KB an entry measured (docs/bench/erofs-notes.md),
+// taken as 1 KiB.
+func BuildBytes(entries int) int64 { return int64(entries) << 10 }
 
 // sharedDir returns the directory the image of the set in indexDir (absolute) is kept in when
 // indexDir is not writable, and the prefix its name takes there: a hash of indexDir.

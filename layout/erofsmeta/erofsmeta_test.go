@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -431,14 +432,36 @@ type nopSeeker struct{ w io.Writer }
 func (n *nopSeeker) Write(p []byte) (int, error)    { return n.w.Write(p) }
 func (n *nopSeeker) Seek(int64, int) (int64, error) { return 0, nil }
 
+// TestCachedBuildBound: with no image yet, a bound under BuildBytes refuses to build, with a
+// NotServable naming the memory; an image already built is reused under any bound.
+func TestCachedBuildBound(t *testing.T) {
+	dir, x := packed(t, 4096)
+	need := BuildBytes(x.Len())
+	_, _, err := Cached(x, dir, need-1)
+	var ns *NotServable
+	if !errors.As(err, &ns) || !strings.Contains(err.Error(), "memory") {
+		t.Fatalf("Cached under a bound of %d bytes for %d entries = %v; want a NotServable about memory", need-1, x.Len(), err)
+	}
+	if ents, _ := os.ReadDir(dir); slices.ContainsFunc(ents, func(e os.DirEntry) bool { return strings.HasPrefix(e.Name(), ImagePrefix) }) {
+		t.Error("an image was written though building was refused")
+	}
+	p, _, err := Cached(x, dir, need)
+	if err != nil {
+		t.Fatalf("Cached at a bound of BuildBytes: %v", err)
+	}
+	if p2, _, err := Cached(x, dir, 1); err != nil || p2 != p {
+		t.Errorf("Cached of a built image under a bound of 1 byte = %q, %v; want %q reused", p2, err, p)
+	}
+}
+
 func TestCached(t *testing.T) {
 	dir, x := packed(t, 4096)
-	p, bs, err := Cached(x, dir)
+	p, bs, err := Cached(x, dir, 0)
 	if err != nil || bs != 4096 || filepath.Dir(p) != dir || !strings.HasPrefix(filepath.Base(p), ImagePrefix) {
 		t.Fatalf("Cached = %q, %d, %v; want an image beside the index", p, bs, err)
 	}
 	st1, _ := os.Stat(p)
-	p2, _, err := Cached(x, dir)
+	p2, _, err := Cached(x, dir, 0)
 	st2, _ := os.Stat(p2)
 	if err != nil || p2 != p || !os.SameFile(st1, st2) {
 		t.Errorf("Cached again = %q, %v: want the same file reused", p2, err)
@@ -452,13 +475,13 @@ func TestCached(t *testing.T) {
 	if err := os.WriteFile(p, img[:len(img)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p3, _, err := Cached(x, dir)
+	p3, _, err := Cached(x, dir, 0)
 	if b, _ := os.ReadFile(p3); err != nil || !bytes.Equal(b, img) {
 		t.Errorf("Cached after the image was truncated = %q, %v, %d bytes; want it rebuilt (%d bytes)", p3, err, len(b), len(img))
 	}
 	// One that others may write is not reused either.
 	os.Chmod(p3, 0o666)
-	if p4, _, err := Cached(x, dir); err != nil {
+	if p4, _, err := Cached(x, dir, 0); err != nil {
 		t.Error(err)
 	} else if fi, _ := os.Stat(p4); fi.Mode().Perm() != 0o644 {
 		t.Errorf("Cached reused an image others may write (%v)", fi.Mode())
@@ -501,12 +524,12 @@ func TestCachedReadOnlyDir(t *testing.T) {
 		os.Chmod(dir, 0o555)
 		t.Cleanup(func() { os.Chmod(dir, 0o755) })
 	}
-	p, _, err := Cached(x, dir)
+	p, _, err := Cached(x, dir, 0)
 	if err != nil || !strings.HasPrefix(p, cache+"/") {
 		t.Fatalf("Cached for a read-only set = %q, %v; want an image under %s", p, err, cache)
 	}
 	st1, _ := os.Stat(p)
-	p2, _, err := Cached(x, dir)
+	p2, _, err := Cached(x, dir, 0)
 	if st2, _ := os.Stat(p2); err != nil || !os.SameFile(st1, st2) {
 		t.Errorf("Cached again = %q, %v; want %q reused", p2, err, p)
 	}

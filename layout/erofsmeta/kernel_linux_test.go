@@ -137,7 +137,7 @@ func TestKernelMount(t *testing.T) {
 		for _, s := range x.Shards() {
 			shards = append(shards, layout.ShardPath(dir, s))
 		}
-		image, bs, err := Cached(x, dir)
+		image, bs, err := Cached(x, dir, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +184,7 @@ func TestKernelMountTars(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(x.Close)
-			image, bs, err := Cached(x, dir)
+			image, bs, err := Cached(x, dir, 0)
 			if err != nil || bs != MinBlockSize {
 				t.Fatalf("Cached = %d, %v; want blocks of %d", bs, err, MinBlockSize)
 			}
