@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aifs/aifs/internal/wake"
 )
 
 // FSType is the file system type of a kernel plane mount.
@@ -155,21 +157,12 @@ func WaitGone(stop <-chan struct{}, mnt string) error {
 	if _, err := unix.InotifyAddWatch(fd, mnt, unix.IN_UNMOUNT|unix.IN_ONLYDIR); err != nil {
 		return fmt.Errorf("inotify_add_watch %s: %w", mnt, err)
 	}
-	var wake [2]int
-	if err := unix.Pipe2(wake[:], unix.O_CLOEXEC); err != nil {
-		return fmt.Errorf("pipe: %w", err)
+	end, release, err := wake.Pipe(stop)
+	if err != nil {
+		return err
 	}
-	defer unix.Close(wake[0])
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-stop:
-		case <-done:
-		}
-		unix.Close(wake[1])
-	}()
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(wake[0]), Events: unix.POLLIN}}
+	defer release()
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(end), Events: unix.POLLIN}}
 	buf := make([]byte, 4096)
 	for {
 		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/aifs/aifs/internal/wake"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/plan"
 )
@@ -73,23 +74,16 @@ func (p *Plane) Watch(ctx context.Context, seen func(reader uint32, id layout.ID
 	if err := unix.FanotifyMark(fan, unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, unix.FAN_CLOSE_NOWRITE, unix.AT_FDCWD, p.mnt); err != nil {
 		return fmt.Errorf("fanotify_mark %s: %w", p.mnt, err)
 	}
-	// A pipe that ctx's end closes wakes the poll.
-	var wake [2]int
-	if err := unix.Pipe2(wake[:], unix.O_CLOEXEC); err != nil {
-		return fmt.Errorf("pipe: %w", err)
+	end, release, err := wake.Pipe(ctx.Done())
+	if err != nil {
+		return err
 	}
-	defer unix.Close(wake[0])
-	stop := context.AfterFunc(ctx, func() { unix.Close(wake[1]) })
-	defer func() {
-		if stop() {
-			unix.Close(wake[1])
-		}
-	}()
+	defer release()
 	buf := make([]byte, 64<<10)
 	link := make([]byte, unix.PathMax)
 	prefix := p.mnt + "/"
 	self := uint32(os.Getpid())
-	fds := []unix.PollFd{{Fd: int32(fan), Events: unix.POLLIN}, {Fd: int32(wake[0]), Events: unix.POLLIN}}
+	fds := []unix.PollFd{{Fd: int32(fan), Events: unix.POLLIN}, {Fd: int32(end), Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
 			return fmt.Errorf("poll fanotify: %w", err)

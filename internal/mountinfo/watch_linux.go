@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/aifs/aifs/internal/wake"
 )
 
 // Watch calls fn with the mount table (a copy of File) now and again after each change of it,
@@ -20,21 +22,11 @@ func Watch(stop <-chan struct{}, fn func(table []byte) bool) error {
 		return err
 	}
 	defer file.Close()
-	// stop closes the pipe's write end, which wakes the poll.
-	r, w, err := os.Pipe()
+	end, release, err := wake.Pipe(stop)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-stop:
-		case <-done:
-		}
-		w.Close()
-	}()
+	defer release()
 	for {
 		if _, err := file.Seek(0, io.SeekStart); err != nil {
 			return err
@@ -43,7 +35,7 @@ func Watch(stop <-chan struct{}, fn func(table []byte) bool) error {
 		if err != nil {
 			return err
 		}
-		if !fn(table) || !waitChange(file, r) {
+		if !fn(table) || !waitChange(file, end) {
 			return nil
 		}
 	}
@@ -53,14 +45,14 @@ func Watch(stop <-chan struct{}, fn func(table []byte) bool) error {
 const recheck = time.Second
 
 // waitChange waits until the table open as file changes, or recheck passes, and returns true;
-// or, once stop's writer is closed, false.
-func waitChange(file, stop *os.File) bool {
+// or, once stop (wake.Pipe's) is readable, false.
+func waitChange(file *os.File, stop int) bool {
 	type pollFd struct {
 		fd             int32
 		events, revent int16
 	}
 	const pollIn, pollPri, pollErr = 0x1, 0x2, 0x8
-	fds := [2]pollFd{{fd: int32(file.Fd()), events: pollPri}, {fd: int32(stop.Fd()), events: pollIn}}
+	fds := [2]pollFd{{fd: int32(file.Fd()), events: pollPri}, {fd: int32(stop), events: pollIn}}
 	ts := syscall.NsecToTimespec(int64(recheck))
 	for {
 		fds[0].revent, fds[1].revent = 0, 0
