@@ -164,17 +164,11 @@ func (l *Loader) willNeed(f Fetch) {
 	l.mem.aheadBytes.Add(-n)
 	acts := l.d.pushAhead(ids, f.Chunk, make([]Push, 0, len(ids)))
 	var pushed, refused []layout.ID
-	last := -1 // the last sample to push, whose read a chunk read waits for
-	for i := range ids {
-		if acts[i] == PushIt {
-			last = i
-		}
-	}
 	for i, id := range ids {
 		if acts[i] != PushIt {
 			continue
 		}
-		if l.opt.WillNeed(id, f.Chunk && i == last) {
+		if l.opt.WillNeed(id, f.Chunk) {
 			pushed = append(pushed, id)
 		} else {
 			refused = append(refused, id)
