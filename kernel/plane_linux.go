@@ -24,10 +24,68 @@ import (
 type Plane struct {
 	mnt string // the mountpoint, absolute, without a trailing slash
 	x   *layout.Index
+	// disks are the stat files (/sys/dev/block/MAJ:MIN/stat) of the block devices the shards
+	// lie on, base the sectors read from them when the Plane was made, and mean the mean
+	// sample's bytes (Misses).
+	disks []string
+	base  uint64
+	mean  uint64
 }
 
-// NewPlane returns the Plane of the kernel plane mount at mnt, serving x.
-func NewPlane(mnt string, x *layout.Index) *Plane { return &Plane{mnt: filepath.Clean(mnt), x: x} }
+// NewPlane returns the Plane of the kernel plane mount at mnt, serving x from the shard files
+// shards.
+func NewPlane(mnt string, x *layout.Index, shards []string) *Plane {
+	p := &Plane{mnt: filepath.Clean(mnt), x: x, mean: 1}
+	if n := uint64(x.Files()); n > 0 {
+		p.mean = max(1, x.FileBytes()/n)
+	}
+	seen := map[uint64]bool{}
+	for _, s := range shards {
+		var st unix.Stat_t
+		if unix.Stat(s, &st) != nil || seen[st.Dev] {
+			continue
+		}
+		seen[st.Dev] = true
+		f := fmt.Sprintf("/sys/dev/block/%d:%d/stat", unix.Major(st.Dev), unix.Minor(st.Dev))
+		if _, ok := sectorsRead(f); ok {
+			p.disks = append(p.disks, f)
+		}
+	}
+	p.base = p.sectors()
+	return p
+}
+
+// Misses estimates how many sample reads on the plane have missed the page cache since it was
+// made: the bytes read from the block devices under the shards (EROFS reads a missing sample
+// from its shard, with directio straight from the device) over the mean sample's. Reads ahead
+// count too, and so does anything else that reads those devices; a shard on no block device (a
+// network or memory file system) counts nothing. It stands in for the misses of READs that open
+// chunk reads on the FUSE plane (prefetch.Options.Misses).
+func (p *Plane) Misses() uint64 { return (p.sectors() - p.base) * 512 / p.mean }
+
+// sectors returns the sectors read so far from the devices under the shards.
+func (p *Plane) sectors() uint64 {
+	var n uint64
+	for _, f := range p.disks {
+		s, _ := sectorsRead(f)
+		n += s
+	}
+	return n
+}
+
+// sectorsRead returns the sectors read field (the third) of a block device's stat file.
+func sectorsRead(file string) (uint64, bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[2], 10, 64)
+	return n, err == nil
+}
 
 // open opens sample id's file on the mount, read-only, without updating its atime and without
 // a controlling terminal. The open is the kernel's: a path walk in the dentry cache, no daemon.
@@ -37,14 +95,24 @@ func (p *Plane) open(id layout.ID) (int, error) {
 
 // WillNeed asks the kernel to read sample id into the page cache (POSIX_FADV_WILLNEED, the
 // kernel's read-ahead of the whole file; prefetch.Options.WillNeed). It reports whether the
-// kernel took the request; the read itself runs in the background.
-func (p *Plane) WillNeed(id layout.ID) bool {
+// kernel took the request. The read runs in the background; with wait, WillNeed returns once
+// the file's last byte is read (a read of it, which waits for its page), so that a chunk read's
+// flight lasts as long as its reads.
+func (p *Plane) WillNeed(id layout.ID, wait bool) bool {
 	fd, err := p.open(id)
 	if err != nil {
 		return false
 	}
 	defer unix.Close(fd)
-	return unix.Fadvise(fd, 0, int64(p.x.Entry(id).Size), unix.FADV_WILLNEED) == nil
+	size := int64(p.x.Entry(id).Size)
+	if unix.Fadvise(fd, 0, size, unix.FADV_WILLNEED) != nil {
+		return false
+	}
+	if wait && size > 0 {
+		var b [1]byte
+		unix.Pread(fd, b[:], size-1)
+	}
+	return true
 }
 
 // Drop drops sample id's pages from the page cache (POSIX_FADV_DONTNEED: clean pages only, and

@@ -168,7 +168,7 @@ func (l *Loader) willNeed(f Fetch) {
 		if acts[i] != PushIt {
 			continue
 		}
-		if l.opt.WillNeed(id) {
+		if l.opt.WillNeed(id, f.Chunk) {
 			pushed = append(pushed, id)
 		} else {
 			refused = append(refused, id)

@@ -60,9 +60,14 @@ type Options struct {
 	// and pushing it, the Loader asks WillNeed to bring sample id into that path's page cache
 	// (readahead(2)) and counts it pushed if it reports so; Seen, not READs, tells the Loader of
 	// the samples read, every one of them (no beacons: Policy.SeesEveryRead). With Drop it
-	// turns the Residency policy on, as Push does. Chunk reads do not run (they start at a
-	// READ's miss). Default nil: the FUSE plane.
-	WillNeed func(id layout.ID) bool
+	// turns the Residency policy on, as Push does. With wait (a chunk read's), it returns once
+	// the sample is read, so that chunk reads' flights bound their reads. Default nil: the FUSE
+	// plane.
+	WillNeed func(id layout.ID, wait bool) bool
+	// Misses, with WillNeed, estimates the samples read on that path that missed the page cache
+	// so far (kernel.Plane.Misses): what the READs that miss count on the FUSE plane, to open
+	// chunk reads (chunkGate). Nil: chunk reads do not run on that path.
+	Misses func() uint64
 	// ChunkReads, with the Residency policy on, makes a cold miss read the samples after it that
 	// the page cache will keep, up to ChunkBytes, and then the shards in order (chunks.go), in
 	// the background, and push them.
@@ -272,7 +277,7 @@ func newLoader(x *layout.Index, shards []backend.Shard, opt Options, every time.
 	l.flights.Init(func(id layout.ID) uint { return uint(id) })
 	l.d = decider{
 		p: NewPolicy(x, PolicyConfig{Planner: opt.Planner, MaxWhole: opt.MaxWhole, PageCache: l.pageCache,
-			ChunkReads: opt.ChunkReads && opt.WillNeed == nil, ChunkBytes: opt.ChunkBytes, SeesEveryRead: opt.WillNeed != nil}),
+			ChunkReads: opt.ChunkReads && (opt.WillNeed == nil || opt.Misses != nil), ChunkBytes: opt.ChunkBytes, SeesEveryRead: opt.WillNeed != nil}),
 		parsers: map[uint32]*plan.Parser{},
 		have:    l.have,
 		busy:    l.flights.Busy,

@@ -69,7 +69,11 @@ func (l *Loader) residencyLoop(every time.Duration) {
 // tick tells the Policy of a tick (Policy.Tick), drops what it lets go and tops up the
 // sweep's reads (sweep); drop is reused.
 func (l *Loader) tick(drop []layout.ID) []layout.ID {
-	drop = l.d.tick(l.stats.misses.Load(), drop)
+	misses := l.stats.misses.Load()
+	if l.opt.Misses != nil {
+		misses += l.opt.Misses()
+	}
+	drop = l.d.tick(misses, drop)
 	l.drop(drop)
 	l.sweep()
 	return drop

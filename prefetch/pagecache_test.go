@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -442,5 +444,65 @@ func TestLoaderSortedPasses(t *testing.T) {
 	// the run, 2×.
 	if read, set := l.Stats().Backend.Bytes-start, passes*x.ShardBytes(); read > set*33/32 {
 		t.Errorf("%d sorted passes read %d bytes from shards of %d: many twice", passes, read, set/passes)
+	}
+}
+
+// TestLoaderChunkSweepWillNeed: on a serving path of its own (WillNeed, the kernel plane) the
+// sweep runs once the path's misses (Options.Misses) come fast: it asks WillNeed for every
+// sample the epoch has not read, each once, and waits for the last of each chunk read; while
+// they come slowly, it asks for nothing.
+func TestLoaderChunkSweepWillNeed(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
+			defer func(d time.Duration) { testTickEvery = d }(testTickEvery)
+			testTickEvery = time.Hour // the test ticks
+			x, shards, content := dataset(t, 600, 48<<10)
+			var (
+				mu     sync.Mutex
+				asked  = map[layout.ID]int{}
+				waits  int
+				misses atomic.Uint64
+			)
+			willNeed := func(id layout.ID, wait bool) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				asked[id]++
+				if wait {
+					waits++
+				}
+				return true
+			}
+			l := newInlineLoader(t, x, shards, Options{WillNeed: willNeed, Drop: func(layout.ID) {}, Misses: misses.Load, ChunkReads: true})
+			ids := sortedIDs(content)
+			shuffled := slices.Clone(ids)
+			rand.New(rand.NewPCG(15, 16)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			seen := map[layout.ID]bool{}
+			for i, id := range shuffled[:40] { // 40 reads of a shuffled epoch seen, each a miss of the path's
+				l.Seen(1, id)
+				seen[id] = true
+				if fast || i%10 == 0 {
+					misses.Add(1)
+				}
+			}
+			for range 50 { // the sweep tops its reads up at each tick
+				l.tick(nil)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !fast {
+				if len(asked) != 0 {
+					t.Fatalf("%d samples asked for with misses at 1 a tick; want none", len(asked))
+				}
+				return
+			}
+			if len(asked) != len(ids)-len(seen) || waits == 0 {
+				t.Fatalf("%d samples asked for (%d waits); want the %d the epoch has not read", len(asked), waits, len(ids)-len(seen))
+			}
+			for id, n := range asked {
+				if n != 1 || seen[id] {
+					t.Errorf("sample %d asked for %d times, seen %v", id, n, seen[id])
+				}
+			}
+		})
 	}
 }

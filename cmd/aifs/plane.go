@@ -70,10 +70,7 @@ func mountKernel(log *zap.Logger, src *source, mnt string) (*kernelPlane, error)
 	if err != nil {
 		return nil, fmt.Errorf("kernel plane: %w", err)
 	}
-	devices := make([]string, len(src.x.Shards()))
-	for i, s := range src.x.Shards() {
-		devices[i] = layout.ShardPath(src.name, s)
-	}
+	devices := shardPaths(src)
 	if err := kernel.Mount(image, devices, mnt, true); err != nil {
 		return nil, fmt.Errorf("kernel plane: %w", err)
 	}
@@ -82,11 +79,21 @@ func mountKernel(log *zap.Logger, src *source, mnt string) (*kernelPlane, error)
 		var ctl string
 		if ctl, err = kernel.MakeControlDir(dev); err == nil {
 			log.Debug("kernel plane mounted", zap.String("image", image), zap.Int("block_size", bs), zap.String("control", ctl))
-			return &kernelPlane{mnt: mnt, dev: dev, ctl: ctl, plane: kernel.NewPlane(mnt, src.x)}, nil
+			return &kernelPlane{mnt: mnt, dev: dev, ctl: ctl, plane: kernel.NewPlane(mnt, src.x, devices)}, nil
 		}
 	}
 	kernel.Unmount(mnt)
 	return nil, fmt.Errorf("kernel plane: %w", err)
+}
+
+// shardPaths returns the paths of src's shard files, in the index's order: the kernel plane's
+// devices.
+func shardPaths(src *source) []string {
+	paths := make([]string, len(src.x.Shards()))
+	for i, s := range src.x.Shards() {
+		paths[i] = layout.ShardPath(src.name, s)
+	}
+	return paths
 }
 
 // choosePlane mounts the kernel plane at mnt when -o data asks for it and it can be, and
@@ -131,7 +138,7 @@ func adoptKernel(log *zap.Logger, src *source, mnt, plane string) (*kernelPlane,
 	if err != nil {
 		return nil, "", fmt.Errorf("kernel plane: taking over %s: %w", mnt, err)
 	}
-	kp := &kernelPlane{mnt: mnt, dev: dev, ctl: kernel.ControlDir(dev), plane: kernel.NewPlane(mnt, src.x), reason: "kernel: " + why}
+	kp := &kernelPlane{mnt: mnt, dev: dev, ctl: kernel.ControlDir(dev), plane: kernel.NewPlane(mnt, src.x, shardPaths(src)), reason: "kernel: " + why}
 	log.Debug("kernel plane taken over", zap.String("control", kp.ctl))
 	return kp, kp.reason, nil
 }

@@ -195,7 +195,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger, h *handover) (
 	plane, fuseAt := fs.DataPlane{Plane: dataFUSE, Reason: reason, Mountpoint: mnt}, mnt
 	if kp != nil {
 		closers = append(closers, func() error { return os.Remove(kp.ctl) }, kp.unmount)
-		po.WillNeed, po.Drop = kp.plane.WillNeed, kp.plane.Drop
+		po.WillNeed, po.Drop, po.Misses = kp.plane.WillNeed, kp.plane.Drop, kp.plane.Misses
 		plane.Plane, fuseAt = dataKernel, kp.ctl
 	}
 	log.Info("data plane", zap.String("plane", plane.Plane), zap.String("why", reason))
