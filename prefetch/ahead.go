@@ -174,6 +174,10 @@ func (l *Loader) willNeed(f Fetch) {
 			refused = append(refused, id)
 		}
 	}
-	l.stats.pushedAhead.Add(uint64(len(pushed)))
+	counter := &l.stats.pushedAhead // as pushAhead counts them
+	if f.Chunk {
+		counter = &l.stats.chunkSamples
+	}
+	counter.Add(uint64(len(pushed)))
 	l.d.pushed(pushed, refused)
 }

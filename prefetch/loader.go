@@ -66,7 +66,9 @@ type Options struct {
 	WillNeed func(id layout.ID, wait bool) bool
 	// Misses, with WillNeed, estimates the samples read on that path that missed the page cache
 	// so far (kernel.Plane.Misses): what the READs that miss count on the FUSE plane, to open
-	// chunk reads (chunkGate). Nil: chunk reads do not run on that path.
+	// chunk reads (chunkGate). Each tick counts no more of them than Seen's reads since the last,
+	// as the estimate counts whatever reads the same devices. Nil: chunk reads do not run on
+	// that path.
 	Misses func() uint64
 	// ChunkReads, with the Residency policy on, makes a cold miss read the samples after it that
 	// the page cache will keep, up to ChunkBytes, and then the shards in order (chunks.go), in
@@ -195,7 +197,11 @@ type Loader struct {
 	pageCache    bool
 	readers      [8]atomic.Uint32
 	chunkFlights atomic.Int32 // chunk reads queued, reading or pushing (chunks.go)
-	maxFlights   int32        // bound of chunkFlights (maxChunkFlights)
+	// seen counts Seen's reads; pathMisses, the misses of another serving path that the gate
+	// sees (pathMissesTick), and lastSeen, lastPath their counts at the last tick.
+	seen                           atomic.Uint64
+	pathMisses, lastSeen, lastPath uint64
+	maxFlights                     int32 // bound of chunkFlights (maxChunkFlights)
 
 	verified bitset.Atomic // with Verify: the samples over MaxWhole whose checksum matched, one bit each
 	corrupt  bitset.Atomic // with Verify: the samples found not to match their checksum, one bit each
@@ -393,6 +399,7 @@ func (l *Loader) Read(cancel <-chan struct{}, reader uint32, id layout.ID, e lay
 // path (Options.WillNeed), from the page cache or not: the decisions follow it as they follow a
 // READ, and reads ahead may start. It takes no lock of a reader's (decider.observe).
 func (l *Loader) Seen(reader uint32, id layout.ID) {
+	l.seen.Add(1)
 	l.noteReader(reader)
 	l.d.observe(firstRead{id, reader})
 }

@@ -69,14 +69,24 @@ func (l *Loader) residencyLoop(every time.Duration) {
 // tick tells the Policy of a tick (Policy.Tick), drops what it lets go and tops up the
 // sweep's reads (sweep); drop is reused.
 func (l *Loader) tick(drop []layout.ID) []layout.ID {
-	misses := l.stats.misses.Load()
-	if l.opt.Misses != nil {
-		misses += l.opt.Misses()
-	}
-	drop = l.d.tick(misses, drop)
+	drop = l.d.tick(l.stats.misses.Load()+l.pathMissesTick(), drop)
 	l.drop(drop)
 	l.sweep()
 	return drop
+}
+
+// pathMissesTick returns the misses of another serving path so far (Options.Misses), each tick
+// counting no more than the reads Seen had since the last: the estimate counts everything that
+// reads the shards' devices (other processes, the daemon's own reads ahead), and what the plane's
+// readers did not read did not miss. Called by the ticking goroutine alone.
+func (l *Loader) pathMissesTick() uint64 {
+	if l.opt.Misses == nil {
+		return 0
+	}
+	path, seen := l.opt.Misses(), l.seen.Load()
+	l.pathMisses += min(path-min(path, l.lastPath), seen-l.lastSeen)
+	l.lastPath, l.lastSeen = path, seen
+	return l.pathMisses
 }
 
 // drop drops the samples ids from the page cache.

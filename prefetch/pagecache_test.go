@@ -449,11 +449,16 @@ func TestLoaderSortedPasses(t *testing.T) {
 
 // TestLoaderChunkSweepWillNeed: on a serving path of its own (WillNeed, the kernel plane) the
 // sweep runs once the path's misses (Options.Misses) come fast: it asks WillNeed for every
-// sample the epoch has not read, each once, and waits for the last of each chunk read; while
-// they come slowly, it asks for nothing.
+// sample the epoch has not read, each once, and waits for each of a chunk read's; while they
+// come slowly, or come fast with no reads seen (others reading the shards' devices), it asks
+// for nothing.
 func TestLoaderChunkSweepWillNeed(t *testing.T) {
-	for _, fast := range []bool{true, false} {
-		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		fast, seen bool
+	}{{"fast", true, true}, {"slow", false, true}, {"unseen", true, false}} {
+		fast := c.fast && c.seen
+		t.Run(c.name, func(t *testing.T) {
 			defer func(d time.Duration) { testTickEvery = d }(testTickEvery)
 			testTickEvery = time.Hour // the test ticks
 			x, shards, content := dataset(t, 600, 48<<10)
@@ -478,9 +483,11 @@ func TestLoaderChunkSweepWillNeed(t *testing.T) {
 			rand.New(rand.NewPCG(15, 16)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 			seen := map[layout.ID]bool{}
 			for i, id := range shuffled[:40] { // 40 reads of a shuffled epoch seen, each a miss of the path's
-				l.Seen(1, id)
-				seen[id] = true
-				if fast || i%10 == 0 {
+				if c.seen {
+					l.Seen(1, id)
+					seen[id] = true
+				}
+				if c.fast || i%10 == 0 {
 					misses.Add(1)
 				}
 			}
@@ -491,12 +498,15 @@ func TestLoaderChunkSweepWillNeed(t *testing.T) {
 			defer mu.Unlock()
 			if !fast {
 				if len(asked) != 0 {
-					t.Fatalf("%d samples asked for with misses at 1 a tick; want none", len(asked))
+					t.Fatalf("%d samples asked for (%s); want none", len(asked), c.name)
 				}
 				return
 			}
 			if len(asked) != len(ids)-len(seen) || waits == 0 {
 				t.Fatalf("%d samples asked for (%d waits); want the %d the epoch has not read", len(asked), waits, len(ids)-len(seen))
+			}
+			if pc := l.Stats().PageCache; pc.ChunkReads == 0 || pc.ChunkSamples == 0 || pc.ChunkSamples > uint64(len(asked)) {
+				t.Errorf("page cache stats %+v: want chunk reads and the samples they asked for", *pc)
 			}
 			for id, n := range asked {
 				if n != 1 || seen[id] {
