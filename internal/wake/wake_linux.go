@@ -5,8 +5,7 @@ package wake
 
 import (
 	"fmt"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // Pipe returns the read end of a pipe, to poll for POLLIN beside other descriptors: the write
@@ -15,7 +14,7 @@ import (
 // ends the goroutine that waits for stop.
 func Pipe(stop <-chan struct{}) (fd int, release func(), err error) {
 	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
 		return -1, nil, fmt.Errorf("pipe: %w", err)
 	}
 	done := make(chan struct{})
@@ -24,10 +23,10 @@ func Pipe(stop <-chan struct{}) (fd int, release func(), err error) {
 		case <-stop:
 		case <-done:
 		}
-		unix.Close(p[1])
+		syscall.Close(p[1])
 	}()
 	return p[0], func() {
 		close(done)
-		unix.Close(p[0])
+		syscall.Close(p[0])
 	}, nil
 }
