@@ -23,7 +23,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aifs/aifs/layout"
@@ -235,67 +234,26 @@ func imageFolderRecord(r *view.Record, opt Options, res *Result, label string) b
 	return true
 }
 
-// readAll reads the members of every ZIP, opt.Jobs at a time, and returns them in the order of
-// srcs; the first error in that order stops it.
+// readAll reads the members of every ZIP, opt.Jobs at a time (view.ReadEach), and returns them
+// in the order of srcs; an error stops it, and the first in that order is returned.
 func readAll(ctx context.Context, srcs []Source, opt Options) ([][]zip.Member, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	out := make([][]zip.Member, len(srcs))
-	errs := make([]error, len(srcs))
-	var total int64
-	for _, s := range srcs {
-		total += s.Size
+	sizes := make([]int64, len(srcs))
+	for i, s := range srcs {
+		sizes[i] = s.Size
 	}
-	var (
-		mu   sync.Mutex // guards done, bytes and serialises opt.Progress
-		done int
-		read int64
-	)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(opt.Jobs, len(srcs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i], errs[i] = readOne(ctx, srcs[i])
-				if errs[i] != nil {
-					cancel()
-				}
-				mu.Lock()
-				done++
-				read += srcs[i].Size
-				if opt.Progress != nil {
-					opt.Progress(Progress{Zips: done, TotalZips: len(srcs), Bytes: read, TotalBytes: total})
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for i := range srcs {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
+	var progress func(done int, bytes, total int64)
+	if opt.Progress != nil {
+		progress = func(done int, bytes, total int64) {
+			opt.Progress(Progress{Zips: done, TotalZips: len(srcs), Bytes: bytes, TotalBytes: total})
 		}
 	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, ctx.Err()
+	return view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) ([]zip.Member, error) {
+		return readOne(ctx, srcs[i])
+	}, progress)
 }
 
 // readOne reads the members of one ZIP.
 func readOne(ctx context.Context, s Source) ([]zip.Member, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	f, err := s.Open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", s.Label, err)
