@@ -132,6 +132,39 @@ func TestIndexTFRecordImageFolder(t *testing.T) {
 	}
 }
 
+// TestIndexTFRecordTFDS writes the JPEG tree as TFRecord files with TFDS's keys (image, label
+// from 0, file_name) and its label.labels.txt, named as TFDS names its files, indexes them with
+// --view imagefolder --class-names label.labels.txt (the format told by content) and mounts
+// them: torchvision's ImageFolder finds the tree's classes and samples, and a DataLoader decodes
+// identical tensors.
+func TestIndexTFRecordTFDS(t *testing.T) {
+	src, classes, images := jpegImages(t)
+	dir := t.TempDir()
+	files := make([][]byte, 2)
+	for i, img := range images {
+		ex := tfwrite.Example(tfwrite.Bytes("image", img.data), tfwrite.Int("label", int64(slices.Index(classes, img.class))),
+			tfwrite.Bytes("file_name", []byte(img.name)))
+		files[i%2] = tfwrite.AppendRecord(files[i%2], ex)
+	}
+	for i, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, "imagenet2012-train.tfrecord-0000"+strconv.Itoa(i)+"-of-00002"), f, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := filepath.Join(t.TempDir(), "label.labels.txt")
+	if err := os.WriteFile(names, []byte(strings.Join(classes, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set := filepath.Join(t.TempDir(), "view")
+	r := mustAifs(t, "index", "--view", "imagefolder", "--class-names", names, filepath.Join(dir, "imagenet2012-train.tfrecord-{00000..00001}-of-00002"), set)
+	if !strings.Contains(r.stdout, strconv.Itoa(jpegFiles)+" samples in "+strconv.Itoa(jpegClasses)+" classes") {
+		t.Errorf("summary: %s", r)
+	}
+	mnt := mountSet(t, set)
+	t.Log(torchCheck(t, "imagefolder", src, mnt))
+	t.Log(torchCheck(t, "loader", src, mnt, "--workers", "2"))
+}
+
 // hfImageSchema is the schema `datasets` writes for an image set: image struct{bytes, path},
 // label int64, and the features in the "huggingface" metadata with the class names.
 func hfImageSchema(t *testing.T, classes []string) *arrow.Schema {
