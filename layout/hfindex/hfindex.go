@@ -4,7 +4,7 @@
 // and rows (layout/hfarrow) and returns an index whose files point at the images' bytes inside
 // the files, the files being the shards. With checksums (the default) each image's CRC32C is
 // computed while indexing (layout.CRC32C), which reads every image's bytes, and the whole
-// file's (the shard's checksum, which aifs verify checks) in a second sequential pass. Options.View
+// file's (the shard's checksum, which aifs verify checks) from the same reads. Options.View
 // chooses the tree (layout/view builds it):
 //
 //   - view.Tree: each file's rows under a directory named after it less its extension, as
@@ -209,12 +209,17 @@ func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error
 		return scanned{}, fmt.Errorf("open %s: %w", s.Label, err)
 	}
 	defer f.Close()
-	sc, err := hfarrow.NewScanner(f, s.Size, s.Label, opt)
+	var r io.ReaderAt = f
+	summed := &summingReader{r: f, size: s.Size}
+	if opt.Checksums {
+		r = summed
+	}
+	sc, err := hfarrow.NewScanner(r, s.Size, s.Label, opt)
 	if err != nil {
 		return scanned{}, err
 	}
 	out := scanned{schema: sc.Schema()}
-	heads := headReader{r: f, size: s.Size}
+	heads := headReader{r: r, size: s.Size}
 	for n := 0; ; n++ {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return scanned{}, ctx.Err()
@@ -246,25 +251,72 @@ func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error
 		out.rows = append(out.rows, row)
 	}
 	if opt.Checksums {
-		if out.crc, err = fileCRC(f, s.Size); err != nil {
+		if out.crc, err = summed.sum(); err != nil {
 			return scanned{}, fmt.Errorf("%s: %w", s.Label, err)
 		}
 	}
 	return out, nil
 }
 
-// fileCRC returns the CRC32C of the size bytes of r: the shard's checksum, which aifs verify
-// checks beside the images'. It reads the file once more, in 4 MiB reads.
-func fileCRC(r io.ReaderAt, size int64) (uint32, error) {
-	sum := crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	n, err := io.CopyBuffer(sum, io.NewSectionReader(r, 0, size), make([]byte, 4<<20))
-	if err == nil && n != size {
-		err = io.ErrUnexpectedEOF
+// summingReader computes the CRC32C of a file (the shard's checksum, which aifs verify checks
+// beside the images') from the reads made through it, so that the file is read once: the sum
+// covers the prefix [0, done), which grows with each read that starts in it or a little after
+// it (the bytes between read first, maxGap at the most). The scanner reads a file mostly in
+// order of offset; what it skipped or read out of order (an Arrow file's or Parquet file's
+// footer, read first) is read by sum. It is used by one goroutine.
+type summingReader struct {
+	r    io.ReaderAt
+	size int64
+	done int64
+	crc  uint32
+	gap  []byte
+}
+
+// maxGap is the most bytes summingReader reads to join a read to the prefix it has summed.
+const maxGap = 1 << 20
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func (s *summingReader) ReadAt(p []byte, off int64) (int, error) {
+	if off > s.done && off-s.done <= maxGap {
+		if err := s.readTo(off); err != nil {
+			return 0, err
+		}
 	}
-	if err != nil {
-		return 0, fmt.Errorf("read the file for its checksum: %w", err)
+	n, err := s.r.ReadAt(p, off)
+	if off <= s.done && off+int64(n) > s.done {
+		s.crc = crc32.Update(s.crc, castagnoli, p[s.done-off:n])
+		s.done = off + int64(n)
 	}
-	return sum.Sum32(), nil
+	return n, err
+}
+
+// readTo sums the file's bytes [done, end).
+func (s *summingReader) readTo(end int64) error {
+	for s.done < end {
+		if s.gap == nil {
+			s.gap = make([]byte, maxGap)
+		}
+		b := s.gap[:min(int64(len(s.gap)), end-s.done)]
+		n, err := s.r.ReadAt(b, s.done)
+		s.crc = crc32.Update(s.crc, castagnoli, b[:n])
+		s.done += int64(n)
+		if n < len(b) {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("read the file for its checksum: %w", err)
+		}
+	}
+	return nil
+}
+
+// sum returns the CRC32C of the whole file, reading what the reads through s did not cover.
+func (s *summingReader) sum() (uint32, error) {
+	if err := s.readTo(s.size); err != nil {
+		return 0, err
+	}
+	return s.crc, nil
 }
 
 // headReader reads the first bytes of images through 1 MiB reads: the images of a batch lie in
