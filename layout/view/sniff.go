@@ -74,3 +74,38 @@ func Each(parent context.Context, n, jobs int, read func(ctx context.Context, i 
 	}
 	return parent.Err()
 }
+
+// EachInOrder is Each with add(i) called for each i in the order of i, as soon as read(ctx, i)
+// and every read before it have succeeded (serialised with done, from the goroutine whose read
+// completed the run), so that what is done with the results in their order overlaps the reads
+// of later ones. An error of add stops the reads not started yet and no later add is called;
+// EachInOrder returns the first error in the order of i, of read or add.
+func EachInOrder(parent context.Context, n, jobs int, read func(ctx context.Context, i int) error, add func(i int) error, done func(i int)) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	ok := make([]bool, n)    // read i succeeded: written and read by the goroutine of read i only
+	ready := make([]bool, n) // ok, published under Each's serialisation of done
+	next := 0
+	var addErr error
+	err := Each(ctx, n, jobs, func(ctx context.Context, i int) error {
+		err := read(ctx, i)
+		ok[i] = err == nil
+		return err
+	}, func(i int) {
+		if done != nil {
+			done(i)
+		}
+		ready[i] = ok[i]
+		for addErr == nil && next < n && ready[next] {
+			addErr = add(next)
+			next++
+		}
+		if addErr != nil {
+			cancel()
+		}
+	})
+	if addErr != nil {
+		return addErr
+	}
+	return err
+}

@@ -133,63 +133,41 @@ func IndexZips(ctx context.Context, srcs []Source, opt Options) ([]byte, Result,
 	if opt.Warn == nil {
 		opt.Warn = func(string) {}
 	}
-	scans, err := readAll(ctx, srcs, opt)
-	if err != nil {
-		return nil, Result{}, err
-	}
 	var res Result
 	vsrcs := make([]view.Source, len(srcs))
 	shards := make([]layout.Shard, len(srcs))
+	sizes := make([]int64, len(srcs))
 	for i, s := range srcs {
 		vsrcs[i] = view.Source{Label: s.Label, Dir: view.DirName(s.Name, ".zip"), MTime: s.MTime}
 		shards[i] = layout.Shard{Name: s.Name, Kind: layout.ShardTar, Size: uint64(s.Size), Version: s.Version, Checksum: layout.CRC32IEEE}
+		sizes[i] = s.Size
 		res.ZipBytes += s.Size
 	}
 	b := view.New(vsrcs, view.Options{Kind: opt.View, ClassNames: opt.ClassNames, NamedClasses: opt.ByKey == nil, Warn: opt.Warn})
+	// Each ZIP's members go into the tree in the order of srcs while later ZIPs are read.
+	scans := make([][]zip.Member, len(srcs))
 	var recs []view.Record
-	for i, members := range scans {
-		label := srcs[i].Label
-		recs = recs[:0]
-		res.Members += len(members)
-		for _, m := range members {
-			p, err := view.CleanPath(m.Name)
-			if err != nil {
-				return nil, Result{}, fmt.Errorf("%s: member %q: %w", label, m.Name, err)
-			}
-			switch {
-			case m.Type == zip.TypeDir:
-				if opt.View != view.ImageFolder {
-					recs = append(recs, view.Record{Path: p, Dir: true, Mode: m.Mode, MTime: m.MTime})
-				}
-				continue
-			case m.Type != zip.TypeFile:
-				if res.Skipped++; res.Skipped <= maxNamed {
-					opt.Warn(fmt.Sprintf("%s: skipped %q: a symlink, device or FIFO", label, m.Name))
-				}
-				continue
-			case !m.Stored():
-				res.Refused++
-				if len(res.FirstRefused) < maxNamed {
-					named := fmt.Sprintf("%s: %s (%s)", label, m.Name, m.MethodName())
-					res.FirstRefused = append(res.FirstRefused, named)
-					opt.Warn("refused (not stored as it is, so it cannot be served in place): " + named)
-				}
-				continue
-			case p == "":
-				return nil, Result{}, fmt.Errorf("%s: member %q: a file with no name", label, m.Name)
-			}
-			r := view.Record{Path: p, Mode: m.Mode, MTime: m.MTime, Offset: uint64(m.Offset), Size: uint64(m.Size), CRC: m.CRC}
-			if opt.NoChecksums {
-				r.CRC = 0
-			}
-			if opt.View == view.ImageFolder && !imageFolderRecord(&r, opt, &res, label) {
-				continue
-			}
-			recs = append(recs, r)
+	var done int
+	var read int64
+	err := view.EachInOrder(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
+		scans[i], err = readOne(ctx, srcs[i])
+		return err
+	}, func(i int) (err error) {
+		recs, err = records(recs[:0], srcs[i].Label, scans[i], opt, &res)
+		scans[i] = nil
+		if err == nil {
+			err = b.Add(i, recs)
 		}
-		if err := b.Add(i, recs); err != nil {
-			return nil, Result{}, err
+		return err
+	}, func(i int) {
+		done++
+		read += sizes[i]
+		if opt.Progress != nil {
+			opt.Progress(Progress{Zips: done, TotalZips: len(srcs), Bytes: read, TotalBytes: res.ZipBytes})
 		}
+	})
+	if err != nil {
+		return nil, Result{}, err
 	}
 	nodes, vres, err := b.Nodes()
 	if err != nil {
@@ -201,6 +179,49 @@ func IndexZips(ctx context.Context, srcs []Source, opt Options) ([]byte, Result,
 	index := layout.EncodeIndex(nodes, shards, opt.NoChecksums)
 	res.Duration = time.Since(start)
 	return index, res, nil
+}
+
+// records appends the records of a ZIP's members to recs for the view, counting and naming
+// those refused or skipped in res.
+func records(recs []view.Record, label string, members []zip.Member, opt Options, res *Result) ([]view.Record, error) {
+	res.Members += len(members)
+	for _, m := range members {
+		p, err := view.CleanPath(m.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: member %q: %w", label, m.Name, err)
+		}
+		switch {
+		case m.Type == zip.TypeDir:
+			if opt.View != view.ImageFolder {
+				recs = append(recs, view.Record{Path: p, Dir: true, Mode: m.Mode, MTime: m.MTime})
+			}
+			continue
+		case m.Type != zip.TypeFile:
+			if res.Skipped++; res.Skipped <= maxNamed {
+				opt.Warn(fmt.Sprintf("%s: skipped %q: a symlink, device or FIFO", label, m.Name))
+			}
+			continue
+		case !m.Stored():
+			res.Refused++
+			if len(res.FirstRefused) < maxNamed {
+				named := fmt.Sprintf("%s: %s (%s)", label, m.Name, m.MethodName())
+				res.FirstRefused = append(res.FirstRefused, named)
+				opt.Warn("refused (not stored as it is, so it cannot be served in place): " + named)
+			}
+			continue
+		case p == "":
+			return nil, fmt.Errorf("%s: member %q: a file with no name", label, m.Name)
+		}
+		r := view.Record{Path: p, Mode: m.Mode, MTime: m.MTime, Offset: uint64(m.Offset), Size: uint64(m.Size), CRC: m.CRC}
+		if opt.NoChecksums {
+			r.CRC = 0
+		}
+		if opt.View == view.ImageFolder && !imageFolderRecord(&r, opt, res, label) {
+			continue
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
 }
 
 // imageFolderRecord labels r for view.ImageFolder, or reports false for a member that is not an
@@ -232,24 +253,6 @@ func imageFolderRecord(r *view.Record, opt Options, res *Result, label string) b
 		r.Label, r.Path = class, rest
 	}
 	return true
-}
-
-// readAll reads the members of every ZIP, opt.Jobs at a time (view.ReadEach), and returns them
-// in the order of srcs; an error stops it, and the first in that order is returned.
-func readAll(ctx context.Context, srcs []Source, opt Options) ([][]zip.Member, error) {
-	sizes := make([]int64, len(srcs))
-	for i, s := range srcs {
-		sizes[i] = s.Size
-	}
-	var progress func(done int, bytes, total int64)
-	if opt.Progress != nil {
-		progress = func(done int, bytes, total int64) {
-			opt.Progress(Progress{Zips: done, TotalZips: len(srcs), Bytes: bytes, TotalBytes: total})
-		}
-	}
-	return view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) ([]zip.Member, error) {
-		return readOne(ctx, srcs[i])
-	}, progress)
 }
 
 // readOne reads the members of one ZIP.
