@@ -118,7 +118,8 @@ func Members(r io.ReaderAt, size int64) ([]Member, error) {
 	off := dirOff
 	var rec [centralLen]byte
 	var vari []byte // the name, extra field and comment of a record
-	var (           // the last MS-DOS date and time converted: most members share one
+	// the last MS-DOS date and time converted: most members share one
+	var (
 		dosStamp uint32
 		dosTime  int64
 		dosKnown bool
