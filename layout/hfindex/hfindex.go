@@ -47,26 +47,10 @@ import (
 )
 
 // Source is one Arrow or Parquet file to index in place.
-type Source struct {
-	// Name is what the index records as the shard's name (layout.Shard.Name).
-	Name string
-	// Label names the file in messages: its path or URL.
-	Label string
-	// Size is the file's size in bytes, as listed.
-	Size int64
-	// MTime (nanoseconds) is given to the file's directory in the tree view.
-	MTime int64
-	// Version is recorded in the index and checked at mount (layout.Shard.Version).
-	Version string
-	// Open returns the file for reading at any offset; IndexHF closes it.
-	Open func(ctx context.Context) (File, error)
-}
+type Source = view.Input[File]
 
 // File is an opened source file.
-type File interface {
-	io.ReaderAt
-	io.Closer
-}
+type File = view.File
 
 // Options configure IndexHF. The zero value indexes with the defaults given on each field.
 type Options struct {
@@ -92,10 +76,7 @@ type Options struct {
 }
 
 // Progress is a snapshot of a running IndexHF.
-type Progress struct {
-	Files, TotalFiles int
-	Bytes, TotalBytes int64 // of the files read, counted whole as each is done
-}
+type Progress = view.Progress
 
 // Result summarises a finished IndexHF.
 type Result struct {
@@ -137,11 +118,7 @@ func IndexHF(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, e
 	hopt := hfarrow.Options{ImageColumn: opt.ImageColumn, LabelColumn: opt.LabelColumn, Checksums: !opt.NoChecksums}
 	scans, err := view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) (scanned, error) {
 		return readOne(ctx, srcs[i], hopt)
-	}, func(done int, bytes, total int64) {
-		if opt.Progress != nil {
-			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: bytes, TotalBytes: total})
-		}
-	})
+	}, opt.Progress)
 	if err != nil {
 		return nil, Result{}, err
 	}

@@ -38,21 +38,8 @@ import (
 	"github.com/aifs/aifs/layout/view"
 )
 
-// Source is one TFRecord file to index in place.
-type Source struct {
-	// Name is what the index records as the shard's name (layout.Shard.Name).
-	Name string
-	// Label names the file in messages: its path or URL.
-	Label string
-	// Size is the file's size in bytes, as listed; a file that reads otherwise fails the index.
-	Size int64
-	// MTime (nanoseconds) is given to the file's directory in the tree view.
-	MTime int64
-	// Version is recorded in the index and checked at mount (layout.Shard.Version).
-	Version string
-	// Open returns the file's bytes from its first; IndexTFRecords closes it.
-	Open func(ctx context.Context) (io.ReadCloser, error)
-}
+// Source is one TFRecord file to index in place, read once from its first byte.
+type Source = view.Input[io.ReadCloser]
 
 // Options configure IndexTFRecords. The zero value indexes with the defaults given on each field.
 type Options struct {
@@ -72,10 +59,7 @@ type Options struct {
 }
 
 // Progress is a snapshot of a running IndexTFRecords.
-type Progress struct {
-	Files, TotalFiles int
-	Bytes, TotalBytes int64 // of the files read, counted whole as each is done
-}
+type Progress = view.Progress
 
 // Result summarises a finished IndexTFRecords.
 type Result struct {
@@ -109,11 +93,7 @@ func IndexTFRecords(ctx context.Context, srcs []Source, opt Options) ([]byte, Re
 	rows, err := view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) (rows []view.Row, err error) {
 		rows, rsrcs[i].CRC, err = readOne(ctx, srcs[i], opt)
 		return rows, err
-	}, func(done int, bytes, total int64) {
-		if opt.Progress != nil {
-			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: bytes, TotalBytes: total})
-		}
-	})
+	}, opt.Progress)
 	if err != nil {
 		return nil, Result{}, err
 	}

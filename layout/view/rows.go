@@ -123,10 +123,9 @@ func IndexRows(srcs []RowSource, rows [][]Row, opt RowOptions) ([]byte, RowResul
 }
 
 // ReadEach calls read for each of the sources of sizes, jobs at once (Each), and returns the
-// results in their order; progress, if set, is called (serialised) after each with how many are
-// done and their bytes.
+// results in their order; progress, if set, is called (serialised) after each.
 func ReadEach[T any](ctx context.Context, sizes []int64, jobs int, read func(ctx context.Context, i int) (T, error),
-	progress func(done int, bytes, total int64)) ([]T, error) {
+	progress func(Progress)) ([]T, error) {
 	out := make([]T, len(sizes))
 	var total, bytes int64
 	for _, n := range sizes {
@@ -140,7 +139,7 @@ func ReadEach[T any](ctx context.Context, sizes []int64, jobs int, read func(ctx
 		done++
 		bytes += sizes[i]
 		if progress != nil {
-			progress(done, bytes, total)
+			progress(Progress{Files: done, TotalFiles: len(sizes), Bytes: bytes, TotalBytes: total})
 		}
 	})
 	return out, err

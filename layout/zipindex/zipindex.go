@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -30,29 +29,12 @@ import (
 	"github.com/aifs/aifs/layout/zip"
 )
 
-// Source is one ZIP file to index in place.
-type Source struct {
-	// Name is what the index records as the shard's name: the ZIP's path relative to the index's
-	// directory (or object prefix), or absolute (layout.ShardPath).
-	Name string
-	// Label names the ZIP in messages: its path or URL.
-	Label string
-	// Size is the ZIP's size in bytes, as listed.
-	Size int64
-	// MTime (nanoseconds) is given to the directories its members imply without one of their own.
-	MTime int64
-	// Version is recorded in the index and checked when the set is opened: a local ZIP's mtime in
-	// nanoseconds in decimal, an object's ETag (layout.Shard.Version).
-	Version string
-	// Open returns the ZIP for reading at any offset; IndexZips closes it.
-	Open func(ctx context.Context) (File, error)
-}
+// Source is one ZIP file to index in place. If Open returns an *os.File, its size is checked
+// against Size.
+type Source = view.Input[File]
 
-// File is an opened ZIP. An *os.File is one: its size is then checked against Source.Size.
-type File interface {
-	io.ReaderAt
-	io.Closer
-}
+// File is an opened ZIP.
+type File = view.File
 
 // Options configure IndexZips. The zero value indexes with the defaults given on each field.
 type Options struct {
@@ -86,10 +68,7 @@ type Options struct {
 var DefaultImageExts = []string{"jpg", "jpeg", "png", "webp"}
 
 // Progress is a snapshot of a running IndexZips.
-type Progress struct {
-	Zips, TotalZips   int
-	Bytes, TotalBytes int64 // of the ZIPs read, counted whole as each is done
-}
+type Progress = view.Progress
 
 // Result summarises a finished IndexZips.
 type Result struct {
@@ -163,7 +142,7 @@ func IndexZips(ctx context.Context, srcs []Source, opt Options) ([]byte, Result,
 		done++
 		read += sizes[i]
 		if opt.Progress != nil {
-			opt.Progress(Progress{Zips: done, TotalZips: len(srcs), Bytes: read, TotalBytes: res.ZipBytes})
+			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: read, TotalBytes: res.ZipBytes})
 		}
 	})
 	if err != nil {
