@@ -14,10 +14,12 @@
 #      disk); then mounts each checksummed index, caches dropped: the seconds `aifs mount` takes
 #      to return (the mount is live), the daemon's VmRSS, `find MNT | wc -l` and the VmRSS after;
 #   2. generates JPEGS real JPEGs (gendata --jpeg, mean ~110 KB, JPEGS/100 classes) on a second
-#      ext4 image, and writes them, twice each, as a shard set by aifs pack, a ZIP by Info-ZIP's
-#      zip -0 (CLASS/FILE members) and JPEGS/1000 files of each other format (genarchives -tree),
-#      in the order pack a, then each format's copy a, then each format's copy b in the reverse
-#      order, then pack b (where a set lies on the disk moves its speed by 10-20%: tars.sh);
+#      ext4 image, and writes them, twice each, as a shard set by aifs pack, a shard set packed
+#      with --align 1 (the control: samples end to end, unaligned, as the formats hold them), a
+#      ZIP by Info-ZIP's zip -0 (CLASS/FILE members) and JPEGS/1000 files of each other format
+#      (genarchives -tree), in the order pack a, then the others' copies a, then their copies b
+#      in the reverse order, then pack b (where a set lies on the disk moves its speed by 10-20%:
+#      tars.sh);
 #      indexes each with --view imagefolder (hf: --schema-class-names), mounts them all, and reads
 #      the tree on ext4 and every mount in turn: cold shuffled epochs at each reader count in
 #      JOBS (`aifs bench --drop-caches --relist`, one epoch a pass, RUNS passes, the first system
@@ -127,7 +129,7 @@ echo "== mounts done after $((SECONDS - started)) s" >&2
 
 # --- 2. JPEGS JPEGs in every format, through the imagefolder views, against aifs pack and ext4 ---
 jpeg=$RUN/jpeg
-fs_image ext4 $((JPEGS * 112640 / 1048576 * (2 * nformats + 4) + 1024)) "$jpeg"
+fs_image ext4 $((JPEGS * 112640 / 1048576 * (2 * nformats + 6) + 1024)) "$jpeg"
 go run ./integration/gendata --jpeg --files "$JPEGS" --classes $((JPEGS / 100 > 0 ? JPEGS / 100 : 1)) "$jpeg/tree" >&2
 jpeg_bytes=$(du -sb --apparent-size "$jpeg/tree" | cut -f1)
 meta jpeg_bytes "$jpeg_bytes"
@@ -141,6 +143,10 @@ copy() {
 		timed "jpeg-pack.$c" "$AIFS" pack --quiet "$jpeg/tree" "$jpeg/$f-$c"
 		return
 		;;
+	unaligned) # the control: packed as the formats lie, each sample where the last one ends
+		"$AIFS" pack --quiet --align 1 "$jpeg/tree" "$jpeg/$f-$c"
+		return
+		;;
 	zip) (cd "$jpeg/tree" && zip -q -0 -r -X "$src.zip" .) ;;
 	*) "$RUN/genarchives" -format "$f" -n $((JPEGS / 1000 > 0 ? JPEGS / 1000 : 1)) -tree "$jpeg/tree" "$src" ;;
 	esac
@@ -148,7 +154,7 @@ copy() {
 	dropcaches
 	timed "jpeg-index-$f.$c" "$AIFS" index --quiet "${idx[@]}" "$src"* "$jpeg/$f-$c"
 }
-ORDER=(packed $FORMATS)
+ORDER=(packed unaligned $FORMATS)
 for f in "${ORDER[@]}"; do copy "$f" a; done
 for ((i = ${#ORDER[@]} - 1; i >= 0; i--)); do copy "${ORDER[i]}" b; done
 SYSTEMS=(ext4)
