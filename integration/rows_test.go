@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/minio/minio-go/v7"
 
+	"github.com/aifs/aifs/internal/hfwrite"
 	"github.com/aifs/aifs/internal/tfwrite"
 )
 
@@ -165,23 +165,6 @@ func TestIndexTFRecordTFDS(t *testing.T) {
 	t.Log(torchCheck(t, "loader", src, mnt, "--workers", "2"))
 }
 
-// hfImageSchema is the schema `datasets` writes for an image set: image struct{bytes, path},
-// label int64, and the features in the "huggingface" metadata with the class names.
-func hfImageSchema(t *testing.T, classes []string) *arrow.Schema {
-	names, err := json.Marshal(classes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta := `{"info": {"features": {"image": {"decode": true, "id": null, "_type": "Image"}, "label": {"names": ` + string(names) + `, "id": null, "_type": "ClassLabel"}}}}`
-	m := arrow.NewMetadata([]string{"huggingface"}, []string{meta})
-	return arrow.NewSchema([]arrow.Field{
-		{Name: "image", Type: arrow.StructOf(
-			arrow.Field{Name: "bytes", Type: arrow.BinaryTypes.Binary, Nullable: true},
-			arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
-		{Name: "label", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-	}, &m)
-}
-
 // hfBatches builds record batches of 100 rows of images (path "CLASS/NAME" as load_dataset's
 // imagefolder builder records it), then one row with a null image and one with a null label.
 func hfBatches(schema *arrow.Schema, classes []string, images []treeImage) []arrow.RecordBatch {
@@ -217,7 +200,7 @@ func hfBatches(schema *arrow.Schema, classes []string, images []treeImage) []arr
 // never served. A snappy Parquet file of the same rows is refused with what to do.
 func TestIndexHFImageFolder(t *testing.T) {
 	src, classes, images := jpegImages(t)
-	schema := hfImageSchema(t, classes)
+	schema := hfwrite.Schema(classes)
 	recs := hfBatches(schema, classes, images)
 	dir := t.TempDir()
 	var buf bytes.Buffer

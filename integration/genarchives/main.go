@@ -19,7 +19,6 @@ import (
 	"archive/tar"
 	"archive/zip"
 	"bufio"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -40,6 +39,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/aifs/aifs/internal/hfwrite"
 	"github.com/aifs/aifs/internal/tfwrite"
 )
 
@@ -225,21 +225,8 @@ type hfRows struct {
 // hfBatchRows is the rows in an Arrow record batch or Parquet row group.
 const hfBatchRows = 100
 
-// hfSchema is the schema `datasets` writes for an image set with these class names.
-func hfSchema(classes []string) *arrow.Schema {
-	names, _ := json.Marshal(classes)
-	meta := `{"info": {"features": {"image": {"decode": true, "id": null, "_type": "Image"}, "label": {"names": ` + string(names) + `, "id": null, "_type": "ClassLabel"}}}}`
-	m := arrow.NewMetadata([]string{"huggingface"}, []string{meta})
-	return arrow.NewSchema([]arrow.Field{
-		{Name: "image", Type: arrow.StructOf(
-			arrow.Field{Name: "bytes", Type: arrow.BinaryTypes.Binary, Nullable: true},
-			arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
-		{Name: "label", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-	}, &m)
-}
-
 func newHFRows(format string, w io.Writer, classes []string) (*hfRows, error) {
-	schema := hfSchema(classes)
+	schema := hfwrite.Schema(classes)
 	r := &hfRows{b: array.NewRecordBuilder(memory.NewGoAllocator(), schema)}
 	if format == "arrow" {
 		iw := ipc.NewWriter(w, ipc.WithSchema(schema))

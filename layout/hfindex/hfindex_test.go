@@ -9,13 +9,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/aifs/aifs/internal/hfwrite"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/layout/view"
 )
@@ -38,14 +38,7 @@ func TestSanitizeNames(t *testing.T) {
 // arrowFile writes rows (image bytes, path, label; nil image or label for null) as an Arrow
 // IPC stream with the "huggingface" metadata `datasets` writes, class names names.
 func arrowFile(t *testing.T, names []string, rows ...hfRow) []byte {
-	meta := `{"info": {"features": {"image": {"_type": "Image"}, "label": {"names": ["` + strings.Join(names, `", "`) + `"], "_type": "ClassLabel"}}}}`
-	m := arrow.NewMetadata([]string{"huggingface"}, []string{meta})
-	schema := arrow.NewSchema([]arrow.Field{
-		{Name: "image", Type: arrow.StructOf(
-			arrow.Field{Name: "bytes", Type: arrow.BinaryTypes.Binary, Nullable: true},
-			arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
-		{Name: "label", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-	}, &m)
+	schema := hfwrite.Schema(names)
 	b := array.NewRecordBuilder(memory.NewGoAllocator(), schema)
 	defer b.Release()
 	img, label := b.Field(0).(*array.StructBuilder), b.Field(1).(*array.Int64Builder)
