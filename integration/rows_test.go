@@ -279,3 +279,57 @@ func TestIndexTFRecordS3(t *testing.T) {
 	mnt := mountSet(t, url, "--cache-dir", filepath.Join(t.TempDir(), "cache"))
 	t.Log(torchCheck(t, "imagefolder", src, mnt))
 }
+
+// TestIndexHFS3 uploads the JPEG tree written as an Arrow IPC file (footer first: read at any
+// offset) and an uncompressed PLAIN Parquet file (as datasets >= 4.6 writes them), its rows split
+// between the two, indexes them in the bucket with --view imagefolder --schema-class-names (the
+// format told by content), verifies them (the files' checksums come from the same reads as the
+// images') and mounts them: ImageFolder finds the tree's classes and samples.
+func TestIndexHFS3(t *testing.T) {
+	srv := s3Server(t)
+	src, classes, images := jpegImages(t)
+	schema := hfwrite.Schema(classes)
+	recs := hfBatches(schema, classes, images)
+	half := len(recs) / 2
+	var arrowFile, pq bytes.Buffer
+	fw, err := ipc.NewFileWriter(&arrowFile, ipc.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := pqarrow.NewFileWriter(schema, &pq, parquet.NewWriterProperties(parquet.WithDictionaryDefault(false),
+		parquet.WithCompression(compress.Codecs.Uncompressed), parquet.WithMaxRowGroupLength(100)), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rec := range recs {
+		if i < half {
+			err = fw.Write(rec)
+		} else {
+			err = pw.Write(rec)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for key, data := range map[string][]byte{"hf/train-00000-of-00002.arrow": arrowFile.Bytes(), "hf/train-00001-of-00002.parquet": pq.Bytes()} {
+		if _, err := srv.Client().PutObject(context.Background(), srv.Bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := "s3://" + srv.Bucket + "/hf"
+	r := mustAifs(t, "index", "--view", "imagefolder", "--schema-class-names", url+"/", url)
+	if !strings.Contains(r.stdout, strconv.Itoa(jpegFiles)+" samples in "+strconv.Itoa(jpegClasses)+" classes") || !strings.Contains(r.stdout, "2 rows left out") {
+		t.Errorf("summary: %s", r)
+	}
+	if r := mustAifs(t, "verify", url); !strings.Contains(r.stdout, "ok: "+strconv.Itoa(jpegFiles)+" samples") {
+		t.Errorf("aifs verify %s: %s", url, r)
+	}
+	mnt := mountSet(t, url, "--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	t.Log(torchCheck(t, "imagefolder", src, mnt))
+}
