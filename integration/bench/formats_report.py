@@ -37,7 +37,8 @@ def report(meta, fig):
         return st.median(x / y for a, b in pairs for x, y in zip(fig[a], fig[b]))
 
     def verdict(v, ok):
-        return f"**{'met' if ok else 'missed'}** ({v:.2f})"
+        """The figure a target is judged on, to one digit more than the tables give, and the verdict."""
+        return f"**{'met' if ok else 'missed'}** ({v:.3f})"
 
     formats = meta["FORMATS"].split()
     archives, members, runs = int(meta["ARCHIVES"]), int(meta["MEMBERS"]), int(meta["RUNS"])

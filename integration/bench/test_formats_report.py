@@ -40,18 +40,18 @@ def figures(zip_index, arrow_nosum, zip_epoch):
 class FormatsReportTest(unittest.TestCase):
     def test_targets(self):
         md = "\n".join(formats_report.report(META, figures(1.5, 12.0, [900.0, 1000.0])))
-        self.assertIn("- ZIP: index with checksums / `cat` ≤ 1.2: **missed** (1.50)", md)
-        self.assertIn("- HF Arrow: index with checksums / `cat` ≤ 1.2: **met** (1.10)", md)
-        self.assertIn("- HF Arrow without checksums ≤ 10 s: **missed** (12.00) s", md)
+        self.assertIn("- ZIP: index with checksums / `cat` ≤ 1.2: **missed** (1.500)", md)
+        self.assertIn("- HF Arrow: index with checksums / `cat` ≤ 1.2: **met** (1.100)", md)
+        self.assertIn("- HF Arrow without checksums ≤ 10 s: **missed** (12.000) s", md)
         # the median of the passes' ratios: 0.9, 1.0 (copy a) and 0.9, 1.0 (copy b)
-        self.assertIn("| ZIP | 950 | 950 | **0.95** | 100 | 1.00 | **met** (0.95) |", md)
+        self.assertIn("| ZIP | 950 | 950 | **0.95** | 100 | 1.00 | **met** (0.950) |", md)
         self.assertIn("| packed, --align 1 | 1,000 | 1,000 | **1.00** | 100 | 1.00 | (control) |", md)
 
     def test_missed_epoch(self):
         md = "\n".join(formats_report.report(META, figures(1.1, 5.0, [800.0, 900.0])))
-        self.assertIn("- ZIP: index with checksums / `cat` ≤ 1.2: **met** (1.10)", md)
-        self.assertIn("- HF Arrow without checksums ≤ 10 s: **met** (5.00) s", md)
-        self.assertIn("**0.85** | 100 | 1.00 | **missed** (0.85) |", md)
+        self.assertIn("- ZIP: index with checksums / `cat` ≤ 1.2: **met** (1.100)", md)
+        self.assertIn("- HF Arrow without checksums ≤ 10 s: **met** (5.000) s", md)
+        self.assertIn("**0.85** | 100 | 1.00 | **missed** (0.850) |", md)
 
 
 if __name__ == "__main__":
