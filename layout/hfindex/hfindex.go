@@ -197,6 +197,7 @@ func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error
 	}
 	out := scanned{schema: sc.Schema()}
 	heads := headReader{r: r, size: s.Size}
+	var labels view.LabelNames
 	for n := 0; ; n++ {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return scanned{}, ctx.Err()
@@ -220,7 +221,7 @@ func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error
 			row.Ext = view.ImageExt(head)
 		}
 		if r.HasLabel {
-			row.Label = strconv.FormatInt(r.Label, 10)
+			row.Label = labels.Name(r.Label)
 		}
 		if r.Path != "" && layout.ValidName([]byte(r.Path)) && r.Path != "." && r.Path != ".." {
 			row.Name = r.Path

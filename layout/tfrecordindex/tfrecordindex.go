@@ -30,7 +30,6 @@ import (
 	"hash/crc32"
 	"io"
 	"path"
-	"strconv"
 	"time"
 
 	"github.com/aifs/aifs/layout"
@@ -124,6 +123,7 @@ func readOne(ctx context.Context, s Source, opt Options) ([]view.Row, uint32, er
 	}
 	sc := tfrecord.NewScanner(r, s.Label, tfrecord.Options{Checksums: !opt.NoChecksums})
 	var rows []view.Row
+	var labels view.LabelNames
 	for n := 0; ; n++ {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return nil, 0, ctx.Err()
@@ -140,7 +140,7 @@ func readOne(ctx context.Context, s Source, opt Options) ([]view.Row, uint32, er
 		case r.Synset != "" && opt.ClassNames == nil:
 			row.Label = r.Synset
 		case r.HasLabel:
-			row.Label = strconv.FormatInt(r.Label, 10)
+			row.Label = labels.Name(r.Label)
 		}
 		if base := path.Base(r.Filename); r.Filename != "" && layout.ValidName([]byte(base)) && base != "." && base != ".." && base != "/" {
 			row.Name = base

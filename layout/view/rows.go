@@ -3,6 +3,7 @@ package view
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/aifs/aifs/layout"
 )
@@ -49,6 +50,23 @@ type RowResult struct {
 	FirstMissing []string
 }
 
+// LabelNames gives each numeric label its string (a Row's Label) once, so that rows sharing a
+// label share its string; the zero value is ready.
+type LabelNames map[int64]string
+
+// Name returns label as a string.
+func (n *LabelNames) Name(label int64) string {
+	if s, ok := (*n)[label]; ok {
+		return s
+	}
+	if *n == nil {
+		*n = LabelNames{}
+	}
+	s := strconv.FormatInt(label, 10)
+	(*n)[label] = s
+	return s
+}
+
 // maxNamedRows is how many rows left out IndexRows names.
 const maxNamedRows = 10
 
@@ -83,26 +101,31 @@ func IndexRows(srcs []RowSource, rows [][]Row, opt RowOptions) ([]byte, RowResul
 	}
 	b := New(vsrcs, Options{Kind: opt.Kind, ClassNames: opt.ClassNames, Warn: opt.Warn})
 	var recs []Record
+	var name []byte
 	for i, src := range srcs {
 		recs = recs[:0]
+		width := rowWidth(int64(len(rows[i])))
 		for _, r := range rows[i] {
 			if !r.HasImage {
 				res.NoImage++
 				missing(src.Label, r.Index, "no image")
 				continue
 			}
-			v := Record{Mode: 0o444, MTime: src.MTime, Offset: uint64(r.Offset), Size: uint64(r.Size), CRC: r.CRC,
-				Path: RowName(r.Index, int64(len(rows[i])), r.Ext)}
+			v := Record{Mode: 0o444, MTime: src.MTime, Offset: uint64(r.Offset), Size: uint64(r.Size), CRC: r.CRC, Path: r.Name}
 			if opt.Kind == ImageFolder {
 				if r.Label == "" {
 					res.NoLabel++
 					missing(src.Label, r.Index, "no label")
 					continue
 				}
-				v.Label, v.Path = r.Label, vsrcs[i].Dir+"-"+v.Path
-				if r.Name != "" {
-					v.Path = r.Name
+				v.Label = r.Label
+			}
+			if opt.Kind != ImageFolder || r.Name == "" { // ROW.EXT; in ImageFolder, DIR-ROW.EXT
+				name = name[:0]
+				if opt.Kind == ImageFolder {
+					name = append(append(name, vsrcs[i].Dir...), '-')
 				}
+				v.Path = string(appendRowName(name, r.Index, width, r.Ext))
 			}
 			if opt.NoChecksums {
 				v.CRC = 0

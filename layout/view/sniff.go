@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
+	"strconv"
 	"sync"
 )
 
@@ -28,8 +28,28 @@ func ImageExt(head []byte) string {
 // Tree view: the number zero-padded to the width of the last one, so that names sort in row
 // order, then "." and ext.
 func RowName(row, rows int64, ext string) string {
-	width := len(fmt.Sprint(max(rows-1, 0)))
-	return fmt.Sprintf("%0*d.%s", width, row, ext)
+	var buf [32]byte
+	return string(appendRowName(buf[:0], row, rowWidth(rows), ext))
+}
+
+// rowWidth is the width of the row numbers of a source of rows rows.
+func rowWidth(rows int64) int {
+	w := 1
+	for n := max(rows-1, 0); n >= 10; n /= 10 {
+		w++
+	}
+	return w
+}
+
+// appendRowName appends row's name, its number zero-padded to width, to b.
+func appendRowName(b []byte, row int64, width int, ext string) []byte {
+	var num [20]byte
+	digits := strconv.AppendInt(num[:0], row, 10)
+	for range width - len(digits) {
+		b = append(b, '0')
+	}
+	b = append(append(b, digits...), '.')
+	return append(b, ext...)
 }
 
 // Each calls read(ctx, i) for i in [0, n), jobs at once, and done(i) (serialised, for
