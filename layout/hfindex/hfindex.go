@@ -116,37 +116,48 @@ func IndexHF(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, e
 		res.FileBytes += s.Size
 	}
 	hopt := hfarrow.Options{ImageColumn: opt.ImageColumn, LabelColumn: opt.LabelColumn, Checksums: !opt.NoChecksums}
-	scans, err := view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) (scanned, error) {
-		return readOne(ctx, srcs[i], hopt)
-	}, opt.Progress)
+	// Each file's rows go into the tree in the order of srcs while later files are read; the
+	// first file's schema gives the class names.
+	scans := make([]scanned, len(srcs))
+	var first hfarrow.Schema
+	var x *view.RowIndexer
+	err := view.EachInOrder(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
+		scans[i], err = readOne(ctx, srcs[i], hopt)
+		return err
+	}, func(i int) (err error) {
+		sc := scans[i]
+		scans[i] = scanned{}
+		if i == 0 {
+			first = sc.schema
+			res.Format, res.ImageColumn, res.LabelColumn = first.Format, first.ImageColumn, first.LabelColumn
+		}
+		if opt.View == view.ImageFolder {
+			if sc.schema.LabelColumn == "" {
+				return fmt.Errorf("%s has no label column (no ClassLabel feature): give --label-column, or use --view tree", srcs[i].Label)
+			}
+			if opt.SchemaClassNames && !slices.Equal(sc.schema.ClassNames, first.ClassNames) {
+				return fmt.Errorf("%s and %s name their classes differently in their schemas", srcs[0].Label, srcs[i].Label)
+			}
+		}
+		if i == 0 {
+			classNames := opt.ClassNames
+			if opt.View == view.ImageFolder && opt.SchemaClassNames {
+				if len(first.ClassNames) == 0 {
+					return fmt.Errorf("%s: the schema names no classes for column %q", srcs[0].Label, first.LabelColumn)
+				}
+				classNames = SanitizeNames(first.ClassNames)
+			}
+			if x, err = view.NewRowIndexer(rsrcs, view.RowOptions{Kind: opt.View, ClassNames: classNames, NoChecksums: opt.NoChecksums, Unit: "row", Warn: opt.Warn}); err != nil {
+				return err
+			}
+		}
+		res.Rows += int64(len(sc.rows))
+		return x.Add(i, sc.rows, sc.crc)
+	}, view.Progressor(sizes, opt.Progress))
 	if err != nil {
 		return nil, Result{}, err
 	}
-	first := scans[0].schema
-	res.Format, res.ImageColumn, res.LabelColumn = first.Format, first.ImageColumn, first.LabelColumn
-	classNames := opt.ClassNames
-	if opt.View == view.ImageFolder {
-		for i, sc := range scans {
-			if sc.schema.LabelColumn == "" {
-				return nil, Result{}, fmt.Errorf("%s has no label column (no ClassLabel feature): give --label-column, or use --view tree", srcs[i].Label)
-			}
-			if opt.SchemaClassNames && !slices.Equal(sc.schema.ClassNames, first.ClassNames) {
-				return nil, Result{}, fmt.Errorf("%s and %s name their classes differently in their schemas", srcs[0].Label, srcs[i].Label)
-			}
-		}
-		if opt.SchemaClassNames {
-			if len(first.ClassNames) == 0 {
-				return nil, Result{}, fmt.Errorf("%s: the schema names no classes for column %q", srcs[0].Label, first.LabelColumn)
-			}
-			classNames = SanitizeNames(first.ClassNames)
-		}
-	}
-	rows := make([][]view.Row, len(scans))
-	for i, sc := range scans {
-		rows[i], rsrcs[i].CRC = sc.rows, sc.crc
-		res.Rows += int64(len(sc.rows))
-	}
-	index, rres, err := view.IndexRows(rsrcs, rows, view.RowOptions{Kind: opt.View, ClassNames: classNames, NoChecksums: opt.NoChecksums, Unit: "row", Warn: opt.Warn})
+	index, rres, err := x.Index()
 	if err != nil {
 		return nil, Result{}, err
 	}

@@ -89,17 +89,26 @@ func IndexTFRecords(ctx context.Context, srcs []Source, opt Options) ([]byte, Re
 		rsrcs[i] = view.RowSource{Name: s.Name, Label: s.Label, Ext: ".tfrecord", Size: s.Size, MTime: s.MTime, Version: s.Version}
 		res.FileBytes += s.Size
 	}
-	rows, err := view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) (rows []view.Row, err error) {
-		rows, rsrcs[i].CRC, err = readOne(ctx, srcs[i], opt)
-		return rows, err
-	}, opt.Progress)
+	x, err := view.NewRowIndexer(rsrcs, view.RowOptions{Kind: opt.View, ClassNames: opt.ClassNames, NoChecksums: opt.NoChecksums, Unit: "record", Warn: opt.Warn})
 	if err != nil {
 		return nil, Result{}, err
 	}
-	for _, r := range rows {
-		res.Records += int64(len(r))
+	// Each file's records go into the tree in the order of srcs while later files are read.
+	rows := make([][]view.Row, len(srcs))
+	crcs := make([]uint32, len(srcs))
+	err = view.EachInOrder(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
+		rows[i], crcs[i], err = readOne(ctx, srcs[i], opt)
+		return err
+	}, func(i int) error {
+		res.Records += int64(len(rows[i]))
+		err := x.Add(i, rows[i], crcs[i])
+		rows[i] = nil
+		return err
+	}, view.Progressor(sizes, opt.Progress))
+	if err != nil {
+		return nil, Result{}, err
 	}
-	index, rres, err := view.IndexRows(rsrcs, rows, view.RowOptions{Kind: opt.View, ClassNames: opt.ClassNames, NoChecksums: opt.NoChecksums, Unit: "record", Warn: opt.Warn})
+	index, rres, err := x.Index()
 	if err != nil {
 		return nil, Result{}, err
 	}

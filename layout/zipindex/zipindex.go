@@ -126,8 +126,6 @@ func IndexZips(ctx context.Context, srcs []Source, opt Options) ([]byte, Result,
 	// Each ZIP's members go into the tree in the order of srcs while later ZIPs are read.
 	scans := make([][]zip.Member, len(srcs))
 	var recs []view.Record
-	var done int
-	var read int64
 	err := view.EachInOrder(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
 		scans[i], err = readOne(ctx, srcs[i])
 		return err
@@ -138,13 +136,7 @@ func IndexZips(ctx context.Context, srcs []Source, opt Options) ([]byte, Result,
 			err = b.Add(i, recs)
 		}
 		return err
-	}, func(i int) {
-		done++
-		read += sizes[i]
-		if opt.Progress != nil {
-			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: read, TotalBytes: res.ZipBytes})
-		}
-	})
+	}, view.Progressor(sizes, opt.Progress))
 	if err != nil {
 		return nil, Result{}, err
 	}
