@@ -16,8 +16,9 @@
 #   2. generates JPEGS real JPEGs (gendata --jpeg, mean ~110 KB, JPEGS/100 classes) on a second
 #      ext4 image, and writes them, twice each, as a shard set by aifs pack, a shard set packed
 #      with --align 1 (the control: samples end to end, unaligned, as the formats hold them), a
-#      ZIP by Info-ZIP's zip -0 (CLASS/FILE members) and JPEGS/1000 files of each other format
-#      (genarchives -tree), in the order pack a, then the others' copies a, then their copies b
+#      ZIP by Info-ZIP's zip -0 (CLASS/FILE members, in the order zip walks the tree; and a second
+#      ZIP of them in path order, the order of the packed set and of the other formats' files) and
+#      JPEGS/1000 files of each other format (genarchives -tree), in the order pack a, then the others' copies a, then their copies b
 #      in the reverse order, then pack b (where a set lies on the disk moves its speed by 10-20%:
 #      tars.sh);
 #      indexes each with --view imagefolder (hf: --schema-class-names), mounts them all, and reads
@@ -147,7 +148,8 @@ copy() {
 		"$AIFS" pack --quiet --align 1 "$jpeg/tree" "$jpeg/$f-$c"
 		return
 		;;
-	zip) (cd "$jpeg/tree" && zip -q -0 -r -X "$src.zip" .) ;;
+	zip) (cd "$jpeg/tree" && zip -q -0 -r -X "$src.zip" .) ;;                                   # in the order zip walks the tree
+	zipsorted) (cd "$jpeg/tree" && find . -type f | LC_ALL=C sort | zip -q -0 -X -@ "$src.zip") ;; # in path order, as the others
 	*) "$RUN/genarchives" -format "$f" -n $((JPEGS / 1000 > 0 ? JPEGS / 1000 : 1)) -tree "$jpeg/tree" "$src" ;;
 	esac
 	[[ $f == arrow || $f == parquet ]] && idx+=(--schema-class-names)
@@ -155,6 +157,8 @@ copy() {
 	timed "jpeg-index-$f.$c" "$AIFS" index --quiet "${idx[@]}" "$src"* "$jpeg/$f-$c"
 }
 ORDER=(packed unaligned $FORMATS)
+[[ " $FORMATS " != *" zip "* ]] || ORDER+=(zipsorted)
+meta EPOCH_SYSTEMS "${ORDER[*]}"
 for f in "${ORDER[@]}"; do copy "$f" a; done
 for ((i = ${#ORDER[@]} - 1; i >= 0; i--)); do copy "${ORDER[i]}" b; done
 SYSTEMS=(ext4)

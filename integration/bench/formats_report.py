@@ -9,7 +9,7 @@ import os
 import statistics as st
 import sys
 
-NAMES = {"unaligned": "packed, --align 1", "zip": "ZIP", "tfrecord": "TFRecord", "arrow": "HF Arrow", "parquet": "HF Parquet"}
+NAMES = {"unaligned": "packed, --align 1", "zipsorted": "ZIP in path order", "zip": "ZIP", "tfrecord": "TFRecord", "arrow": "HF Arrow", "parquet": "HF Parquet"}
 WHAT = {
     "zip": "stored members (Go's archive/zip); checksums: the central directories' CRC-32s",
     "tfrecord": "tf.train.Example records, ImageNet script keys; checksums: CRC32C of images and files",
@@ -102,7 +102,8 @@ def report(meta, fig):
         "daemon's µs a file; read: the bytes it read from its files over the dataset's.",
         "",
     ]
-    for f in ["packed"] + formats:
+    systems = meta.get("EPOCH_SYSTEMS", " ".join(["packed", "unaligned"] + formats)).split()
+    for f in systems:
         s = f"jpeg-index-{f}" if f != "packed" else "jpeg-pack"
         if (s, "a") in fig:
             md.append(f"- {'pack' if f == 'packed' else NAMES[f] + ' index'}: {med(s, 'a'):.2f} s (copy a), {med(s, 'b'):.2f} s (copy b)")
@@ -115,7 +116,7 @@ def report(meta, fig):
             "| system | files/s a | files/s b | / packed | CPU µs a file | read / dataset | target ≥ 0.95 |",
             "|---|---|---|---|---|---|---|",
         ]
-        for f in ["packed", "unaligned"] + formats:
+        for f in systems:
             a, b = (c, f + "-a"), (c, f + "-b")
             cpu = st.median(fig[("cpu-" + c, f + "-a")] + fig[("cpu-" + c, f + "-b")])
             disk = st.median(fig[("disk-" + c, f + "-a")] + fig[("disk-" + c, f + "-b")])
