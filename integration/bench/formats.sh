@@ -130,7 +130,7 @@ echo "== mounts done after $((SECONDS - started)) s" >&2
 
 # --- 2. JPEGS JPEGs in every format, through the imagefolder views, against aifs pack and ext4 ---
 jpeg=$RUN/jpeg
-fs_image ext4 $((JPEGS * 112640 / 1048576 * (2 * nformats + 6) + 1024)) "$jpeg"
+fs_image ext4 $((JPEGS * 112640 / 1048576 * (2 * nformats + 10) + 1024)) "$jpeg" # tree, 2 × (packed, unaligned, zipsorted, each format)
 go run ./integration/gendata --jpeg --files "$JPEGS" --classes $((JPEGS / 100 > 0 ? JPEGS / 100 : 1)) "$jpeg/tree" >&2
 jpeg_bytes=$(du -sb --apparent-size "$jpeg/tree" | cut -f1)
 meta jpeg_bytes "$jpeg_bytes"
