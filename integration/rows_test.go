@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/minio/minio-go/v7"
 
+	"github.com/aifs/aifs/internal/hfwrite"
 	"github.com/aifs/aifs/internal/tfwrite"
 )
 
@@ -132,21 +132,37 @@ func TestIndexTFRecordImageFolder(t *testing.T) {
 	}
 }
 
-// hfImageSchema is the schema `datasets` writes for an image set: image struct{bytes, path},
-// label int64, and the features in the "huggingface" metadata with the class names.
-func hfImageSchema(t *testing.T, classes []string) *arrow.Schema {
-	names, err := json.Marshal(classes)
-	if err != nil {
+// TestIndexTFRecordTFDS writes the JPEG tree as TFRecord files with TFDS's keys (image, label
+// from 0, file_name) and its label.labels.txt, named as TFDS names its files, indexes them with
+// --view imagefolder --class-names label.labels.txt (the format told by content) and mounts
+// them: torchvision's ImageFolder finds the tree's classes and samples, and a DataLoader decodes
+// identical tensors.
+func TestIndexTFRecordTFDS(t *testing.T) {
+	src, classes, images := jpegImages(t)
+	dir := t.TempDir()
+	files := make([][]byte, 2)
+	for i, img := range images {
+		ex := tfwrite.Example(tfwrite.Bytes("image", img.data), tfwrite.Int("label", int64(slices.Index(classes, img.class))),
+			tfwrite.Bytes("file_name", []byte(img.name)))
+		files[i%2] = tfwrite.AppendRecord(files[i%2], ex)
+	}
+	for i, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, "imagenet2012-train.tfrecord-0000"+strconv.Itoa(i)+"-of-00002"), f, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := filepath.Join(t.TempDir(), "label.labels.txt")
+	if err := os.WriteFile(names, []byte(strings.Join(classes, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	meta := `{"info": {"features": {"image": {"decode": true, "id": null, "_type": "Image"}, "label": {"names": ` + string(names) + `, "id": null, "_type": "ClassLabel"}}}}`
-	m := arrow.NewMetadata([]string{"huggingface"}, []string{meta})
-	return arrow.NewSchema([]arrow.Field{
-		{Name: "image", Type: arrow.StructOf(
-			arrow.Field{Name: "bytes", Type: arrow.BinaryTypes.Binary, Nullable: true},
-			arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
-		{Name: "label", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-	}, &m)
+	set := filepath.Join(t.TempDir(), "view")
+	r := mustAifs(t, "index", "--view", "imagefolder", "--class-names", names, filepath.Join(dir, "imagenet2012-train.tfrecord-{00000..00001}-of-00002"), set)
+	if !strings.Contains(r.stdout, strconv.Itoa(jpegFiles)+" samples in "+strconv.Itoa(jpegClasses)+" classes") {
+		t.Errorf("summary: %s", r)
+	}
+	mnt := mountSet(t, set)
+	t.Log(torchCheck(t, "imagefolder", src, mnt))
+	t.Log(torchCheck(t, "loader", src, mnt, "--workers", "2"))
 }
 
 // hfBatches builds record batches of 100 rows of images (path "CLASS/NAME" as load_dataset's
@@ -184,7 +200,7 @@ func hfBatches(schema *arrow.Schema, classes []string, images []treeImage) []arr
 // never served. A snappy Parquet file of the same rows is refused with what to do.
 func TestIndexHFImageFolder(t *testing.T) {
 	src, classes, images := jpegImages(t)
-	schema := hfImageSchema(t, classes)
+	schema := hfwrite.Schema(classes)
 	recs := hfBatches(schema, classes, images)
 	dir := t.TempDir()
 	var buf bytes.Buffer
@@ -257,6 +273,60 @@ func TestIndexTFRecordS3(t *testing.T) {
 	}
 	url := "s3://" + srv.Bucket + "/tf"
 	mustAifs(t, "index", "--quiet", "--view", "imagefolder", url+"/train-{00000..00001}-of-00002", url)
+	if r := mustAifs(t, "verify", url); !strings.Contains(r.stdout, "ok: "+strconv.Itoa(jpegFiles)+" samples") {
+		t.Errorf("aifs verify %s: %s", url, r)
+	}
+	mnt := mountSet(t, url, "--cache-dir", filepath.Join(t.TempDir(), "cache"))
+	t.Log(torchCheck(t, "imagefolder", src, mnt))
+}
+
+// TestIndexHFS3 uploads the JPEG tree written as an Arrow IPC file (footer first: read at any
+// offset) and an uncompressed PLAIN Parquet file (as datasets >= 4.6 writes them), its rows split
+// between the two, indexes them in the bucket with --view imagefolder --schema-class-names (the
+// format told by content), verifies them (the files' checksums come from the same reads as the
+// images') and mounts them: ImageFolder finds the tree's classes and samples.
+func TestIndexHFS3(t *testing.T) {
+	srv := s3Server(t)
+	src, classes, images := jpegImages(t)
+	schema := hfwrite.Schema(classes)
+	recs := hfBatches(schema, classes, images)
+	half := len(recs) / 2
+	var arrowFile, pq bytes.Buffer
+	fw, err := ipc.NewFileWriter(&arrowFile, ipc.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := pqarrow.NewFileWriter(schema, &pq, parquet.NewWriterProperties(parquet.WithDictionaryDefault(false),
+		parquet.WithCompression(compress.Codecs.Uncompressed), parquet.WithMaxRowGroupLength(100)), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rec := range recs {
+		if i < half {
+			err = fw.Write(rec)
+		} else {
+			err = pw.Write(rec)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for key, data := range map[string][]byte{"hf/train-00000-of-00002.arrow": arrowFile.Bytes(), "hf/train-00001-of-00002.parquet": pq.Bytes()} {
+		if _, err := srv.Client().PutObject(context.Background(), srv.Bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := "s3://" + srv.Bucket + "/hf"
+	r := mustAifs(t, "index", "--view", "imagefolder", "--schema-class-names", url+"/", url)
+	if !strings.Contains(r.stdout, strconv.Itoa(jpegFiles)+" samples in "+strconv.Itoa(jpegClasses)+" classes") || !strings.Contains(r.stdout, "2 rows left out") {
+		t.Errorf("summary: %s", r)
+	}
 	if r := mustAifs(t, "verify", url); !strings.Contains(r.stdout, "ok: "+strconv.Itoa(jpegFiles)+" samples") {
 		t.Errorf("aifs verify %s: %s", url, r)
 	}

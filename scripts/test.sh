@@ -46,6 +46,9 @@ PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m unittest discover -s integration/b
 # ext4 and aifs with aifs_plan's sampler), so that it cannot rot: it fails if a run fails or a row
 # is missing from its report.
 PYTHONDONTWRITEBYTECODE=1 SMOKE=1 integration/bench/mlperf.sh
+# The formats benchmark (integration/bench/formats.sh) end to end, tiny (2 files of 500 samples a
+# format, 300 JPEGs, one pass): it fails if a step fails or a format's rows are missing.
+SMOKE=1 integration/bench/formats.sh
 go test -tags integration -race -count=1 -timeout 20m ./...
 GOMAXPROCS=1 go test -tags integration -count=1 -timeout 20m ./...
 echo "all tests passed"

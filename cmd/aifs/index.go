@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -206,49 +207,45 @@ type labelFlags struct {
 	classNames []string
 }
 
+// sources returns the inputs of the files found, each opened by open.
+func sources[F io.Closer](found []listed, open func(listed) func(context.Context) (F, error)) []view.Input[F] {
+	srcs := make([]view.Input[F], len(found))
+	for i, s := range found {
+		srcs[i] = view.Input[F]{Name: s.name, Label: s.label, Size: s.size, MTime: s.mtime, Version: s.version, Open: open(s)}
+	}
+	return srcs
+}
+
+// barProgress returns the progress function that draws bar, counting files as unit ("tars",
+// "ZIPs"), or nil with no bar.
+func barProgress(bar *progressBar, unit string) func(view.Progress) {
+	if bar == nil {
+		return nil
+	}
+	return func(p view.Progress) {
+		bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d %s", p.Files, p.TotalFiles, unit))
+	}
+}
+
 // indexTars indexes the tars found, and returns the index and a function printing its summary.
 func indexTars(ctx context.Context, t *sourceSet, found []listed, opt tarindex.Options, bar *progressBar) ([]byte, func(), error) {
-	srcs := make([]tarindex.Source, len(found))
-	for i, s := range found {
-		srcs[i] = t.tarSource(s)
-	}
-	if bar != nil {
-		opt.Progress = func(p tarindex.Progress) {
-			bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d tars", p.Tars, p.TotalTars))
-		}
-	}
-	index, res, err := tarindex.IndexTars(ctx, srcs, opt)
+	opt.Progress = barProgress(bar, "tars")
+	index, res, err := tarindex.IndexTars(ctx, sources(found, t.openStream), opt)
 	return index, func() { printIndexSummary(res, len(index), opt) }, err
 }
 
 // indexZips indexes the ZIPs found, and returns the index and a function printing its summary.
 func indexZips(ctx context.Context, t *sourceSet, found []listed, opt zipindex.Options, bar *progressBar) ([]byte, func(), error) {
-	srcs := make([]zipindex.Source, len(found))
-	for i, s := range found {
-		srcs[i] = t.zipSource(s)
-	}
-	if bar != nil {
-		opt.Progress = func(p zipindex.Progress) {
-			bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d ZIPs", p.Zips, p.TotalZips))
-		}
-	}
-	index, res, err := zipindex.IndexZips(ctx, srcs, opt)
+	opt.Progress = barProgress(bar, "ZIPs")
+	index, res, err := zipindex.IndexZips(ctx, sources(found, t.openFile), opt)
 	return index, func() { printZipSummary(res, len(index), opt) }, err
 }
 
 // indexTFRecords indexes the TFRecord files found, and returns the index and a function printing
 // its summary.
 func indexTFRecords(ctx context.Context, t *sourceSet, found []listed, opt tfrecordindex.Options, bar *progressBar) ([]byte, func(), error) {
-	srcs := make([]tfrecordindex.Source, len(found))
-	for i, s := range found {
-		srcs[i] = t.tfrecordSource(s)
-	}
-	if bar != nil {
-		opt.Progress = func(p tfrecordindex.Progress) {
-			bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d TFRecord files", p.Files, p.TotalFiles))
-		}
-	}
-	index, res, err := tfrecordindex.IndexTFRecords(ctx, srcs, opt)
+	opt.Progress = barProgress(bar, "TFRecord files")
+	index, res, err := tfrecordindex.IndexTFRecords(ctx, sources(found, t.openStream), opt)
 	return index, func() {
 		printRowsSummary(res.RowResult, rowsHead{res.Files, res.FileBytes, "TFRecord files", res.Records, "records", res.Duration.Seconds()},
 			len(index), opt.View, opt.NoChecksums)
@@ -258,16 +255,8 @@ func indexTFRecords(ctx context.Context, t *sourceSet, found []listed, opt tfrec
 // indexHF indexes the Hugging Face files found, and returns the index and a function printing
 // its summary.
 func indexHF(ctx context.Context, t *sourceSet, found []listed, opt hfindex.Options, bar *progressBar) ([]byte, func(), error) {
-	srcs := make([]hfindex.Source, len(found))
-	for i, s := range found {
-		srcs[i] = t.hfSource(s)
-	}
-	if bar != nil {
-		opt.Progress = func(p hfindex.Progress) {
-			bar.update(p.Bytes, p.TotalBytes, fmt.Sprintf("%d/%d files", p.Files, p.TotalFiles))
-		}
-	}
-	index, res, err := hfindex.IndexHF(ctx, srcs, opt)
+	opt.Progress = barProgress(bar, "files")
+	index, res, err := hfindex.IndexHF(ctx, sources(found, t.openFile), opt)
 	return index, func() {
 		what := fmt.Sprintf("%s files, image column %q, label column %q", res.Format, res.ImageColumn, res.LabelColumn)
 		printRowsSummary(res.RowResult, rowsHead{res.Files, res.FileBytes, what, res.Rows, "rows", res.Duration.Seconds()},

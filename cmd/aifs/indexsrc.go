@@ -19,12 +19,9 @@ import (
 
 	"github.com/aifs/aifs/backend/s3"
 	"github.com/aifs/aifs/layout"
-	"github.com/aifs/aifs/layout/hfindex"
 	"github.com/aifs/aifs/layout/pack"
 	"github.com/aifs/aifs/layout/tar"
-	"github.com/aifs/aifs/layout/tarindex"
-	"github.com/aifs/aifs/layout/tfrecordindex"
-	"github.com/aifs/aifs/layout/zipindex"
+	"github.com/aifs/aifs/layout/view"
 )
 
 // format is a kind of file that aifs index reads in place (--format).
@@ -331,44 +328,20 @@ func (t *sourceSet) openObject(ctx context.Context, s listed) (shardFile, error)
 	return shardFile{ctx: ctx, Shard: sh}, nil
 }
 
-// tarSource is s as a tar to index.
-func (t *sourceSet) tarSource(s listed) tarindex.Source {
-	src := tarindex.Source{Name: s.name, Label: s.label, Size: s.size, MTime: s.mtime, Version: s.version,
-		Open: func(context.Context) (io.ReadCloser, error) { return os.Open(s.path) }}
+// openStream returns the opener of s for a format read from its first byte (tar, TFRecord).
+func (t *sourceSet) openStream(s listed) func(context.Context) (io.ReadCloser, error) {
 	if t.s3 != nil {
-		src.Open = func(ctx context.Context) (io.ReadCloser, error) { return t.s3.OpenObject(ctx, s.key, s.version) }
+		return func(ctx context.Context) (io.ReadCloser, error) { return t.s3.OpenObject(ctx, s.key, s.version) }
 	}
-	return src
+	return func(context.Context) (io.ReadCloser, error) { return os.Open(s.path) }
 }
 
-// zipSource is s as a ZIP to index.
-func (t *sourceSet) zipSource(s listed) zipindex.Source {
-	src := zipindex.Source{Name: s.name, Label: s.label, Size: s.size, MTime: s.mtime, Version: s.version,
-		Open: func(context.Context) (zipindex.File, error) { return os.Open(s.path) }}
+// openFile returns the opener of s for a format read at any offset (ZIP, Arrow, Parquet).
+func (t *sourceSet) openFile(s listed) func(context.Context) (view.File, error) {
 	if t.s3 != nil {
-		src.Open = func(ctx context.Context) (zipindex.File, error) { return t.openObject(ctx, s) }
+		return func(ctx context.Context) (view.File, error) { return t.openObject(ctx, s) }
 	}
-	return src
-}
-
-// tfrecordSource is s as a TFRecord file to index.
-func (t *sourceSet) tfrecordSource(s listed) tfrecordindex.Source {
-	src := tfrecordindex.Source{Name: s.name, Label: s.label, Size: s.size, MTime: s.mtime, Version: s.version,
-		Open: func(context.Context) (io.ReadCloser, error) { return os.Open(s.path) }}
-	if t.s3 != nil {
-		src.Open = func(ctx context.Context) (io.ReadCloser, error) { return t.s3.OpenObject(ctx, s.key, s.version) }
-	}
-	return src
-}
-
-// hfSource is s as a Hugging Face Arrow or Parquet file to index.
-func (t *sourceSet) hfSource(s listed) hfindex.Source {
-	src := hfindex.Source{Name: s.name, Label: s.label, Size: s.size, MTime: s.mtime, Version: s.version,
-		Open: func(context.Context) (hfindex.File, error) { return os.Open(s.path) }}
-	if t.s3 != nil {
-		src.Open = func(ctx context.Context) (hfindex.File, error) { return t.openObject(ctx, s) }
-	}
-	return src
+	return func(context.Context) (view.File, error) { return os.Open(s.path) }
 }
 
 // write stores the index at the destination, atomically: a previous index stays valid until

@@ -409,10 +409,11 @@ func (p *parquetSource) column(g int, l *pqLeaf, inPlace bool, bytesFn func(int,
 		var values []byte
 		var valuesAt int64 // the file offset of values[0], where values is read in place
 		levels = levels[:0]
+		if inPlace && hdr.encoding != pqPlain {
+			return refuse(encodingName(hdr.encoding) + "-encoded, not PLAIN")
+		}
+		var defs []byte // the definition levels (RLE/bit-packed hybrid), if l.maxDef > 0
 		if hdr.typ == pqDataPage {
-			if inPlace && hdr.encoding != pqPlain {
-				return refuse(encodingName(hdr.encoding) + "-encoded, not PLAIN")
-			}
 			page, err := p.decompress(c.codec, body, hdr.uncompressed)
 			if err != nil {
 				return fail("%w", err)
@@ -426,29 +427,23 @@ func (p *parquetSource) column(g int, l *pqLeaf, inPlace bool, bytesFn func(int,
 				if !ok || int64(n) > int64(len(page)-4) {
 					return fail("definition levels of %d bytes in a page of %d", n, len(page))
 				}
-				if levels, err = decodeHybrid(page[4:4+n], bits.Len(uint(l.maxDef)), nv, levels); err != nil {
-					return fail("definition levels: %w", err)
-				}
-				at = 4 + int(n)
+				defs, at = page[4:4+n], 4+int(n)
 			}
 			values, valuesAt = page[at:], bodyAt+int64(at)
 		} else {
-			if inPlace && hdr.encoding != pqPlain {
-				return refuse(encodingName(hdr.encoding) + "-encoded, not PLAIN")
-			}
 			if hdr.repLen != 0 || hdr.defLen < 0 || hdr.defLen > int64(len(body)) {
 				return fail("levels of %d and %d bytes in a page of %d", hdr.repLen, hdr.defLen, len(body))
 			}
-			if l.maxDef > 0 {
-				if levels, err = decodeHybrid(body[:hdr.defLen], bits.Len(uint(l.maxDef)), nv, levels); err != nil {
-					return fail("definition levels: %w", err)
-				}
+			defs, values, valuesAt = body[:hdr.defLen], body[hdr.defLen:], bodyAt+hdr.defLen
+		}
+		if l.maxDef > 0 {
+			if levels, err = decodeHybrid(defs, bits.Len(uint(l.maxDef)), nv, levels); err != nil {
+				return fail("definition levels: %w", err)
 			}
-			values, valuesAt = body[hdr.defLen:], bodyAt+hdr.defLen
-			if hdr.compressedV2 && c.codec != pqUncompressed {
-				if values, err = p.decompress(c.codec, values, hdr.uncompressed-hdr.defLen); err != nil {
-					return fail("%w", err)
-				}
+		}
+		if hdr.typ == pqDataPageV2 && hdr.compressedV2 && c.codec != pqUncompressed {
+			if values, err = p.decompress(c.codec, values, hdr.uncompressed-hdr.defLen); err != nil {
+				return fail("%w", err)
 			}
 		}
 		present := nv

@@ -4,7 +4,7 @@
 // and rows (layout/hfarrow) and returns an index whose files point at the images' bytes inside
 // the files, the files being the shards. With checksums (the default) each image's CRC32C is
 // computed while indexing (layout.CRC32C), which reads every image's bytes, and the whole
-// file's (the shard's checksum, which aifs verify checks) in a second sequential pass. Options.View
+// file's (the shard's checksum, which aifs verify checks) from the same reads. Options.View
 // chooses the tree (layout/view builds it):
 //
 //   - view.Tree: each file's rows under a directory named after it less its extension, as
@@ -47,26 +47,10 @@ import (
 )
 
 // Source is one Arrow or Parquet file to index in place.
-type Source struct {
-	// Name is what the index records as the shard's name (layout.Shard.Name).
-	Name string
-	// Label names the file in messages: its path or URL.
-	Label string
-	// Size is the file's size in bytes, as listed.
-	Size int64
-	// MTime (nanoseconds) is given to the file's directory in the tree view.
-	MTime int64
-	// Version is recorded in the index and checked at mount (layout.Shard.Version).
-	Version string
-	// Open returns the file for reading at any offset; IndexHF closes it.
-	Open func(ctx context.Context) (File, error)
-}
+type Source = view.Input[File]
 
 // File is an opened source file.
-type File interface {
-	io.ReaderAt
-	io.Closer
-}
+type File = view.File
 
 // Options configure IndexHF. The zero value indexes with the defaults given on each field.
 type Options struct {
@@ -92,10 +76,7 @@ type Options struct {
 }
 
 // Progress is a snapshot of a running IndexHF.
-type Progress struct {
-	Files, TotalFiles int
-	Bytes, TotalBytes int64 // of the files read, counted whole as each is done
-}
+type Progress = view.Progress
 
 // Result summarises a finished IndexHF.
 type Result struct {
@@ -135,41 +116,48 @@ func IndexHF(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, e
 		res.FileBytes += s.Size
 	}
 	hopt := hfarrow.Options{ImageColumn: opt.ImageColumn, LabelColumn: opt.LabelColumn, Checksums: !opt.NoChecksums}
-	scans, err := view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) (scanned, error) {
-		return readOne(ctx, srcs[i], hopt)
-	}, func(done int, bytes, total int64) {
-		if opt.Progress != nil {
-			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: bytes, TotalBytes: total})
+	// Each file's rows go into the tree in the order of srcs while later files are read; the
+	// first file's schema gives the class names.
+	scans := make([]scanned, len(srcs))
+	var first hfarrow.Schema
+	var x *view.RowIndexer
+	err := view.EachInOrder(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
+		scans[i], err = readOne(ctx, srcs[i], hopt)
+		return err
+	}, func(i int) (err error) {
+		sc := scans[i]
+		scans[i] = scanned{}
+		if i == 0 {
+			first = sc.schema
+			res.Format, res.ImageColumn, res.LabelColumn = first.Format, first.ImageColumn, first.LabelColumn
 		}
-	})
+		if opt.View == view.ImageFolder {
+			if sc.schema.LabelColumn == "" {
+				return fmt.Errorf("%s has no label column (no ClassLabel feature): give --label-column, or use --view tree", srcs[i].Label)
+			}
+			if opt.SchemaClassNames && !slices.Equal(sc.schema.ClassNames, first.ClassNames) {
+				return fmt.Errorf("%s and %s name their classes differently in their schemas", srcs[0].Label, srcs[i].Label)
+			}
+		}
+		if i == 0 {
+			classNames := opt.ClassNames
+			if opt.View == view.ImageFolder && opt.SchemaClassNames {
+				if len(first.ClassNames) == 0 {
+					return fmt.Errorf("%s: the schema names no classes for column %q", srcs[0].Label, first.LabelColumn)
+				}
+				classNames = SanitizeNames(first.ClassNames)
+			}
+			if x, err = view.NewRowIndexer(rsrcs, view.RowOptions{Kind: opt.View, ClassNames: classNames, NoChecksums: opt.NoChecksums, Unit: "row", Warn: opt.Warn}); err != nil {
+				return err
+			}
+		}
+		res.Rows += int64(len(sc.rows))
+		return x.Add(i, sc.rows, sc.crc)
+	}, view.Progressor(sizes, opt.Progress))
 	if err != nil {
 		return nil, Result{}, err
 	}
-	first := scans[0].schema
-	res.Format, res.ImageColumn, res.LabelColumn = first.Format, first.ImageColumn, first.LabelColumn
-	classNames := opt.ClassNames
-	if opt.View == view.ImageFolder {
-		for i, sc := range scans {
-			if sc.schema.LabelColumn == "" {
-				return nil, Result{}, fmt.Errorf("%s has no label column (no ClassLabel feature): give --label-column, or use --view tree", srcs[i].Label)
-			}
-			if opt.SchemaClassNames && !slices.Equal(sc.schema.ClassNames, first.ClassNames) {
-				return nil, Result{}, fmt.Errorf("%s and %s name their classes differently in their schemas", srcs[0].Label, srcs[i].Label)
-			}
-		}
-		if opt.SchemaClassNames {
-			if len(first.ClassNames) == 0 {
-				return nil, Result{}, fmt.Errorf("%s: the schema names no classes for column %q", srcs[0].Label, first.LabelColumn)
-			}
-			classNames = SanitizeNames(first.ClassNames)
-		}
-	}
-	rows := make([][]view.Row, len(scans))
-	for i, sc := range scans {
-		rows[i], rsrcs[i].CRC = sc.rows, sc.crc
-		res.Rows += int64(len(sc.rows))
-	}
-	index, rres, err := view.IndexRows(rsrcs, rows, view.RowOptions{Kind: opt.View, ClassNames: classNames, NoChecksums: opt.NoChecksums, Unit: "row", Warn: opt.Warn})
+	index, rres, err := x.Index()
 	if err != nil {
 		return nil, Result{}, err
 	}
@@ -209,12 +197,18 @@ func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error
 		return scanned{}, fmt.Errorf("open %s: %w", s.Label, err)
 	}
 	defer f.Close()
-	sc, err := hfarrow.NewScanner(f, s.Size, s.Label, opt)
+	var r io.ReaderAt = f
+	summed := &summingReader{r: f, size: s.Size}
+	if opt.Checksums {
+		r = summed
+	}
+	sc, err := hfarrow.NewScanner(r, s.Size, s.Label, opt)
 	if err != nil {
 		return scanned{}, err
 	}
 	out := scanned{schema: sc.Schema()}
-	heads := headReader{r: f, size: s.Size}
+	heads := headReader{r: r, size: s.Size}
+	var labels view.LabelNames
 	for n := 0; ; n++ {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return scanned{}, ctx.Err()
@@ -238,7 +232,7 @@ func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error
 			row.Ext = view.ImageExt(head)
 		}
 		if r.HasLabel {
-			row.Label = strconv.FormatInt(r.Label, 10)
+			row.Label = labels.Name(r.Label)
 		}
 		if r.Path != "" && layout.ValidName([]byte(r.Path)) && r.Path != "." && r.Path != ".." {
 			row.Name = r.Path
@@ -246,25 +240,72 @@ func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error
 		out.rows = append(out.rows, row)
 	}
 	if opt.Checksums {
-		if out.crc, err = fileCRC(f, s.Size); err != nil {
+		if out.crc, err = summed.sum(); err != nil {
 			return scanned{}, fmt.Errorf("%s: %w", s.Label, err)
 		}
 	}
 	return out, nil
 }
 
-// fileCRC returns the CRC32C of the size bytes of r: the shard's checksum, which aifs verify
-// checks beside the images'. It reads the file once more, in 4 MiB reads.
-func fileCRC(r io.ReaderAt, size int64) (uint32, error) {
-	sum := crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	n, err := io.CopyBuffer(sum, io.NewSectionReader(r, 0, size), make([]byte, 4<<20))
-	if err == nil && n != size {
-		err = io.ErrUnexpectedEOF
+// summingReader computes the CRC32C of a file (the shard's checksum, which aifs verify checks
+// beside the images') from the reads made through it, so that the file is read once: the sum
+// covers the prefix [0, done), which grows with each read that starts in it or a little after
+// it (the bytes between read first, maxGap at the most). The scanner reads a file mostly in
+// order of offset; what it skipped or read out of order (an Arrow file's or Parquet file's
+// footer, read first) is read by sum. It is used by one goroutine.
+type summingReader struct {
+	r    io.ReaderAt
+	size int64
+	done int64
+	crc  uint32
+	gap  []byte
+}
+
+// maxGap is the most bytes summingReader reads to join a read to the prefix it has summed.
+const maxGap = 1 << 20
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func (s *summingReader) ReadAt(p []byte, off int64) (int, error) {
+	if off > s.done && off-s.done <= maxGap {
+		if err := s.readTo(off); err != nil {
+			return 0, err
+		}
 	}
-	if err != nil {
-		return 0, fmt.Errorf("read the file for its checksum: %w", err)
+	n, err := s.r.ReadAt(p, off)
+	if off <= s.done && off+int64(n) > s.done {
+		s.crc = crc32.Update(s.crc, castagnoli, p[s.done-off:n])
+		s.done = off + int64(n)
 	}
-	return sum.Sum32(), nil
+	return n, err
+}
+
+// readTo sums the file's bytes [done, end).
+func (s *summingReader) readTo(end int64) error {
+	for s.done < end {
+		if s.gap == nil {
+			s.gap = make([]byte, maxGap)
+		}
+		b := s.gap[:min(int64(len(s.gap)), end-s.done)]
+		n, err := s.r.ReadAt(b, s.done)
+		s.crc = crc32.Update(s.crc, castagnoli, b[:n])
+		s.done += int64(n)
+		if n < len(b) {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("read the file for its checksum: %w", err)
+		}
+	}
+	return nil
+}
+
+// sum returns the CRC32C of the whole file, reading what the reads through s did not cover.
+func (s *summingReader) sum() (uint32, error) {
+	if err := s.readTo(s.size); err != nil {
+		return 0, err
+	}
+	return s.crc, nil
 }
 
 // headReader reads the first bytes of images through 1 MiB reads: the images of a batch lie in

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/aifs/aifs/internal/hfwrite"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/layout/view"
 )
@@ -36,14 +38,7 @@ func TestSanitizeNames(t *testing.T) {
 // arrowFile writes rows (image bytes, path, label; nil image or label for null) as an Arrow
 // IPC stream with the "huggingface" metadata `datasets` writes, class names names.
 func arrowFile(t *testing.T, names []string, rows ...hfRow) []byte {
-	meta := `{"info": {"features": {"image": {"_type": "Image"}, "label": {"names": ["` + strings.Join(names, `", "`) + `"], "_type": "ClassLabel"}}}}`
-	m := arrow.NewMetadata([]string{"huggingface"}, []string{meta})
-	schema := arrow.NewSchema([]arrow.Field{
-		{Name: "image", Type: arrow.StructOf(
-			arrow.Field{Name: "bytes", Type: arrow.BinaryTypes.Binary, Nullable: true},
-			arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
-		{Name: "label", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-	}, &m)
+	schema := hfwrite.Schema(names)
 	b := array.NewRecordBuilder(memory.NewGoAllocator(), schema)
 	defer b.Release()
 	img, label := b.Field(0).(*array.StructBuilder), b.Field(1).(*array.Int64Builder)
@@ -158,5 +153,75 @@ func TestIndexHF(t *testing.T) {
 	}
 	if _, _, err = indexed(t, files, Options{View: view.Merge}); err == nil || !strings.Contains(err.Error(), "merge") {
 		t.Errorf("view.Merge: %v", err)
+	}
+}
+
+// countingFile counts the bytes read through it.
+type countingFile struct {
+	memFile
+	read *int64
+}
+
+func (f countingFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.memFile.ReadAt(p, off)
+	*f.read += int64(n)
+	return n, err
+}
+
+// TestIndexHFReadsOnce: with checksums, each file is read once: its CRC32C (the shard's
+// checksum) comes from the same reads as its images', whether the format is read in order (an
+// Arrow stream) or footer first (an Arrow IPC file, Parquet).
+func TestIndexHFReadsOnce(t *testing.T) {
+	var rows []hfRow
+	for i := range 300 {
+		rows = append(rows, row("\xff\xd8\xff"+strings.Repeat(string(rune('a'+i%26)), 20000+i), "x.jpg", int64(i%3)))
+	}
+	stream := arrowFile(t, []string{"a", "b", "c"}, rows...)
+	rdr, err := ipc.NewReader(bytes.NewReader(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file, pq bytes.Buffer
+	fw, err := ipc.NewFileWriter(&file, ipc.WithSchema(rdr.Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := pqarrow.NewFileWriter(rdr.Schema(), &pq, parquet.NewWriterProperties(parquet.WithDictionaryDefault(false),
+		parquet.WithMaxRowGroupLength(100)), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rdr.Next() {
+		if err := fw.Write(rdr.RecordBatch()); err != nil {
+			t.Fatal(err)
+		}
+		if err := pw.Write(rdr.RecordBatch()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"stream.arrow": stream, "file.arrow": file.Bytes(), "train.parquet": pq.Bytes()} {
+		var read int64
+		src := Source{Name: name, Label: name, Size: int64(len(b)), Version: "1",
+			Open: func(context.Context) (File, error) { return countingFile{memFile{bytes.NewReader(b)}, &read}, nil }}
+		out, res, err := IndexHF(context.Background(), []Source{src}, Options{})
+		if err != nil || res.Samples != 300 {
+			t.Fatalf("%s: %d samples, %v", name, res.Samples, err)
+		}
+		x, err := layout.Parse(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)); x.Shards()[0].CRC != want {
+			t.Errorf("%s: the shard's CRC %08x, want the file's %08x", name, x.Shards()[0].CRC, want)
+		}
+		if read > int64(len(b))*11/10 {
+			t.Errorf("%s: read %d bytes of a %d-byte file (%.2f×), want it read once", name, read, len(b), float64(read)/float64(len(b)))
+		}
 	}
 }

@@ -268,7 +268,7 @@ func (ix *indexer) progress(tars int, bytes int64) {
 	ix.doneTars += tars
 	ix.doneBytes += bytes
 	if ix.opt.Progress != nil {
-		ix.opt.Progress(Progress{Tars: ix.doneTars, TotalTars: len(ix.srcs), Bytes: ix.doneBytes, TotalBytes: ix.total})
+		ix.opt.Progress(Progress{Files: ix.doneTars, TotalFiles: len(ix.srcs), Bytes: ix.doneBytes, TotalBytes: ix.total})
 	}
 }
 

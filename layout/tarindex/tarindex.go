@@ -19,24 +19,10 @@ import (
 	"github.com/aifs/aifs/layout/view"
 )
 
-// Source is one tar file to index in place: IndexTars reads it once, from its first byte.
-type Source struct {
-	// Name is what the index records as the shard's name: the tar's path relative to the
-	// index's directory (or object prefix), or absolute (ShardPath).
-	Name string
-	// Label names the tar in messages: its path or URL.
-	Label string
-	// Size is the tar's size in bytes, as listed; a tar that reads otherwise fails the index.
-	Size int64
-	// MTime (nanoseconds) is given to the directories the tar implies without a member of their own.
-	MTime int64
-	// Version is recorded in the index and checked when the set is opened: a local tar's mtime in
-	// nanoseconds in decimal, an object's ETag (Shard.Version).
-	Version string
-	// Open returns the tar's bytes from the first. If the reader is an io.Seeker, indexing
-	// without checksums seeks over large members' data instead of reading it.
-	Open func(ctx context.Context) (io.ReadCloser, error)
-}
+// Source is one tar file to index in place: IndexTars reads it once, from its first byte. If
+// Open's reader is an io.Seeker, indexing without checksums seeks over large members' data
+// instead of reading it.
+type Source = view.Input[io.ReadCloser]
 
 // Options configure IndexTars. The zero value indexes with the defaults given on each field.
 type Options struct {
@@ -60,10 +46,7 @@ type Options struct {
 }
 
 // Progress is a snapshot of a running IndexTars.
-type Progress struct {
-	Tars, TotalTars   int
-	Bytes, TotalBytes int64 // of the tars
-}
+type Progress = view.Progress
 
 // Result summarises a finished IndexTars.
 type Result struct {

@@ -30,7 +30,6 @@ import (
 	"hash/crc32"
 	"io"
 	"path"
-	"strconv"
 	"time"
 
 	"github.com/aifs/aifs/layout"
@@ -38,21 +37,8 @@ import (
 	"github.com/aifs/aifs/layout/view"
 )
 
-// Source is one TFRecord file to index in place.
-type Source struct {
-	// Name is what the index records as the shard's name (layout.Shard.Name).
-	Name string
-	// Label names the file in messages: its path or URL.
-	Label string
-	// Size is the file's size in bytes, as listed; a file that reads otherwise fails the index.
-	Size int64
-	// MTime (nanoseconds) is given to the file's directory in the tree view.
-	MTime int64
-	// Version is recorded in the index and checked at mount (layout.Shard.Version).
-	Version string
-	// Open returns the file's bytes from its first; IndexTFRecords closes it.
-	Open func(ctx context.Context) (io.ReadCloser, error)
-}
+// Source is one TFRecord file to index in place, read once from its first byte.
+type Source = view.Input[io.ReadCloser]
 
 // Options configure IndexTFRecords. The zero value indexes with the defaults given on each field.
 type Options struct {
@@ -72,10 +58,7 @@ type Options struct {
 }
 
 // Progress is a snapshot of a running IndexTFRecords.
-type Progress struct {
-	Files, TotalFiles int
-	Bytes, TotalBytes int64 // of the files read, counted whole as each is done
-}
+type Progress = view.Progress
 
 // Result summarises a finished IndexTFRecords.
 type Result struct {
@@ -106,21 +89,26 @@ func IndexTFRecords(ctx context.Context, srcs []Source, opt Options) ([]byte, Re
 		rsrcs[i] = view.RowSource{Name: s.Name, Label: s.Label, Ext: ".tfrecord", Size: s.Size, MTime: s.MTime, Version: s.Version}
 		res.FileBytes += s.Size
 	}
-	rows, err := view.ReadEach(ctx, sizes, opt.Jobs, func(ctx context.Context, i int) (rows []view.Row, err error) {
-		rows, rsrcs[i].CRC, err = readOne(ctx, srcs[i], opt)
-		return rows, err
-	}, func(done int, bytes, total int64) {
-		if opt.Progress != nil {
-			opt.Progress(Progress{Files: done, TotalFiles: len(srcs), Bytes: bytes, TotalBytes: total})
-		}
-	})
+	x, err := view.NewRowIndexer(rsrcs, view.RowOptions{Kind: opt.View, ClassNames: opt.ClassNames, NoChecksums: opt.NoChecksums, Unit: "record", Warn: opt.Warn})
 	if err != nil {
 		return nil, Result{}, err
 	}
-	for _, r := range rows {
-		res.Records += int64(len(r))
+	// Each file's records go into the tree in the order of srcs while later files are read.
+	rows := make([][]view.Row, len(srcs))
+	crcs := make([]uint32, len(srcs))
+	err = view.EachInOrder(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
+		rows[i], crcs[i], err = readOne(ctx, srcs[i], opt)
+		return err
+	}, func(i int) error {
+		res.Records += int64(len(rows[i]))
+		err := x.Add(i, rows[i], crcs[i])
+		rows[i] = nil
+		return err
+	}, view.Progressor(sizes, opt.Progress))
+	if err != nil {
+		return nil, Result{}, err
 	}
-	index, rres, err := view.IndexRows(rsrcs, rows, view.RowOptions{Kind: opt.View, ClassNames: opt.ClassNames, NoChecksums: opt.NoChecksums, Unit: "record", Warn: opt.Warn})
+	index, rres, err := x.Index()
 	if err != nil {
 		return nil, Result{}, err
 	}
@@ -144,6 +132,7 @@ func readOne(ctx context.Context, s Source, opt Options) ([]view.Row, uint32, er
 	}
 	sc := tfrecord.NewScanner(r, s.Label, tfrecord.Options{Checksums: !opt.NoChecksums})
 	var rows []view.Row
+	var labels view.LabelNames
 	for n := 0; ; n++ {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return nil, 0, ctx.Err()
@@ -160,7 +149,7 @@ func readOne(ctx context.Context, s Source, opt Options) ([]view.Row, uint32, er
 		case r.Synset != "" && opt.ClassNames == nil:
 			row.Label = r.Synset
 		case r.HasLabel:
-			row.Label = strconv.FormatInt(r.Label, 10)
+			row.Label = labels.Name(r.Label)
 		}
 		if base := path.Base(r.Filename); r.Filename != "" && layout.ValidName([]byte(base)) && base != "." && base != ".." && base != "/" {
 			row.Name = base

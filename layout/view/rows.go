@@ -3,6 +3,8 @@ package view
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 
 	"github.com/aifs/aifs/layout"
 )
@@ -49,6 +51,23 @@ type RowResult struct {
 	FirstMissing []string
 }
 
+// LabelNames gives each numeric label its string (a Row's Label) once, so that rows sharing a
+// label share its string; the zero value is ready.
+type LabelNames map[int64]string
+
+// Name returns label as a string.
+func (n *LabelNames) Name(label int64) string {
+	if s, ok := (*n)[label]; ok {
+		return s
+	}
+	if *n == nil {
+		*n = LabelNames{}
+	}
+	s := strconv.FormatInt(label, 10)
+	(*n)[label] = s
+	return s
+}
+
 // maxNamedRows is how many rows left out IndexRows names.
 const maxNamedRows = 10
 
@@ -58,90 +77,137 @@ const maxNamedRows = 10
 // ImageFolder makes each row with a label CLASS/NAME, NAME its Name, else DIR-ROW.EXT. A row
 // with no image, or (ImageFolder) no label, is counted, named (the first few) and left out.
 func IndexRows(srcs []RowSource, rows [][]Row, opt RowOptions) ([]byte, RowResult, error) {
+	x, err := NewRowIndexer(srcs, opt)
+	if err != nil {
+		return nil, RowResult{}, err
+	}
+	for i := range srcs {
+		if err := x.Add(i, rows[i], srcs[i].CRC); err != nil {
+			return nil, RowResult{}, err
+		}
+	}
+	return x.Index()
+}
+
+// RowIndexer builds what IndexRows returns a source at a time, in the order of the sources, so
+// that a source's rows can go into the tree while later sources are still being read. It is
+// used by one goroutine at a time.
+type RowIndexer struct {
+	srcs  []RowSource
+	vsrcs []Source
+	opt   RowOptions
+	b     *Builder
+	res   RowResult
+	recs  []Record // Add's, reused
+	name  []byte   // Add's, reused
+}
+
+// NewRowIndexer returns a RowIndexer of srcs (their CRCs set by Add).
+func NewRowIndexer(srcs []RowSource, opt RowOptions) (*RowIndexer, error) {
 	if opt.Kind == Merge {
-		return nil, RowResult{}, fmt.Errorf("%ss have no names of their own to merge by: use the tree or imagefolder view", opt.Unit)
+		return nil, fmt.Errorf("%ss have no names of their own to merge by: use the tree or imagefolder view", opt.Unit)
 	}
 	if opt.Warn == nil {
 		opt.Warn = func(string) {}
 	}
-	var res RowResult
-	vsrcs := make([]Source, len(srcs))
-	shards := make([]layout.Shard, len(srcs))
+	x := &RowIndexer{srcs: slices.Clone(srcs), vsrcs: make([]Source, len(srcs)), opt: opt}
 	for i, s := range srcs {
-		vsrcs[i] = Source{Label: s.Label, Dir: DirName(s.Name, s.Ext), MTime: s.MTime}
-		shards[i] = layout.Shard{Name: s.Name, Kind: layout.ShardTar, Size: uint64(s.Size), Version: s.Version, Checksum: layout.CRC32C, CRC: s.CRC}
-		if opt.NoChecksums {
-			shards[i].CRC = 0
-		}
+		x.vsrcs[i] = Source{Label: s.Label, Dir: DirName(s.Name, s.Ext), MTime: s.MTime}
 	}
-	missing := func(label string, row int64, what string) {
-		if len(res.FirstMissing) < maxNamedRows {
-			named := fmt.Sprintf("%s: %s %d: %s", label, opt.Unit, row, what)
-			res.FirstMissing = append(res.FirstMissing, named)
-			opt.Warn(named + "; never served")
-		}
+	x.b = New(x.vsrcs, Options{Kind: opt.Kind, ClassNames: opt.ClassNames, Warn: opt.Warn})
+	return x, nil
+}
+
+// missing counts nothing; it names the first few rows left out.
+func (x *RowIndexer) missing(label string, row int64, what string) {
+	if len(x.res.FirstMissing) < maxNamedRows {
+		named := fmt.Sprintf("%s: %s %d: %s", label, x.opt.Unit, row, what)
+		x.res.FirstMissing = append(x.res.FirstMissing, named)
+		x.opt.Warn(named + "; never served")
 	}
-	b := New(vsrcs, Options{Kind: opt.Kind, ClassNames: opt.ClassNames, Warn: opt.Warn})
-	var recs []Record
-	for i, src := range srcs {
-		recs = recs[:0]
-		for _, r := range rows[i] {
-			if !r.HasImage {
-				res.NoImage++
-				missing(src.Label, r.Index, "no image")
+}
+
+// Add places the rows of source i, whose whole CRC32C is crc; sources are added in order, each
+// once.
+func (x *RowIndexer) Add(i int, rows []Row, crc uint32) error {
+	src, opt := x.srcs[i], x.opt
+	x.srcs[i].CRC = crc
+	x.recs = x.recs[:0]
+	width := rowWidth(int64(len(rows)))
+	for _, r := range rows {
+		if !r.HasImage {
+			x.res.NoImage++
+			x.missing(src.Label, r.Index, "no image")
+			continue
+		}
+		v := Record{Mode: 0o444, MTime: src.MTime, Offset: uint64(r.Offset), Size: uint64(r.Size), CRC: r.CRC, Path: r.Name}
+		if opt.Kind == ImageFolder {
+			if r.Label == "" {
+				x.res.NoLabel++
+				x.missing(src.Label, r.Index, "no label")
 				continue
 			}
-			v := Record{Mode: 0o444, MTime: src.MTime, Offset: uint64(r.Offset), Size: uint64(r.Size), CRC: r.CRC,
-				Path: RowName(r.Index, int64(len(rows[i])), r.Ext)}
+			v.Label = r.Label
+		}
+		if opt.Kind != ImageFolder || r.Name == "" { // ROW.EXT; in ImageFolder, DIR-ROW.EXT
+			x.name = x.name[:0]
 			if opt.Kind == ImageFolder {
-				if r.Label == "" {
-					res.NoLabel++
-					missing(src.Label, r.Index, "no label")
-					continue
-				}
-				v.Label, v.Path = r.Label, vsrcs[i].Dir+"-"+v.Path
-				if r.Name != "" {
-					v.Path = r.Name
-				}
+				x.name = append(append(x.name, x.vsrcs[i].Dir...), '-')
 			}
-			if opt.NoChecksums {
-				v.CRC = 0
-			}
-			recs = append(recs, v)
+			v.Path = string(appendRowName(x.name, r.Index, width, r.Ext))
 		}
-		if err := b.Add(i, recs); err != nil {
-			return nil, RowResult{}, err
+		if opt.NoChecksums {
+			v.CRC = 0
 		}
+		x.recs = append(x.recs, v)
 	}
-	nodes, vres, err := b.Nodes()
+	return x.b.Add(i, x.recs)
+}
+
+// Index finishes the tree and returns the index and its counts.
+func (x *RowIndexer) Index() ([]byte, RowResult, error) {
+	nodes, vres, err := x.b.Nodes()
 	if err != nil {
 		return nil, RowResult{}, err
 	}
+	res := x.res
 	res.Samples, res.Dirs, res.Bytes, res.Replaced, res.Classes = vres.Files, vres.Dirs, vres.Bytes, vres.Replaced, vres.Classes
 	res.NoLabel += int64(vres.NoClass)
-	return layout.EncodeIndex(nodes, shards, opt.NoChecksums), res, nil
+	shards := make([]layout.Shard, len(x.srcs))
+	for i, s := range x.srcs {
+		shards[i] = layout.Shard{Name: s.Name, Kind: layout.ShardTar, Size: uint64(s.Size), Version: s.Version, Checksum: layout.CRC32C, CRC: s.CRC}
+		if x.opt.NoChecksums {
+			shards[i].CRC = 0
+		}
+	}
+	return layout.EncodeIndex(nodes, shards, x.opt.NoChecksums), res, nil
+}
+
+// Progressor returns the done function of Each or EachInOrder over sources of sizes that calls
+// progress (if set) with the files done and their bytes.
+func Progressor(sizes []int64, progress func(Progress)) func(i int) {
+	var p Progress
+	p.TotalFiles = len(sizes)
+	for _, n := range sizes {
+		p.TotalBytes += n
+	}
+	return func(i int) {
+		p.Files++
+		p.Bytes += sizes[i]
+		if progress != nil {
+			progress(p)
+		}
+	}
 }
 
 // ReadEach calls read for each of the sources of sizes, jobs at once (Each), and returns the
-// results in their order; progress, if set, is called (serialised) after each with how many are
-// done and their bytes.
+// results in their order; progress, if set, is called (serialised) after each.
 func ReadEach[T any](ctx context.Context, sizes []int64, jobs int, read func(ctx context.Context, i int) (T, error),
-	progress func(done int, bytes, total int64)) ([]T, error) {
+	progress func(Progress)) ([]T, error) {
 	out := make([]T, len(sizes))
-	var total, bytes int64
-	for _, n := range sizes {
-		total += n
-	}
-	done := 0
 	err := Each(ctx, len(sizes), jobs, func(ctx context.Context, i int) (err error) {
 		out[i], err = read(ctx, i)
 		return err
-	}, func(i int) {
-		done++
-		bytes += sizes[i]
-		if progress != nil {
-			progress(done, bytes, total)
-		}
-	})
+	}, Progressor(sizes, progress))
 	return out, err
 }

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
+	"strconv"
 	"sync"
 )
 
@@ -28,8 +28,28 @@ func ImageExt(head []byte) string {
 // Tree view: the number zero-padded to the width of the last one, so that names sort in row
 // order, then "." and ext.
 func RowName(row, rows int64, ext string) string {
-	width := len(fmt.Sprint(max(rows-1, 0)))
-	return fmt.Sprintf("%0*d.%s", width, row, ext)
+	var buf [32]byte
+	return string(appendRowName(buf[:0], row, rowWidth(rows), ext))
+}
+
+// rowWidth is the width of the row numbers of a source of rows rows.
+func rowWidth(rows int64) int {
+	w := 1
+	for n := max(rows-1, 0); n >= 10; n /= 10 {
+		w++
+	}
+	return w
+}
+
+// appendRowName appends row's name, its number zero-padded to width, to b.
+func appendRowName(b []byte, row int64, width int, ext string) []byte {
+	var num [20]byte
+	digits := strconv.AppendInt(num[:0], row, 10)
+	for range width - len(digits) {
+		b = append(b, '0')
+	}
+	b = append(append(b, digits...), '.')
+	return append(b, ext...)
 }
 
 // Each calls read(ctx, i) for i in [0, n), jobs at once, and done(i) (serialised, for
@@ -73,4 +93,39 @@ func Each(parent context.Context, n, jobs int, read func(ctx context.Context, i 
 		}
 	}
 	return parent.Err()
+}
+
+// EachInOrder is Each with add(i) called for each i in the order of i, as soon as read(ctx, i)
+// and every read before it have succeeded (serialised with done, from the goroutine whose read
+// completed the run), so that what is done with the results in their order overlaps the reads
+// of later ones. An error of add stops the reads not started yet and no later add is called;
+// EachInOrder returns the first error in the order of i, of read or add.
+func EachInOrder(parent context.Context, n, jobs int, read func(ctx context.Context, i int) error, add func(i int) error, done func(i int)) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	ok := make([]bool, n)    // read i succeeded: written and read by the goroutine of read i only
+	ready := make([]bool, n) // ok, published under Each's serialisation of done
+	next := 0
+	var addErr error
+	err := Each(ctx, n, jobs, func(ctx context.Context, i int) error {
+		err := read(ctx, i)
+		ok[i] = err == nil
+		return err
+	}, func(i int) {
+		if done != nil {
+			done(i)
+		}
+		ready[i] = ok[i]
+		for addErr == nil && next < n && ready[next] {
+			addErr = add(next)
+			next++
+		}
+		if addErr != nil {
+			cancel()
+		}
+	})
+	if addErr != nil {
+		return addErr
+	}
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestImageExt(t *testing.T) {
@@ -65,5 +66,45 @@ func TestEach(t *testing.T) {
 	cancel()
 	if err := Each(ctx, 3, 2, func(ctx context.Context, i int) error { return ctx.Err() }, func(int) {}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Each with its context cancelled = %v", err)
+	}
+}
+
+func TestEachInOrder(t *testing.T) {
+	var order []int
+	read := func(_ context.Context, i int) error {
+		time.Sleep(time.Duration((7*i)%5) * time.Millisecond) // finish out of order
+		return nil
+	}
+	add := func(i int) error { order = append(order, i); return nil }
+	if err := EachInOrder(context.Background(), 40, 4, read, add, nil); err != nil || !slices.IsSorted(order) || len(order) != 40 || order[39] != 39 {
+		t.Fatalf("EachInOrder: %v, added %v; want 0..39 in order", err, order)
+	}
+	// An error of add stops the adds after it and is returned before a later read's error.
+	order = nil
+	err := EachInOrder(context.Background(), 40, 4, func(ctx context.Context, i int) error {
+		if i == 30 {
+			return errors.New("read 30")
+		}
+		return read(ctx, i)
+	}, func(i int) error {
+		order = append(order, i)
+		if i == 10 {
+			return errors.New("add 10")
+		}
+		return nil
+	}, nil)
+	if err == nil || err.Error() != "add 10" || len(order) != 11 {
+		t.Errorf("EachInOrder with add 10 failing: %v, added %v", err, order)
+	}
+	// A read's error stops the adds at it.
+	order = nil
+	err = EachInOrder(context.Background(), 40, 4, func(ctx context.Context, i int) error {
+		if i == 5 {
+			return errors.New("read 5")
+		}
+		return read(ctx, i)
+	}, add, nil)
+	if err == nil || err.Error() != "read 5" || len(order) != 5 {
+		t.Errorf("EachInOrder with read 5 failing: %v, added %v", err, order)
 	}
 }

@@ -118,6 +118,12 @@ func Members(r io.ReaderAt, size int64) ([]Member, error) {
 	off := dirOff
 	var rec [centralLen]byte
 	var vari []byte // the name, extra field and comment of a record
+	// the last MS-DOS date and time converted: most members share one
+	var (
+		dosStamp uint32
+		dosTime  int64
+		dosKnown bool
+	)
 	for range records {
 		if err := readFull(br, rec[:], off); err != nil {
 			return nil, fmt.Errorf("central directory record at byte %d: %w", off, err)
@@ -138,7 +144,10 @@ func Members(r io.ReaderAt, size int64) ([]Member, error) {
 		name, extra := vari[:nameLen], vari[nameLen:nameLen+extraLen]
 		m := Member{Method: le.Uint16(rec[10:]), Encrypted: le.Uint16(rec[8:])&1 != 0, CRC: le.Uint32(rec[16:]), Offset: -1}
 		comp, uncomp, header := uint64(le.Uint32(rec[20:])), uint64(le.Uint32(rec[24:])), uint64(le.Uint32(rec[42:]))
-		mtime := msDosTime(le.Uint16(rec[14:]), le.Uint16(rec[12:]))
+		if stamp := le.Uint32(rec[12:]); stamp != dosStamp || !dosKnown {
+			dosStamp, dosTime, dosKnown = stamp, msDosTime(le.Uint16(rec[14:]), le.Uint16(rec[12:])), true
+		}
+		mtime := dosTime
 		for len(extra) >= 4 {
 			id, n := le.Uint16(extra), int(le.Uint16(extra[2:]))
 			if n > len(extra)-4 {

@@ -20,10 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aifs/aifs/layout"
@@ -31,29 +29,12 @@ import (
 	"github.com/aifs/aifs/layout/zip"
 )
 
-// Source is one ZIP file to index in place.
-type Source struct {
-	// Name is what the index records as the shard's name: the ZIP's path relative to the index's
-	// directory (or object prefix), or absolute (layout.ShardPath).
-	Name string
-	// Label names the ZIP in messages: its path or URL.
-	Label string
-	// Size is the ZIP's size in bytes, as listed.
-	Size int64
-	// MTime (nanoseconds) is given to the directories its members imply without one of their own.
-	MTime int64
-	// Version is recorded in the index and checked when the set is opened: a local ZIP's mtime in
-	// nanoseconds in decimal, an object's ETag (layout.Shard.Version).
-	Version string
-	// Open returns the ZIP for reading at any offset; IndexZips closes it.
-	Open func(ctx context.Context) (File, error)
-}
+// Source is one ZIP file to index in place. If Open returns an *os.File, its size is checked
+// against Size.
+type Source = view.Input[File]
 
-// File is an opened ZIP. An *os.File is one: its size is then checked against Source.Size.
-type File interface {
-	io.ReaderAt
-	io.Closer
-}
+// File is an opened ZIP.
+type File = view.File
 
 // Options configure IndexZips. The zero value indexes with the defaults given on each field.
 type Options struct {
@@ -87,10 +68,7 @@ type Options struct {
 var DefaultImageExts = []string{"jpg", "jpeg", "png", "webp"}
 
 // Progress is a snapshot of a running IndexZips.
-type Progress struct {
-	Zips, TotalZips   int
-	Bytes, TotalBytes int64 // of the ZIPs read, counted whole as each is done
-}
+type Progress = view.Progress
 
 // Result summarises a finished IndexZips.
 type Result struct {
@@ -134,63 +112,33 @@ func IndexZips(ctx context.Context, srcs []Source, opt Options) ([]byte, Result,
 	if opt.Warn == nil {
 		opt.Warn = func(string) {}
 	}
-	scans, err := readAll(ctx, srcs, opt)
-	if err != nil {
-		return nil, Result{}, err
-	}
 	var res Result
 	vsrcs := make([]view.Source, len(srcs))
 	shards := make([]layout.Shard, len(srcs))
+	sizes := make([]int64, len(srcs))
 	for i, s := range srcs {
 		vsrcs[i] = view.Source{Label: s.Label, Dir: view.DirName(s.Name, ".zip"), MTime: s.MTime}
 		shards[i] = layout.Shard{Name: s.Name, Kind: layout.ShardTar, Size: uint64(s.Size), Version: s.Version, Checksum: layout.CRC32IEEE}
+		sizes[i] = s.Size
 		res.ZipBytes += s.Size
 	}
 	b := view.New(vsrcs, view.Options{Kind: opt.View, ClassNames: opt.ClassNames, NamedClasses: opt.ByKey == nil, Warn: opt.Warn})
+	// Each ZIP's members go into the tree in the order of srcs while later ZIPs are read.
+	scans := make([][]zip.Member, len(srcs))
 	var recs []view.Record
-	for i, members := range scans {
-		label := srcs[i].Label
-		recs = recs[:0]
-		res.Members += len(members)
-		for _, m := range members {
-			p, err := view.CleanPath(m.Name)
-			if err != nil {
-				return nil, Result{}, fmt.Errorf("%s: member %q: %w", label, m.Name, err)
-			}
-			switch {
-			case m.Type == zip.TypeDir:
-				if opt.View != view.ImageFolder {
-					recs = append(recs, view.Record{Path: p, Dir: true, Mode: m.Mode, MTime: m.MTime})
-				}
-				continue
-			case m.Type != zip.TypeFile:
-				if res.Skipped++; res.Skipped <= maxNamed {
-					opt.Warn(fmt.Sprintf("%s: skipped %q: a symlink, device or FIFO", label, m.Name))
-				}
-				continue
-			case !m.Stored():
-				res.Refused++
-				if len(res.FirstRefused) < maxNamed {
-					named := fmt.Sprintf("%s: %s (%s)", label, m.Name, m.MethodName())
-					res.FirstRefused = append(res.FirstRefused, named)
-					opt.Warn("refused (not stored as it is, so it cannot be served in place): " + named)
-				}
-				continue
-			case p == "":
-				return nil, Result{}, fmt.Errorf("%s: member %q: a file with no name", label, m.Name)
-			}
-			r := view.Record{Path: p, Mode: m.Mode, MTime: m.MTime, Offset: uint64(m.Offset), Size: uint64(m.Size), CRC: m.CRC}
-			if opt.NoChecksums {
-				r.CRC = 0
-			}
-			if opt.View == view.ImageFolder && !imageFolderRecord(&r, opt, &res, label) {
-				continue
-			}
-			recs = append(recs, r)
+	err := view.EachInOrder(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
+		scans[i], err = readOne(ctx, srcs[i])
+		return err
+	}, func(i int) (err error) {
+		recs, err = records(recs[:0], srcs[i].Label, scans[i], opt, &res)
+		scans[i] = nil
+		if err == nil {
+			err = b.Add(i, recs)
 		}
-		if err := b.Add(i, recs); err != nil {
-			return nil, Result{}, err
-		}
+		return err
+	}, view.Progressor(sizes, opt.Progress))
+	if err != nil {
+		return nil, Result{}, err
 	}
 	nodes, vres, err := b.Nodes()
 	if err != nil {
@@ -202,6 +150,49 @@ func IndexZips(ctx context.Context, srcs []Source, opt Options) ([]byte, Result,
 	index := layout.EncodeIndex(nodes, shards, opt.NoChecksums)
 	res.Duration = time.Since(start)
 	return index, res, nil
+}
+
+// records appends the records of a ZIP's members to recs for the view, counting and naming
+// those refused or skipped in res.
+func records(recs []view.Record, label string, members []zip.Member, opt Options, res *Result) ([]view.Record, error) {
+	res.Members += len(members)
+	for _, m := range members {
+		p, err := view.CleanPath(m.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: member %q: %w", label, m.Name, err)
+		}
+		switch {
+		case m.Type == zip.TypeDir:
+			if opt.View != view.ImageFolder {
+				recs = append(recs, view.Record{Path: p, Dir: true, Mode: m.Mode, MTime: m.MTime})
+			}
+			continue
+		case m.Type != zip.TypeFile:
+			if res.Skipped++; res.Skipped <= maxNamed {
+				opt.Warn(fmt.Sprintf("%s: skipped %q: a symlink, device or FIFO", label, m.Name))
+			}
+			continue
+		case !m.Stored():
+			res.Refused++
+			if len(res.FirstRefused) < maxNamed {
+				named := fmt.Sprintf("%s: %s (%s)", label, m.Name, m.MethodName())
+				res.FirstRefused = append(res.FirstRefused, named)
+				opt.Warn("refused (not stored as it is, so it cannot be served in place): " + named)
+			}
+			continue
+		case p == "":
+			return nil, fmt.Errorf("%s: member %q: a file with no name", label, m.Name)
+		}
+		r := view.Record{Path: p, Mode: m.Mode, MTime: m.MTime, Offset: uint64(m.Offset), Size: uint64(m.Size), CRC: m.CRC}
+		if opt.NoChecksums {
+			r.CRC = 0
+		}
+		if opt.View == view.ImageFolder && !imageFolderRecord(&r, opt, res, label) {
+			continue
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
 }
 
 // imageFolderRecord labels r for view.ImageFolder, or reports false for a member that is not an
@@ -235,67 +226,8 @@ func imageFolderRecord(r *view.Record, opt Options, res *Result, label string) b
 	return true
 }
 
-// readAll reads the members of every ZIP, opt.Jobs at a time, and returns them in the order of
-// srcs; the first error in that order stops it.
-func readAll(ctx context.Context, srcs []Source, opt Options) ([][]zip.Member, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	out := make([][]zip.Member, len(srcs))
-	errs := make([]error, len(srcs))
-	var total int64
-	for _, s := range srcs {
-		total += s.Size
-	}
-	var (
-		mu   sync.Mutex // guards done, bytes and serialises opt.Progress
-		done int
-		read int64
-	)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(opt.Jobs, len(srcs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i], errs[i] = readOne(ctx, srcs[i])
-				if errs[i] != nil {
-					cancel()
-				}
-				mu.Lock()
-				done++
-				read += srcs[i].Size
-				if opt.Progress != nil {
-					opt.Progress(Progress{Zips: done, TotalZips: len(srcs), Bytes: read, TotalBytes: total})
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for i := range srcs {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, ctx.Err()
-}
-
 // readOne reads the members of one ZIP.
 func readOne(ctx context.Context, s Source) ([]zip.Member, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	f, err := s.Open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", s.Label, err)

@@ -158,3 +158,20 @@ func TestIndexZipsRefuses(t *testing.T) {
 		t.Errorf("an open error: %v", err)
 	}
 }
+
+// TestIndexZipsFirstError: when one ZIP fails while an earlier one is still being opened, the
+// index fails with that ZIP's error, not with the cancellation it caused in the earlier one.
+func TestIndexZipsFirstError(t *testing.T) {
+	broken := errors.New("the disk is on fire")
+	slow := memZip("a.zip", writeZip(t, zmem{"x.jpg", "x", zip.Store}))
+	slow.Open = func(ctx context.Context) (File, error) {
+		<-ctx.Done() // opened until the other ZIP's error cancels it
+		return nil, ctx.Err()
+	}
+	bad := memZip("b.zip", nil)
+	bad.Open = func(context.Context) (File, error) { return nil, broken }
+	_, _, err := IndexZips(context.Background(), []Source{slow, bad}, Options{Jobs: 2})
+	if !errors.Is(err, broken) {
+		t.Fatalf("IndexZips: %v; want b.zip's error", err)
+	}
+}
