@@ -22,7 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/minio/minio-go/v7"
 
-	"github.com/aifs/aifs/internal/hfwrite"
+	"github.com/aifs/aifs/integration/hfwrite"
 	"github.com/aifs/aifs/internal/tfwrite"
 )
 

@@ -39,7 +39,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/aifs/aifs/internal/hfwrite"
+	"github.com/aifs/aifs/integration/hfwrite"
 	"github.com/aifs/aifs/internal/tfwrite"
 )
 

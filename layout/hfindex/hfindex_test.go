@@ -15,7 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/aifs/aifs/internal/hfwrite"
+	"github.com/aifs/aifs/integration/hfwrite"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/layout/view"
 )
