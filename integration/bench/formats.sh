@@ -62,23 +62,6 @@ started=$SECONDS
 RES=$RUN/results
 mkdir "$RES"
 go build -o "$RUN/genarchives" ./integration/genarchives
-# usage FIGURE CMD... runs CMD under GNU time, appending its CPU seconds to cpu-FIGURE and its
-# peak RSS (KiB) to rss-FIGURE.
-usage() {
-	local figure=$1 user sys rss
-	shift
-	/usr/bin/time -o "$RUN/usage" -f '%U %S %M' "$@"
-	read -r user sys rss <"$RUN/usage"
-	echo "$user $sys" | awk '{print $1 + $2}' >>"$RES/cpu-$figure"
-	echo "$rss" >>"$RES/rss-$figure"
-}
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-# listing DIR N lists DIR as `find DIR | wc -l` does and fails unless it counts N entries.
-listing() {
-	local n
-	n=$(find "$1" | wc -l)
-	[[ $n -eq $2 ]] || die "find $1 listed $n entries, not $2"
-}
 
 echo "== machine: $(machine)" >&2
 meta machine "$(machine)"
@@ -99,16 +82,16 @@ echo "== $ARCHIVES files of $MEMBERS samples a format written after $((SECONDS -
 for p in $(seq "$RUNS"); do
 	for f in $FORMATS; do
 		dropcaches
-		timed "index-$f.cat" usage "index-$f.cat" cat "$small/$f"/* >/dev/null
+		timed "index-$f.cat" cpu_rss "cpu-index-$f.cat" "rss-index-$f.cat" cat "$small/$f"/* >/dev/null
 		# Each pass indexes afresh, as a first index does (--force would load the old index first).
 		rm -f "$small/idx-$f/index.aifs" "$small/nosum-$f/index.aifs"
 		dropcaches
-		timed "index-$f.aifs" usage "index-$f.aifs" "$AIFS" index --quiet "$small/$f" "$small/idx-$f"
+		timed "index-$f.aifs" cpu_rss "cpu-index-$f.aifs" "rss-index-$f.aifs" "$AIFS" index --quiet "$small/$f" "$small/idx-$f"
 		dropcaches
-		timed "index-$f.nosum" usage "index-$f.nosum" "$AIFS" index --quiet --no-checksums "$small/$f" "$small/nosum-$f"
+		timed "index-$f.nosum" cpu_rss "cpu-index-$f.nosum" "rss-index-$f.nosum" "$AIFS" index --quiet --no-checksums "$small/$f" "$small/nosum-$f"
 		cat "$small/$f"/* >/dev/null # warm: every file in the page cache
 		rm -f "$small/nosum-$f/index.aifs"
-		timed "index-$f.warm" usage "index-$f.warm" "$AIFS" index --quiet --no-checksums "$small/$f" "$small/nosum-$f"
+		timed "index-$f.warm" cpu_rss "cpu-index-$f.warm" "rss-index-$f.warm" "$AIFS" index --quiet --no-checksums "$small/$f" "$small/nosum-$f"
 	done
 	echo "== index pass $p done after $((SECONDS - started)) s" >&2
 done

@@ -50,6 +50,24 @@ timed() {
 	"$@"
 	secs $((${EPOCHREALTIME/[.,]/} - t0)) >>"$RES/$figure"
 }
+# cpu_rss CPU RSS CMD... runs CMD under GNU time and appends the CPU seconds (user + system) of CMD
+# and of the children it waited for to RES/CPU, and its peak RSS (KiB; the largest of them, for
+# xargs) to RES/RSS; rss_kib PID prints a process's RSS in KiB; listing DIR N lists DIR as
+# `find DIR | wc -l` does and fails unless it counts N entries.
+cpu_rss() {
+	local cpu=$1 rss=$2 user sys peak
+	shift 2
+	/usr/bin/time -o "$RUN/usage" -f '%U %S %M' "$@"
+	read -r user sys peak <"$RUN/usage"
+	echo "$user $sys" | awk '{print $1 + $2}' >>"$RES/$cpu"
+	echo "$peak" >>"$RES/$rss"
+}
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+listing() {
+	local n
+	n=$(find "$1" | wc -l)
+	[[ $n -eq $2 ]] || die "find $1 listed $n entries, not $2"
+}
 unmount_aifs() {
 	if [[ $(findmnt -n -o FSTYPE "$1") == erofs ]]; then # the kernel data plane (-o data=kernel)
 		for _ in $(seq 50); do umount "$1" 2>/dev/null && return 0; sleep 0.1; done

@@ -63,24 +63,6 @@ started=$SECONDS
 # to RES/meta (KEY, tab, value).
 RES=$RUN/results
 mkdir "$RES"
-# listing DIR N lists DIR as `find DIR | wc -l` does and fails unless it counts N entries.
-listing() {
-	local n
-	n=$(find "$1" | wc -l)
-	[[ $n -eq $2 ]] || die "find $1 listed $n entries, not $2"
-}
-# usage SYSTEM CMD... runs CMD under GNU time and appends the CPU seconds (user + system) of CMD
-# and of the children it waited for to cpu.SYSTEM, and its peak RSS (KiB; the largest of them
-# for xargs) to rss.SYSTEM.
-usage() {
-	local system=$1 user sys rss
-	shift
-	/usr/bin/time -o "$RUN/usage" -f '%U %S %M' "$@"
-	read -r user sys rss <"$RUN/usage"
-	echo "$user $sys" | awk '{print $1 + $2}' >>"$RES/cpu.$system"
-	echo "$rss" >>"$RES/rss.$system"
-}
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
 echo "== machine: $(machine)" >&2
 meta machine "$(machine)"
@@ -116,19 +98,19 @@ archivemount_pass() {
 mkdir "$RUN/am"
 for p in $(seq "$RUNS"); do
 	dropcaches
-	timed index.cat usage cat cat "$small"/tars/*.tar >/dev/null
+	timed index.cat cpu_rss cpu.cat rss.cat cat "$small"/tars/*.tar >/dev/null
 	dropcaches
 	# 4 cats at a time, 10 tars each: aifs index's 4 tars in flight, at 100 forks rather than 1,000
 	dropcaches
-	timed index.cat4 usage cat4 xargs -0 -n 10 -P 4 cat < <(printf '%s\0' "$small"/tars/*.tar) >/dev/null
+	timed index.cat4 cpu_rss cpu.cat4 rss.cat4 xargs -0 -n 10 -P 4 cat < <(printf '%s\0' "$small"/tars/*.tar) >/dev/null
 	dropcaches
 	# Each pass indexes afresh, as a first index does: the last pass's index is removed, not
 	# replaced with --force, which loads the old index whole before it writes the new one.
 	rm -f "$small/headers/index.aifs" "$small/checksums/index.aifs"
 	dropcaches
-	timed index.headers usage headers "$AIFS" index --quiet --no-checksums "$small/tars" "$small/headers"
+	timed index.headers cpu_rss cpu.headers rss.headers "$AIFS" index --quiet --no-checksums "$small/tars" "$small/headers"
 	dropcaches
-	timed index.checksums usage checksums "$AIFS" index --quiet "$small/tars" "$small/checksums"
+	timed index.checksums cpu_rss cpu.checksums rss.checksums "$AIFS" index --quiet "$small/tars" "$small/checksums"
 	if [[ $AM_TARS -gt 0 ]]; then
 		dropcaches
 		archivemount_pass index.archivemount
