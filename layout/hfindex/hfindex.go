@@ -107,14 +107,8 @@ func IndexHF(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, e
 	if opt.Jobs <= 0 {
 		opt.Jobs = 4
 	}
-	sizes := make([]int64, len(srcs))
-	rsrcs := make([]view.RowSource, len(srcs))
-	res := Result{Files: len(srcs)}
-	for i, s := range srcs {
-		sizes[i] = s.Size
-		rsrcs[i] = view.RowSource{Name: s.Name, Label: s.Label, Ext: path.Ext(s.Name), Size: s.Size, MTime: s.MTime, Version: s.Version}
-		res.FileBytes += s.Size
-	}
+	rsrcs, sizes, bytes := view.RowSources(srcs, path.Ext)
+	res := Result{Files: len(srcs), FileBytes: bytes}
 	hopt := hfarrow.Options{ImageColumn: opt.ImageColumn, LabelColumn: opt.LabelColumn, Checksums: !opt.NoChecksums}
 	// Each file's rows go into the tree in the order of srcs while later files are read; the
 	// first file's schema gives the class names.

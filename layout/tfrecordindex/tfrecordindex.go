@@ -81,14 +81,8 @@ func IndexTFRecords(ctx context.Context, srcs []Source, opt Options) ([]byte, Re
 	if opt.Jobs <= 0 {
 		opt.Jobs = 4
 	}
-	sizes := make([]int64, len(srcs))
-	rsrcs := make([]view.RowSource, len(srcs))
-	res := Result{Files: len(srcs)}
-	for i, s := range srcs {
-		sizes[i] = s.Size
-		rsrcs[i] = view.RowSource{Name: s.Name, Label: s.Label, Ext: ".tfrecord", Size: s.Size, MTime: s.MTime, Version: s.Version}
-		res.FileBytes += s.Size
-	}
+	rsrcs, sizes, bytes := view.RowSources(srcs, func(string) string { return ".tfrecord" })
+	res := Result{Files: len(srcs), FileBytes: bytes}
 	x, err := view.NewRowIndexer(rsrcs, view.RowOptions{Kind: opt.View, ClassNames: opt.ClassNames, NoChecksums: opt.NoChecksums, Unit: "record", Warn: opt.Warn})
 	if err != nil {
 		return nil, Result{}, err

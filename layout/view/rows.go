@@ -3,6 +3,7 @@ package view
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 
@@ -19,6 +20,18 @@ type RowSource struct {
 	MTime   int64
 	Version string // layout.Shard.Version
 	CRC     uint32 // the CRC32C of the whole file (layout.Shard.CRC); 0 without checksums
+}
+
+// RowSources returns the RowSource of each file of srcs, its extension ext(its name), the files'
+// sizes in order (for Progressor) and their bytes in all.
+func RowSources[F io.Closer](srcs []Input[F], ext func(name string) string) (rs []RowSource, sizes []int64, bytes int64) {
+	rs, sizes = make([]RowSource, len(srcs)), make([]int64, len(srcs))
+	for i, s := range srcs {
+		sizes[i] = s.Size
+		rs[i] = RowSource{Name: s.Name, Label: s.Label, Ext: ext(s.Name), Size: s.Size, MTime: s.MTime, Version: s.Version}
+		bytes += s.Size
+	}
+	return rs, sizes, bytes
 }
 
 // Row is one row of a RowSource.
