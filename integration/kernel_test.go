@@ -46,12 +46,13 @@ func needKernelPlane(t *testing.T) {
 
 // mountKernel mounts set at a new directory with -o data=kernel (and args) and returns the
 // mountpoint; cleanup unmounts the plane and checks that the daemon ended and left nothing
-// behind (the control mount and its directory).
+// behind (the control mount and its directory). A failed test shows the daemon's log.
 func mountKernel(t *testing.T, set string, args ...string) string {
 	t.Helper()
 	mnt := filepath.Join(t.TempDir(), "kmnt")
 	mkdir(t, mnt)
-	mustAifs(t, append([]string{"mount", "-o", "data=kernel", set, mnt}, args...)...)
+	logFile := daemonLog(t)
+	mustAifs(t, append([]string{"mount", "--log-file", logFile, "-o", "data=kernel", set, mnt}, args...)...)
 	pid := daemonPID(t, mnt)
 	ctl := controlOf(t, mnt)
 	t.Cleanup(func() {
@@ -243,8 +244,26 @@ func TestKernelPlaneLifecycle(t *testing.T) {
 		}
 	}
 
-	mustAifs(t, "mount", "-o", "data=kernel,restart=off", set, mnt) // one process, killed below
+	// umount of the plane while another mount of it lives (a bind mount here; a copy propagated
+	// into another mount namespace elsewhere): the superblock outlives the umount, so inotify's
+	// IN_UNMOUNT does not come, and the daemon must end from the mount table (kernel.WaitGone).
+	mustAifs(t, "mount", "-o", "data=kernel", set, mnt)
 	pid := daemonPID(t, mnt)
+	ctl := controlOf(t, mnt)
+	bind := observer(t, mnt)
+	kernelUmount(t, mnt)
+	if !waitExit(pid, 10*time.Second) {
+		t.Fatal("umount with a bind mount of the plane elsewhere: the daemon did not exit")
+	}
+	if isMounted(ctl) {
+		t.Errorf("umount with a bind mount of the plane elsewhere: the control mount %s is left", ctl)
+	}
+	if b, err := os.ReadFile(filepath.Join(bind, "c1/s-05.bin")); err != nil || !bytes.Equal(b, randomBytes(105, 5000+97*5)) {
+		t.Errorf("the bind mount after the daemon ended: %v (%d bytes)", err, len(b))
+	}
+
+	mustAifs(t, "mount", "-o", "data=kernel,restart=off", set, mnt) // one process, killed below
+	pid = daemonPID(t, mnt)
 	t.Cleanup(func() { unmount(t, mnt, 0) })
 	var stop atomic.Bool
 	var reads atomic.Int64
@@ -393,8 +412,9 @@ func observer(t *testing.T, mnt string) string {
 	if err := syscall.Mount(mnt, dir, "", syscall.MS_BIND, ""); err != nil {
 		t.Fatalf("bind mount of the plane: %v", err)
 	}
-	// Cleanups run last first: this one before the plane's unmount, whose daemon waits for the
-	// superblock's end.
+	// Cleanups run last first: this one before the plane's unmount, so that the plane's superblock
+	// ends with it (a daemon also ends on an umount that leaves the superblock alive, up to a
+	// second later: kernel.WaitGone).
 	t.Cleanup(func() {
 		if err := syscall.Unmount(dir, 0); err != nil {
 			t.Errorf("unmount of the observer %s: %v", dir, err)

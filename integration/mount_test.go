@@ -26,15 +26,32 @@ import (
 
 // mountSet mounts the shard set in dir with `aifs mount` (a daemon) at a new empty directory and
 // returns the mountpoint. The mount is undone at cleanup even if the test fails, and cleanup
-// checks that the daemon has ended.
+// checks that the daemon has ended; the end of the daemon's log is in a failed test's output.
 func mountSet(t testing.TB, set string, args ...string) string {
 	t.Helper()
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	mkdir(t, mnt)
-	mustAifs(t, append([]string{"mount", set, mnt}, args...)...)
+	logFile := daemonLog(t)
+	mustAifs(t, append([]string{"mount", "--log-file", logFile, set, mnt}, args...)...)
 	pid := daemonPID(t, mnt)
 	t.Cleanup(func() { unmount(t, mnt, pid) })
 	return mnt
+}
+
+// daemonLog returns a new file for a daemon's --log-file (a later --log-file in the same
+// command line wins) and shows its last lines in the output of the test if it fails.
+func daemonLog(t testing.TB) string {
+	logFile := filepath.Join(t.TempDir(), "daemon.log")
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		if b, err := os.ReadFile(logFile); err == nil {
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("the daemon's log (%s), its last lines:\n%s", logFile, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	})
+	return logFile
 }
 
 // unmount unmounts mnt if it is still mounted and waits for daemon pid (0: unknown) to exit.

@@ -6,12 +6,17 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/aifs/aifs/internal/mountinfo"
 	"github.com/aifs/aifs/internal/wake"
 )
+
+// goneRecheck is how often WaitGone looks at the mount itself, beside IN_UNMOUNT.
+const goneRecheck = time.Second
 
 // FSType is the file system type of a kernel plane mount.
 const FSType = "erofs"
@@ -143,12 +148,15 @@ func Dev(path string) (string, error) {
 	return fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)), nil
 }
 
-// WaitGone returns when the file system mounted at mnt is unmounted (a user's umount), or once
-// stop is closed. It waits for inotify's IN_UNMOUNT on the mount's root: the mount table's
-// POLLPRI, which the read-only guard uses for remounts, was not raised for an umount in 5 of 6
-// tries on Linux 6.18. The watch holds the root's inode, not the mount: it never makes an
-// umount busy.
-func WaitGone(stop <-chan struct{}, mnt string) error {
+// WaitGone returns when the file system mounted at mnt, device dev ("major:minor"), is
+// unmounted (a user's umount), or once stop is closed. It waits for inotify's IN_UNMOUNT on the
+// mount's root: the mount table's POLLPRI, which the read-only guard uses for remounts, was not
+// raised for an umount in 5 of 6 tries on Linux 6.18. The watch holds the root's inode, not the
+// mount: it never makes an umount busy. IN_UNMOUNT comes when the superblock ends, which is
+// later than the umount where another mount of it lives on (a bind mount, a copy propagated
+// into another mount namespace), so WaitGone also looks in the mount table every goneRecheck
+// for mnt no longer being dev.
+func WaitGone(stop <-chan struct{}, mnt, dev string) error {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("inotify_init: %w", err)
@@ -165,13 +173,21 @@ func WaitGone(stop <-chan struct{}, mnt string) error {
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(end), Events: unix.POLLIN}}
 	buf := make([]byte, 4096)
 	for {
-		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
+		n, err := unix.Poll(fds, int(goneRecheck.Milliseconds()))
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
 			return fmt.Errorf("poll inotify: %w", err)
-		}
-		if fds[1].Revents != 0 {
+		case fds[1].Revents != 0:
 			return nil
+		case n == 0: // the table, not a stat of mnt: that would make an umount busy meanwhile
+			if m, ok := mountinfo.At(mnt); !ok || m.Dev != dev {
+				return nil
+			}
+			continue
 		}
-		n, err := unix.Read(fd, buf)
+		n, err = unix.Read(fd, buf)
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/aifs/aifs/internal/mountinfo"
 	"github.com/aifs/aifs/internal/wake"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/plan"
@@ -225,14 +226,24 @@ const ControlRoot = plan.KernelControlRoot
 // locations files. Clients find it from any path on the plane (docs/kernel.md).
 func ControlDir(dev string) string { return filepath.Join(ControlRoot, dev) }
 
-// MakeControlDir creates ControlDir(dev), empty, for the control mount; a stale one (a
-// daemon killed before it could remove it) is reused if empty.
+// MakeControlDir creates ControlDir(dev), empty, for the control mount of a plane just mounted
+// with device number dev; a stale one (a daemon killed before it could remove it) is reused.
+// A mount still there is a dead plane's control mount (a device number names one live file
+// system at a time, and the new plane has dev now): it is detached, not mounted over.
 func MakeControlDir(dev string) (string, error) {
 	dir := ControlDir(dev)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("control directory: %w", err)
 	}
-	return dir, nil
+	for range 8 { // stacked mounts, one at a time
+		if _, ok := mountinfo.At(dir); !ok {
+			return dir, nil
+		}
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			return "", fmt.Errorf("control directory %s: detaching a dead plane's mount: %w", dir, err)
+		}
+	}
+	return "", fmt.Errorf("control directory %s: mounts are still stacked on it", dir)
 }
 
 // eventSize is the size of struct fanotify_event_metadata: event_len u32, vers u8, reserved u8,

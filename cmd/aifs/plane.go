@@ -168,7 +168,7 @@ func (kp *kernelPlane) serve(ctx context.Context, log *zap.Logger, srv *fs.Serve
 	}()
 	gone := make(chan struct{})
 	go func() {
-		if err := kernel.WaitGone(ctx.Done(), kp.mnt); err != nil {
+		if err := kernel.WaitGone(ctx.Done(), kp.mnt, kp.dev); err != nil {
 			log.Warn("kernel plane: cannot watch for its umount, which will not end the daemon", zap.Error(err))
 			return
 		}
