@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -128,31 +130,32 @@ func (p *Plane) Drop(id layout.ID) {
 }
 
 // Watch tells seen of every file of the mount that a process (reader, its pid) closes after
-// reading, until ctx is done: fanotify FAN_CLOSE_NOWRITE on the whole mount, read in batches by
-// this goroutine, which waits gather after each. The events are notifications, so no reader waits for Watch; the queue is
-// unlimited, so none is lost (an overflow, were it to come, is skipped). Closes of directories,
-// of files not in the index and the daemon's own (WillNeed, Drop) are not told. It returns ctx's end as nil, or why
-// it could not watch.
+// reading, until ctx is done: fanotify FAN_CLOSE_NOWRITE, read in batches by this goroutine,
+// which waits gather after each. The events are notifications, so no reader waits for Watch;
+// the queue is unlimited, so none is lost (an overflow, were it to come, is skipped). Closes of
+// directories, of files not in the index and the daemon's own (WillNeed, Drop) are not told.
+// It returns ctx's end as nil, or why it could not watch.
+//
+// The events name the file by its directory's handle and its name (watchNames) where the set has
+// at most maxDirMarks directories, else by a descriptor of it (watchDescriptors); see
+// docs/kernel.md, "What the daemon costs a sample".
 func (p *Plane) Watch(ctx context.Context, seen func(reader uint32, id layout.ID)) error {
-	fan, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_UNLIMITED_QUEUE|unix.FAN_NONBLOCK,
-		unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC|unix.O_NOATIME)
+	w, err := p.watchNames()
+	if errors.Is(err, errManyDirs) {
+		w, err = p.watchDescriptors()
+	}
 	if err != nil {
-		return fmt.Errorf("fanotify_init: %w", err)
+		return err
 	}
-	defer unix.Close(fan)
-	if err := unix.FanotifyMark(fan, unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, unix.FAN_CLOSE_NOWRITE, unix.AT_FDCWD, p.mnt); err != nil {
-		return fmt.Errorf("fanotify_mark %s: %w", p.mnt, err)
-	}
+	defer unix.Close(w.fan)
 	end, release, err := wake.Pipe(ctx.Done())
 	if err != nil {
 		return err
 	}
 	defer release()
 	buf := make([]byte, 64<<10)
-	link := make([]byte, unix.PathMax)
-	prefix := p.mnt + "/"
 	self := uint32(os.Getpid())
-	fds := []unix.PollFd{{Fd: int32(fan), Events: unix.POLLIN}, {Fd: int32(end), Events: unix.POLLIN}}
+	fds := []unix.PollFd{{Fd: int32(w.fan), Events: unix.POLLIN}, {Fd: int32(end), Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
 			return fmt.Errorf("poll fanotify: %w", err)
@@ -161,7 +164,7 @@ func (p *Plane) Watch(ctx context.Context, seen func(reader uint32, id layout.ID
 			return nil
 		}
 		for {
-			n, err := unix.Read(fan, buf)
+			n, err := unix.Read(w.fan, buf)
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) || n <= 0 {
 				break
 			}
@@ -173,23 +176,122 @@ func (p *Plane) Watch(ctx context.Context, seen func(reader uint32, id layout.ID
 				if evLen < eventSize || int(evLen) > len(b) {
 					break
 				}
-				fd := int32(binary.NativeEndian.Uint32(b[16:20]))
-				pid := binary.NativeEndian.Uint32(b[20:24])
+				ev := b[:evLen]
 				b = b[evLen:]
-				if fd < 0 { // FAN_NOFD: a queue overflow
-					continue
-				}
+				id, ok := w.id(ev)
 				// The daemon's own opens (WillNeed, Drop) are not reads.
-				if pid != self {
-					if id, ok := p.idOf(int(fd), link, prefix); ok {
-						seen(pid, id)
-					}
+				if pid := binary.NativeEndian.Uint32(ev[20:24]); ok && pid != self {
+					seen(pid, id)
 				}
-				unix.Close(int(fd))
 			}
 		}
 		time.Sleep(gather)
 	}
+}
+
+// maxDirMarks is the most directories whose files' events watchNames asks for: each is a mark
+// that holds its directory's inode in memory (an ImageFolder tree has one per class). A variable
+// for the tests, which watch a small set both ways.
+var maxDirMarks = 1 << 16
+
+// errManyDirs: the set has more than maxDirMarks directories.
+var errManyDirs = errors.New("kernel plane: too many directories to mark")
+
+// watch is a fanotify group watching a plane's reads, and how to find the file of its events.
+type watch struct {
+	fan int
+	// dirs holds each directory of the index by its file handle (handle type and bytes, as an
+	// event's directory record has them): a group of watchNames. Nil for watchDescriptors.
+	dirs map[string]layout.ID
+	// The path of an event's descriptor, and the mount's prefix in it (watchDescriptors).
+	link   []byte
+	prefix string
+	p      *Plane
+}
+
+// watchNames sets up a group whose events name the file closed by its directory's handle and
+// its name (FAN_REPORT_DFID_NAME), with a mark on each directory of the set for its files'
+// closes. Nothing is opened for an event and no path is built: the daemon's cost a sample is
+// half the descriptors'. A file-backed EROFS mount has no filesystem id, for which Linux (6.8+)
+// takes marks on inodes only, hence the marks on every directory rather than one on the mount.
+// They are on the file system, not on the mount, so reads through a bind mount of the plane (a
+// container's volume) are seen as well.
+func (p *Plane) watchNames() (*watch, error) {
+	n, dirs := p.x.Dirs()
+	if n > maxDirMarks {
+		return nil, errManyDirs
+	}
+	fan, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_UNLIMITED_QUEUE|unix.FAN_UNLIMITED_MARKS|
+		unix.FAN_NONBLOCK|unix.FAN_REPORT_DFID_NAME, unix.O_RDONLY)
+	if err != nil {
+		return nil, fmt.Errorf("fanotify_init: %w", err)
+	}
+	w := &watch{fan: fan, dirs: make(map[string]layout.ID, n), p: p}
+	for id := range dirs {
+		path := p.mnt + "/" + p.x.Path(id)
+		h, _, err := unix.NameToHandleAt(unix.AT_FDCWD, path, 0)
+		if err == nil {
+			err = unix.FanotifyMark(fan, unix.FAN_MARK_ADD|unix.FAN_MARK_ONLYDIR, unix.FAN_CLOSE_NOWRITE|unix.FAN_EVENT_ON_CHILD, unix.AT_FDCWD, path)
+		}
+		if err != nil {
+			unix.Close(fan)
+			return nil, fmt.Errorf("fanotify: watching %s: %w", path, err)
+		}
+		w.dirs[string(binary.NativeEndian.AppendUint32(nil, uint32(h.Type())))+string(h.Bytes())] = id
+	}
+	return w, nil
+}
+
+// watchDescriptors sets up a group whose events come with a descriptor of the file closed, with
+// one mark on the whole mount: for sets with more directories than maxDirMarks. The daemon reads
+// each descriptor's path and looks it up. Reads through other mounts of the plane are not seen.
+func (p *Plane) watchDescriptors() (*watch, error) {
+	fan, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_UNLIMITED_QUEUE|unix.FAN_NONBLOCK,
+		unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC|unix.O_NOATIME)
+	if err != nil {
+		return nil, fmt.Errorf("fanotify_init: %w", err)
+	}
+	if err := unix.FanotifyMark(fan, unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, unix.FAN_CLOSE_NOWRITE, unix.AT_FDCWD, p.mnt); err != nil {
+		unix.Close(fan)
+		return nil, fmt.Errorf("fanotify_mark %s: %w", p.mnt, err)
+	}
+	return &watch{fan: fan, link: make([]byte, unix.PathMax), prefix: p.mnt + "/", p: p}, nil
+}
+
+// id returns the index entry of the file that event ev (its metadata and records) is about,
+// closing the event's descriptor if it has one; false for an event of no file of the index
+// (an overflow, a file not found).
+func (w *watch) id(ev []byte) (layout.ID, bool) {
+	fd := int32(binary.NativeEndian.Uint32(ev[16:20]))
+	if w.dirs == nil {
+		if fd < 0 { // FAN_NOFD: a queue overflow
+			return 0, false
+		}
+		defer unix.Close(int(fd))
+		return w.p.idOf(int(fd), w.link, w.prefix)
+	}
+	// The directory record after the metadata: a header (type, pad, length: 4 bytes), the
+	// filesystem id (8), the handle's length (4) and type (4), the handle, the name and a NUL.
+	meta := int(binary.NativeEndian.Uint16(ev[6:8]))
+	if len(ev) < meta+20 || ev[meta] != unix.FAN_EVENT_INFO_TYPE_DFID_NAME {
+		return 0, false
+	}
+	rec := ev[meta:]
+	recLen := int(binary.NativeEndian.Uint16(rec[2:4]))
+	hb := int(binary.NativeEndian.Uint32(rec[12:16]))
+	if recLen > len(rec) || 20+hb >= recLen {
+		return 0, false
+	}
+	dir, ok := w.dirs[string(rec[16:20+hb])]
+	if !ok {
+		return 0, false
+	}
+	name := rec[20+hb : recLen]
+	if k := bytes.IndexByte(name, 0); k >= 0 {
+		name = name[:k]
+	}
+	id, err := w.p.x.Lookup(dir, unsafe.String(unsafe.SliceData(name), len(name)))
+	return id, err == nil
 }
 
 // gather is how long Watch lets events gather after a batch. At 36,000 files/s (8 readers of a

@@ -6,6 +6,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"iter"
 	"math"
 	"os"
 	"path"
@@ -450,6 +451,20 @@ func (x *Index) Identity() uint32 { return x.sum }
 // Checksums reports whether the entries' CRC32C fields hold checksums: false for a tar set
 // indexed without reading its data (aifs index --no-checksums).
 func (x *Index) Checksums() bool { return !x.noCRC }
+
+// Dirs returns the number of directories, the root included, and yields each directory's id in
+// id order (the root first), from the directory runs: it reads no entry.
+func (x *Index) Dirs() (int, iter.Seq[ID]) {
+	return x.Len() - x.files, func(yield func(ID) bool) {
+		for _, r := range x.dirRuns {
+			for id := r.start; id < r.end; id++ {
+				if !yield(id) {
+					return
+				}
+			}
+		}
+	}
+}
 
 // isDir reports whether id is a directory by the directory runs (checked at load, and every
 // entry's mode is checked against them), without reading the entry.

@@ -709,8 +709,8 @@ var factTrees = [][]string{
 	{},
 }
 
-// TestIndexFacts checks Files, FileBytes, ShardBytes, NextFile and FileAt against scans in id
-// order, for every id and every file index, and that NextFile and FileAt allocate nothing.
+// TestIndexFacts checks Files, FileBytes, ShardBytes, NextFile, FileAt and Dirs against scans in
+// id order, for every id and every file index, and that NextFile and FileAt allocate nothing.
 func TestIndexFacts(t *testing.T) {
 	for _, paths := range factTrees {
 		nodes, shards := tree(8, paths...)
@@ -719,13 +719,18 @@ func TestIndexFacts(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := ID(x.Len())
-		var files []ID
+		var files, dirs []ID
 		var fileBytes, shardBytes uint64
 		for id := ID(0); id < n; id++ {
 			if e := x.Entry(id); !e.IsDir() {
 				files = append(files, id)
 				fileBytes += e.Size
+			} else {
+				dirs = append(dirs, id)
 			}
+		}
+		if count, seq := x.Dirs(); count != len(dirs) || !slices.Equal(slices.Collect(seq), dirs) {
+			t.Errorf("%q: Dirs = %d, %v; want %d, %v", paths, count, slices.Collect(seq), len(dirs), dirs)
 		}
 		for _, s := range x.Shards() {
 			shardBytes += s.Size
