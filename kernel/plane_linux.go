@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -22,71 +24,79 @@ import (
 )
 
 // Plane carries out the Loader's decisions on the files of a kernel plane mount
-// (prefetch.Options.WillNeed and Drop) and tells it which were read (Watch). Its methods are
-// safe for concurrent use.
+// (prefetch.Options.WillNeed and Drop) and tells it which were read (Watch) and how many of them
+// missed the page cache (Misses). Its methods are safe for concurrent use.
 type Plane struct {
-	mnt string // the mountpoint, absolute, without a trailing slash
-	x   *layout.Index
-	// disks are the stat files (/sys/dev/block/MAJ:MIN/stat) of the block devices the shards
-	// lie on, base the sectors read from them when the Plane was made, and mean the mean
-	// sample's bytes (Misses).
-	disks []string
-	base  uint64
-	mean  uint64
+	mnt  string // the mountpoint, absolute, without a trailing slash
+	x    *layout.Index
+	mean uint64 // the mean sample's bytes
+
+	mu sync.Mutex
+	// readers holds each reader that Watch has told of (a pid) with the bytes it had read from
+	// storage at the last look (/proc/PID/io); missed sums what they read from storage since.
+	readers map[uint32]uint64
+	missed  uint64
 }
 
-// NewPlane returns the Plane of the kernel plane mount at mnt, serving x from the shard files
-// shards.
-func NewPlane(mnt string, x *layout.Index, shards []string) *Plane {
-	p := &Plane{mnt: filepath.Clean(mnt), x: x, mean: 1}
+// NewPlane returns the Plane of the kernel plane mount at mnt, serving x.
+func NewPlane(mnt string, x *layout.Index) *Plane {
+	p := &Plane{mnt: filepath.Clean(mnt), x: x, mean: 1, readers: map[uint32]uint64{}}
 	if n := uint64(x.Files()); n > 0 {
 		p.mean = max(1, x.FileBytes()/n)
 	}
-	seen := map[uint64]bool{}
-	for _, s := range shards {
-		var st unix.Stat_t
-		if unix.Stat(s, &st) != nil || seen[st.Dev] {
-			continue
-		}
-		seen[st.Dev] = true
-		f := fmt.Sprintf("/sys/dev/block/%d:%d/stat", unix.Major(st.Dev), unix.Minor(st.Dev))
-		if _, ok := sectorsRead(f); ok {
-			p.disks = append(p.disks, f)
-		}
-	}
-	p.base = p.sectors()
 	return p
 }
 
-// Misses estimates how many sample reads on the plane have missed the page cache since it was
-// made: the bytes read from the block devices under the shards (EROFS reads a missing sample
-// from its shard, with directio straight from the device) over the mean sample's. Reads ahead
-// count too, and so does anything else that reads those devices; a shard on no block device (a
-// network or memory file system) counts nothing. It stands in for the misses of READs that open
-// chunk reads on the FUSE plane (prefetch.Options.Misses).
-func (p *Plane) Misses() uint64 { return (p.sectors() - p.base) * 512 / p.mean }
-
-// sectors returns the sectors read so far from the devices under the shards.
-func (p *Plane) sectors() uint64 {
-	var n uint64
-	for _, f := range p.disks {
-		s, _ := sectorsRead(f)
-		n += s
+// Misses estimates how many sample reads on the plane have missed the page cache: the bytes
+// that the plane's readers (the processes Watch has seen read) read from storage since it first
+// saw each (read_bytes of /proc/PID/io: EROFS reads a missing sample from its shard in the
+// reader's own time, with directio straight from the device), over the mean sample's. The
+// daemon's reads ahead are its own, and other processes' reads of the same disk theirs: neither
+// counts. A reader's reads of other files count, and so do its misses before its first event.
+// It stands in for the misses of READs that open chunk reads on the FUSE plane
+// (prefetch.Options.Misses); it reads one small file per reader, once a tick.
+func (p *Plane) Misses() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for pid, last := range p.readers {
+		now, ok := readBytes(pid)
+		if !ok { // ended
+			delete(p.readers, pid)
+			continue
+		}
+		p.missed += now - min(now, last)
+		p.readers[pid] = now
 	}
-	return n
+	return p.missed / p.mean
 }
 
-// sectorsRead returns the sectors read field (the third) of a block device's stat file.
-func sectorsRead(file string) (uint64, bool) {
-	b, err := os.ReadFile(file)
+// noteReaders adds the readers in pids that the Plane does not know yet to those Misses looks
+// at, from now on.
+func (p *Plane) noteReaders(pids []uint32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pid := range pids {
+		if _, ok := p.readers[pid]; !ok {
+			if n, ok := readBytes(pid); ok {
+				p.readers[pid] = n
+			}
+		}
+	}
+}
+
+// readBytes returns the bytes that process pid has read from storage (the read_bytes line of
+// /proc/PID/io), and false if it cannot be read (the process has ended).
+func readBytes(pid uint32) (uint64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/io")
 	if err != nil {
 		return 0, false
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
+	_, rest, ok := strings.Cut(string(b), "\nread_bytes: ")
+	if !ok {
 		return 0, false
 	}
-	n, err := strconv.ParseUint(f[2], 10, 64)
+	line, _, _ := strings.Cut(rest, "\n")
+	n, err := strconv.ParseUint(line, 10, 64)
 	return n, err == nil
 }
 
@@ -155,6 +165,7 @@ func (p *Plane) Watch(ctx context.Context, seen func(reader uint32, id layout.ID
 	defer release()
 	buf := make([]byte, 64<<10)
 	self := uint32(os.Getpid())
+	var pids []uint32 // the readers of a batch
 	fds := []unix.PollFd{{Fd: int32(w.fan), Events: unix.POLLIN}, {Fd: int32(end), Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
@@ -182,9 +193,14 @@ func (p *Plane) Watch(ctx context.Context, seen func(reader uint32, id layout.ID
 				// The daemon's own opens (WillNeed, Drop) are not reads.
 				if pid := binary.NativeEndian.Uint32(ev[20:24]); ok && pid != self {
 					seen(pid, id)
+					if !slices.Contains(pids, pid) {
+						pids = append(pids, pid)
+					}
 				}
 			}
 		}
+		p.noteReaders(pids)
+		pids = pids[:0]
 		time.Sleep(gather)
 	}
 }

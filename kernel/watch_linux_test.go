@@ -1,6 +1,8 @@
 package kernel
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -9,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,43 +26,8 @@ import (
 // once a read, by its index id, with the reader's pid, in both of its ways: by directory handle
 // and name (reads through a bind mount of the plane too) and by descriptor (the mount's reads).
 func TestWatch(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (it mounts EROFS): CI runs as root")
-	}
-	if err := Available(); err != nil {
-		t.Fatal(err)
-	}
-	src, set := t.TempDir(), filepath.Join(t.TempDir(), "set")
 	names := []string{"a/x.bin", "a/b/y.bin", "top.bin", "c/odd name\x01é.bin", "c/z.bin"}
-	for i, n := range names {
-		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(n)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(src, n), make([]byte, 1000*(i+1)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := pack.Pack(context.Background(), src, set, pack.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	x, err := layout.Load(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(x.Close)
-	image, _, err := erofsmeta.Cached(x, set, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var shards []string
-	for _, s := range x.Shards() {
-		shards = append(shards, layout.ShardPath(set, s))
-	}
-	mnt := t.TempDir()
-	if err := Mount(image, shards, mnt, true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Unmount(mnt) })
+	x, mnt := mountSet(t, names, 1000)
 	bind := t.TempDir()
 	if err := unix.Mount(mnt, bind, "", unix.MS_BIND, ""); err != nil {
 		t.Fatal(err)
@@ -82,7 +50,7 @@ func TestWatch(t *testing.T) {
 			got := map[layout.ID][]uint32{}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			p := NewPlane(mnt, x, shards)
+			p := NewPlane(mnt, x)
 			go func() {
 				done <- p.Watch(ctx, func(reader uint32, id layout.ID) {
 					mu.Lock()
@@ -129,5 +97,113 @@ func TestWatch(t *testing.T) {
 				t.Errorf("Watch: %v", err)
 			}
 		})
+	}
+}
+
+// mountSet packs files of the given names, the i-th of (i+1)×size bytes, mounts the set's
+// kernel plane at a new directory and returns the index and the mountpoint.
+func mountSet(t *testing.T, names []string, size int) (*layout.Index, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (it mounts EROFS): CI runs as root")
+	}
+	if err := Available(); err != nil {
+		t.Fatal(err)
+	}
+	src, set := t.TempDir(), filepath.Join(t.TempDir(), "set")
+	for i, n := range names {
+		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(n)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, n), bytes.Repeat([]byte{byte(i + 1)}, size*(i+1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pack.Pack(context.Background(), src, set, pack.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	x, err := layout.Load(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(x.Close)
+	image, _, err := erofsmeta.Cached(x, set, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shards []string
+	for _, s := range x.Shards() {
+		shards = append(shards, layout.ShardPath(set, s))
+	}
+	mnt := t.TempDir()
+	if err := Mount(image, shards, mnt, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Unmount(mnt) })
+	return x, mnt
+}
+
+// TestMisses: Plane.Misses counts the bytes that the plane's readers read from storage (a
+// sample missing from the page cache), over the mean sample, from the reader's first event on;
+// the daemon's own reads ahead (WillNeed) do not count.
+func TestMisses(t *testing.T) {
+	var names []string
+	for i := range 16 {
+		names = append(names, fmt.Sprintf("d%d/s%02d.bin", i%2, i))
+	}
+	x, mnt := mountSet(t, names, 16<<10)
+	p := NewPlane(mnt, x)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seen atomic.Int64
+	go p.Watch(ctx, func(uint32, layout.ID) { seen.Add(1) })
+	time.Sleep(100 * time.Millisecond) // the marks are set
+	// A reader that lives on and reads the files itself: Misses reads its /proc/PID/io.
+	reader := exec.Command("/usr/bin/python3", "-c", "import sys\nfor l in sys.stdin:\n    open(l.strip(), 'rb').read()\n    print('ok', flush=True)")
+	reader.Dir = mnt
+	stdin, _ := reader.StdinPipe()
+	stdout, _ := reader.StdoutPipe()
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); reader.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	read := func(ns []string) {
+		t.Helper()
+		for _, n := range ns {
+			fmt.Fprintln(stdin, n)
+			if !lines.Scan() {
+				t.Fatalf("the reader ended: %v", lines.Err())
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // Watch gathers, then tells
+	}
+	ids := make([]layout.ID, len(names))
+	var want0 uint64
+	for i, n := range names {
+		ids[i], _ = x.LookupPath(n)
+		if i >= 8 {
+			want0 += x.Entry(ids[i]).Size
+		}
+	}
+	read(names[:1]) // the reader's first event: Misses counts its reads from here
+	if seen.Load() != 1 {
+		t.Fatalf("Watch told %d reads of one file", seen.Load())
+	}
+	for _, id := range ids {
+		p.Drop(id)
+	}
+	base := p.Misses()
+	for _, id := range ids[1:8] {
+		p.WillNeed(id, true) // the daemon's reads
+	}
+	read(names[1:8]) // from the page cache
+	if m := p.Misses(); m > base {
+		t.Errorf("Misses went from %d to %d with reads ahead by the daemon and hits", base, m)
+	}
+	read(names[8:]) // from storage
+	want := want0 / (x.FileBytes() / uint64(x.Files()))
+	if m := p.Misses() - base; m < want {
+		t.Errorf("Misses counted %d after %d bytes read from storage, want %d at least", m, want0, want)
 	}
 }

@@ -67,8 +67,8 @@ type Options struct {
 	// Misses, with WillNeed, estimates the samples read on that path that missed the page cache
 	// so far (kernel.Plane.Misses): what the READs that miss count on the FUSE plane, to open
 	// chunk reads (chunkGate). Each tick counts no more of them than Seen's reads since the last,
-	// as the estimate counts whatever reads the same devices. Nil: chunk reads do not run on
-	// that path.
+	// as the estimate counts whatever else its readers read from storage. Nil: chunk reads do
+	// not run on that path.
 	Misses func() uint64
 	// ChunkReads, with the Residency policy on, makes a cold miss read the samples after it that
 	// the page cache will keep, up to ChunkBytes, and then the shards in order (chunks.go), in

@@ -79,7 +79,7 @@ func mountKernel(log *zap.Logger, src *source, mnt string) (*kernelPlane, error)
 		var ctl string
 		if ctl, err = kernel.MakeControlDir(dev); err == nil {
 			log.Debug("kernel plane mounted", zap.String("image", image), zap.Int("block_size", bs), zap.String("control", ctl))
-			return &kernelPlane{mnt: mnt, dev: dev, ctl: ctl, plane: kernel.NewPlane(mnt, src.x, devices)}, nil
+			return &kernelPlane{mnt: mnt, dev: dev, ctl: ctl, plane: kernel.NewPlane(mnt, src.x)}, nil
 		}
 	}
 	kernel.Unmount(mnt)
@@ -138,7 +138,7 @@ func adoptKernel(log *zap.Logger, src *source, mnt, plane string) (*kernelPlane,
 	if err != nil {
 		return nil, "", fmt.Errorf("kernel plane: taking over %s: %w", mnt, err)
 	}
-	kp := &kernelPlane{mnt: mnt, dev: dev, ctl: kernel.ControlDir(dev), plane: kernel.NewPlane(mnt, src.x, shardPaths(src)), reason: "kernel: " + why}
+	kp := &kernelPlane{mnt: mnt, dev: dev, ctl: kernel.ControlDir(dev), plane: kernel.NewPlane(mnt, src.x), reason: "kernel: " + why}
 	log.Debug("kernel plane taken over", zap.String("control", kp.ctl))
 	return kp, kp.reason, nil
 }
