@@ -76,9 +76,9 @@ func (l *Loader) tick(drop []layout.ID) []layout.ID {
 }
 
 // pathMissesTick returns the misses of another serving path so far (Options.Misses), each tick
-// counting no more than the reads Seen had since the last: the estimate counts everything that
-// reads the shards' devices (other processes, the daemon's own reads ahead), and what the plane's
-// readers did not read did not miss. Called by the ticking goroutine alone.
+// counting no more than the reads Seen had since the last: the estimate counts whatever else
+// the readers read from storage, and what the plane's readers did not read did not miss. Called
+// by the ticking goroutine alone.
 func (l *Loader) pathMissesTick() uint64 {
 	if l.opt.Misses == nil {
 		return 0
