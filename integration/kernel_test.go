@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	aifsfs "github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/internal/mountinfo"
 	"github.com/aifs/aifs/plan"
 )
@@ -469,4 +470,45 @@ func residentPages(t *testing.T, path string) int {
 		t.Fatalf("cachestat %s: %v", path, err)
 	}
 	return int(cs.Cache)
+}
+
+// TestKernelPlaneQuiet: once the set is in the page cache and no plan is held, the daemon takes
+// its fanotify marks off (the stats' quiet), and a cold read of the shards' disk wakes it; the
+// reads give the source's bytes throughout.
+func TestKernelPlaneQuiet(t *testing.T) {
+	needKernelPlane(t)
+	src, set := restartSet(t, 200)
+	mnt := mountKernel(t, set)
+	ctl := filepath.Dir(plan.Control(mnt))
+	readAll := func() {
+		t.Helper()
+		// Another process: the daemon's own reads are not a reader's.
+		out, err := exec.Command("diff", "-r", "-q", src, mnt).CombinedOutput()
+		if err != nil {
+			t.Fatalf("diff -r %s %s: %v\n%s", src, mnt, err, out)
+		}
+	}
+	quiet := func() aifsfs.Snapshot {
+		t.Helper()
+		s := readStats(t, ctl)
+		if s.Quiet == nil {
+			t.Fatalf("the kernel plane's stats have no quiet: %+v", s)
+		}
+		return s
+	}
+	readAll()
+	readAll()
+	for end := time.Now().Add(10 * time.Second); quiet().Quiet.Quiets == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("not quiet 10 s after two epochs of a set that fits: %+v, page cache %+v", *quiet().Quiet, quiet().PageCache)
+		}
+	}
+	wakes := quiet().Quiet.Wakes
+	exec.Command("sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches").Run()
+	readAll()
+	for end := time.Now().Add(5 * time.Second); quiet().Quiet.Wakes == wakes; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("a cold epoch did not wake the daemon: %+v", *quiet().Quiet)
+		}
+	}
 }

@@ -31,20 +31,83 @@ type Plane struct {
 	x    *layout.Index
 	mean uint64 // the mean sample's bytes
 
+	// disks are the stat files (/sys/dev/block/MAJ:MIN/stat) of the block devices the shards
+	// lie on (StorageReads).
+	disks []string
+
 	mu sync.Mutex
 	// readers holds each reader that Watch has told of (a pid) with the bytes it had read from
 	// storage at the last look (/proc/PID/io); missed sums what they read from storage since.
 	readers map[uint32]uint64
 	missed  uint64
+	// w is Watch's group until its Run ends; quiet, whether its marks are off (Quiet).
+	w     *Watcher
+	quiet bool
 }
 
-// NewPlane returns the Plane of the kernel plane mount at mnt, serving x.
-func NewPlane(mnt string, x *layout.Index) *Plane {
+// NewPlane returns the Plane of the kernel plane mount at mnt, serving x from the shard files
+// shards.
+func NewPlane(mnt string, x *layout.Index, shards []string) *Plane {
 	p := &Plane{mnt: filepath.Clean(mnt), x: x, mean: 1, readers: map[uint32]uint64{}}
 	if n := uint64(x.Files()); n > 0 {
 		p.mean = max(1, x.FileBytes()/n)
 	}
+	seen := map[uint64]bool{}
+	for _, s := range shards {
+		var st unix.Stat_t
+		if unix.Stat(s, &st) != nil || seen[st.Dev] {
+			continue
+		}
+		seen[st.Dev] = true
+		f := fmt.Sprintf("/sys/dev/block/%d:%d/stat", unix.Major(st.Dev), unix.Minor(st.Dev))
+		if _, ok := sectorsRead(f); ok {
+			p.disks = append(p.disks, f)
+		}
+	}
 	return p
+}
+
+// StorageReads returns the bytes read so far from the block devices under the shards, by any
+// process (prefetch.Options.StorageReads: what wakes a quiet plane); 0 where the shards lie on
+// no block device.
+func (p *Plane) StorageReads() uint64 {
+	var n uint64
+	for _, f := range p.disks {
+		s, _ := sectorsRead(f)
+		n += s
+	}
+	return n * 512
+}
+
+// sectorsRead returns the sectors read field (the third) of a block device's stat file.
+func sectorsRead(file string) (uint64, bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[2], 10, 64)
+	return n, err == nil
+}
+
+// Quiet takes Watch's marks off (true), so that reads of the plane raise no event and cost
+// their readers and the daemon nothing, or puts them back (false); prefetch.Options.Quiet.
+// Before Watch has set its group up, it says how Watch starts.
+func (p *Plane) Quiet(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.quiet == on {
+		return
+	}
+	p.quiet = on
+	if p.w != nil {
+		if err := p.w.mark(!on); err != nil {
+			p.quiet = !on // as the marks are
+		}
+	}
 }
 
 // Misses estimates how many sample reads on the plane have missed the page cache: the bytes
@@ -139,25 +202,46 @@ func (p *Plane) Drop(id layout.ID) {
 	unix.Close(fd)
 }
 
-// Watch tells seen of every file of the mount that a process (reader, its pid) closes after
-// reading, until ctx is done: fanotify FAN_CLOSE_NOWRITE, read in batches by this goroutine,
-// which waits gather after each. The events are notifications, so no reader waits for Watch;
-// the queue is unlimited, so none is lost (an overflow, were it to come, is skipped). Closes of
-// directories, of files not in the index and the daemon's own (WillNeed, Drop) are not told.
-// It returns ctx's end as nil, or why it could not watch.
-//
-// The events name the file by its directory's handle and its name (watchNames) where the set has
-// at most maxDirMarks directories, else by a descriptor of it (watchDescriptors); see
-// docs/kernel.md, "What the daemon costs a sample".
-func (p *Plane) Watch(ctx context.Context, seen func(reader uint32, id layout.ID)) error {
+// Watch sets up what tells which files of the mount processes read (a fanotify group, its
+// events read by Watcher.Run) and puts its marks on, unless the Plane is quiet: reads from its
+// return on are told, so a daemon calls it before it reports the mount live. The events name the
+// file by its directory's handle and its name (watchNames) where the set has at most maxDirMarks
+// directories, else by a descriptor of it (watchDescriptors); see docs/kernel.md, "What the
+// daemon costs a sample".
+func (p *Plane) Watch() (*Watcher, error) {
 	w, err := p.watchNames()
 	if errors.Is(err, errManyDirs) {
 		w, err = p.watchDescriptors()
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer unix.Close(w.fan)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.quiet {
+		if err := w.mark(true); err != nil {
+			unix.Close(w.fan)
+			return nil, err
+		}
+	}
+	p.w = w
+	return w, nil
+}
+
+// Run tells seen of every file of the mount that a process (reader, its pid) closes after
+// reading, until ctx is done, and then closes the group: fanotify FAN_CLOSE_NOWRITE, read in
+// batches, waiting gather after each. The events are notifications, so no reader waits for Run;
+// the queue is unlimited, so none is lost (an overflow, were it to come, is skipped). Closes of
+// directories, of files not in the index and the daemon's own (WillNeed, Drop) are not told.
+// It returns ctx's end as nil, or why it could not go on.
+func (w *Watcher) Run(ctx context.Context, seen func(reader uint32, id layout.ID)) error {
+	p := w.p
+	defer func() {
+		p.mu.Lock()
+		p.w = nil
+		p.mu.Unlock()
+		unix.Close(w.fan)
+	}()
 	end, release, err := wake.Pipe(ctx.Done())
 	if err != nil {
 		return err
@@ -213,8 +297,9 @@ var maxDirMarks = 1 << 16
 // errManyDirs: the set has more than maxDirMarks directories.
 var errManyDirs = errors.New("kernel plane: too many directories to mark")
 
-// watch is a fanotify group watching a plane's reads, and how to find the file of its events.
-type watch struct {
+// Watcher is a fanotify group watching a plane's reads (Plane.Watch), and how to find the file
+// of its events.
+type Watcher struct {
 	fan int
 	// dirs holds each directory of the index by its file handle (handle type and bytes, as an
 	// event's directory record has them): a group of watchNames. Nil for watchDescriptors.
@@ -232,7 +317,7 @@ type watch struct {
 // takes marks on inodes only, hence the marks on every directory rather than one on the mount.
 // They are on the file system, not on the mount, so reads through a bind mount of the plane (a
 // container's volume) are seen as well.
-func (p *Plane) watchNames() (*watch, error) {
+func (p *Plane) watchNames() (*Watcher, error) {
 	n, dirs := p.x.Dirs()
 	if n > maxDirMarks {
 		return nil, errManyDirs
@@ -242,42 +327,64 @@ func (p *Plane) watchNames() (*watch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fanotify_init: %w", err)
 	}
-	w := &watch{fan: fan, dirs: make(map[string]layout.ID, n), p: p}
+	w := &Watcher{fan: fan, dirs: make(map[string]layout.ID, n), p: p}
 	for id := range dirs {
 		path := p.mnt + "/" + p.x.Path(id)
 		h, _, err := unix.NameToHandleAt(unix.AT_FDCWD, path, 0)
-		if err == nil {
-			err = unix.FanotifyMark(fan, unix.FAN_MARK_ADD|unix.FAN_MARK_ONLYDIR, unix.FAN_CLOSE_NOWRITE|unix.FAN_EVENT_ON_CHILD, unix.AT_FDCWD, path)
-		}
 		if err != nil {
 			unix.Close(fan)
-			return nil, fmt.Errorf("fanotify: watching %s: %w", path, err)
+			return nil, fmt.Errorf("fanotify: the handle of %s: %w", path, err)
 		}
 		w.dirs[string(binary.NativeEndian.AppendUint32(nil, uint32(h.Type())))+string(h.Bytes())] = id
 	}
 	return w, nil
 }
 
+// mark puts the group's marks on (true) or takes them off (false): one on each directory of
+// the set (a group of watchNames) or one on the mount (watchDescriptors).
+func (w *Watcher) mark(on bool) error {
+	switch {
+	case w.dirs == nil && on:
+		return markErr(w.p.mnt, unix.FanotifyMark(w.fan, unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, unix.FAN_CLOSE_NOWRITE, unix.AT_FDCWD, w.p.mnt))
+	case w.dirs == nil:
+		return markErr(w.p.mnt, unix.FanotifyMark(w.fan, unix.FAN_MARK_REMOVE|unix.FAN_MARK_MOUNT, unix.FAN_CLOSE_NOWRITE, unix.AT_FDCWD, w.p.mnt))
+	case !on:
+		return markErr(w.p.mnt, unix.FanotifyMark(w.fan, unix.FAN_MARK_FLUSH, 0, unix.AT_FDCWD, w.p.mnt))
+	}
+	_, dirs := w.p.x.Dirs()
+	for id := range dirs {
+		path := w.p.mnt + "/" + w.p.x.Path(id)
+		if err := unix.FanotifyMark(w.fan, unix.FAN_MARK_ADD|unix.FAN_MARK_ONLYDIR, unix.FAN_CLOSE_NOWRITE|unix.FAN_EVENT_ON_CHILD, unix.AT_FDCWD, path); err != nil {
+			return markErr(path, err)
+		}
+	}
+	return nil
+}
+
+// markErr gives a fanotify_mark error of path its context.
+func markErr(path string, err error) error {
+	if err != nil {
+		return fmt.Errorf("fanotify_mark %s: %w", path, err)
+	}
+	return nil
+}
+
 // watchDescriptors sets up a group whose events come with a descriptor of the file closed, with
 // one mark on the whole mount: for sets with more directories than maxDirMarks. The daemon reads
 // each descriptor's path and looks it up. Reads through other mounts of the plane are not seen.
-func (p *Plane) watchDescriptors() (*watch, error) {
+func (p *Plane) watchDescriptors() (*Watcher, error) {
 	fan, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_UNLIMITED_QUEUE|unix.FAN_NONBLOCK,
 		unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC|unix.O_NOATIME)
 	if err != nil {
 		return nil, fmt.Errorf("fanotify_init: %w", err)
 	}
-	if err := unix.FanotifyMark(fan, unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, unix.FAN_CLOSE_NOWRITE, unix.AT_FDCWD, p.mnt); err != nil {
-		unix.Close(fan)
-		return nil, fmt.Errorf("fanotify_mark %s: %w", p.mnt, err)
-	}
-	return &watch{fan: fan, link: make([]byte, unix.PathMax), prefix: p.mnt + "/", p: p}, nil
+	return &Watcher{fan: fan, link: make([]byte, unix.PathMax), prefix: p.mnt + "/", p: p}, nil
 }
 
 // id returns the index entry of the file that event ev (its metadata and records) is about,
 // closing the event's descriptor if it has one; false for an event of no file of the index
 // (an overflow, a file not found).
-func (w *watch) id(ev []byte) (layout.ID, bool) {
+func (w *Watcher) id(ev []byte) (layout.ID, bool) {
 	fd := int32(binary.NativeEndian.Uint32(ev[16:20]))
 	if w.dirs == nil {
 		if fd < 0 { // FAN_NOFD: a queue overflow

@@ -22,12 +22,12 @@ import (
 	"github.com/aifs/aifs/layout/pack"
 )
 
-// TestWatch: Plane.Watch tells the Loader of every file of the set that another process reads,
+// TestWatch: a Plane's Watcher tells the Loader of every file of the set that another process reads,
 // once a read, by its index id, with the reader's pid, in both of its ways: by directory handle
 // and name (reads through a bind mount of the plane too) and by descriptor (the mount's reads).
 func TestWatch(t *testing.T) {
 	names := []string{"a/x.bin", "a/b/y.bin", "top.bin", "c/odd name\x01é.bin", "c/z.bin"}
-	x, mnt := mountSet(t, names, 1000)
+	x, _, mnt := mountSet(t, names, 1000)
 	bind := t.TempDir()
 	if err := unix.Mount(mnt, bind, "", unix.MS_BIND, ""); err != nil {
 		t.Fatal(err)
@@ -50,15 +50,15 @@ func TestWatch(t *testing.T) {
 			got := map[layout.ID][]uint32{}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			p := NewPlane(mnt, x)
+			p := NewPlane(mnt, x, nil)
+			w := watch(t, p) // reads from here on are told
 			go func() {
-				done <- p.Watch(ctx, func(reader uint32, id layout.ID) {
+				done <- w.Run(ctx, func(reader uint32, id layout.ID) {
 					mu.Lock()
 					got[id] = append(got[id], reader)
 					mu.Unlock()
 				})
 			}()
-			time.Sleep(100 * time.Millisecond) // the marks are set
 			want := map[layout.ID][]uint32{}
 			for _, root := range []string{mnt, bind} {
 				cmd := exec.Command("cat")
@@ -101,8 +101,8 @@ func TestWatch(t *testing.T) {
 }
 
 // mountSet packs files of the given names, the i-th of (i+1)×size bytes, mounts the set's
-// kernel plane at a new directory and returns the index and the mountpoint.
-func mountSet(t *testing.T, names []string, size int) (*layout.Index, string) {
+// kernel plane at a new directory and returns the index, the shards and the mountpoint.
+func mountSet(t *testing.T, names []string, size int) (*layout.Index, []string, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root (it mounts EROFS): CI runs as root")
@@ -140,7 +140,7 @@ func mountSet(t *testing.T, names []string, size int) (*layout.Index, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { Unmount(mnt) })
-	return x, mnt
+	return x, shards, mnt
 }
 
 // TestMisses: Plane.Misses counts the bytes that the plane's readers read from storage (a
@@ -151,13 +151,13 @@ func TestMisses(t *testing.T) {
 	for i := range 16 {
 		names = append(names, fmt.Sprintf("d%d/s%02d.bin", i%2, i))
 	}
-	x, mnt := mountSet(t, names, 16<<10)
-	p := NewPlane(mnt, x)
+	x, _, mnt := mountSet(t, names, 16<<10)
+	p := NewPlane(mnt, x, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var seen atomic.Int64
-	go p.Watch(ctx, func(uint32, layout.ID) { seen.Add(1) })
-	time.Sleep(100 * time.Millisecond) // the marks are set
+	w := watch(t, p)
+	go w.Run(ctx, func(uint32, layout.ID) { seen.Add(1) })
 	// A reader that lives on and reads the files itself: Misses reads its /proc/PID/io.
 	reader := exec.Command("/usr/bin/python3", "-c", "import sys\nfor l in sys.stdin:\n    open(l.strip(), 'rb').read()\n    print('ok', flush=True)")
 	reader.Dir = mnt
@@ -206,4 +206,68 @@ func TestMisses(t *testing.T) {
 	if m := p.Misses() - base; m < want {
 		t.Errorf("Misses counted %d after %d bytes read from storage, want %d at least", m, want0, want)
 	}
+}
+
+// TestQuiet: a quiet Plane (Quiet(true)) tells of no read, both ways, and tells again once
+// woken; StorageReads counts what a cold read takes from the shards' disk.
+func TestQuiet(t *testing.T) {
+	names := []string{"a/x.bin", "b/y.bin", "top.bin"}
+	x, shards, mnt := mountSet(t, names, 64<<10)
+	for _, dirMarks := range []int{maxDirMarks, 0} {
+		old := maxDirMarks
+		maxDirMarks = dirMarks
+		p := NewPlane(mnt, x, shards)
+		var seen atomic.Int64
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		w := watch(t, p)
+		go func() { done <- w.Run(ctx, func(uint32, layout.ID) { seen.Add(1) }) }()
+		read := func() {
+			t.Helper()
+			cmd := exec.Command("cat")
+			for _, n := range names {
+				cmd.Args = append(cmd.Args, filepath.Join(mnt, n))
+			}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("cat: %v: %.200s", err, out)
+			}
+			time.Sleep(50 * time.Millisecond) // Watch gathers, then tells
+		}
+		p.Quiet(true)
+		read()
+		if n := seen.Load(); n != 0 {
+			t.Errorf("dir marks %d: a quiet plane told of %d reads", dirMarks, n)
+		}
+		p.Quiet(false)
+		read()
+		if n := seen.Load(); n != int64(len(names)) {
+			t.Errorf("dir marks %d: a plane woken told of %d reads of %d files", dirMarks, n, len(names))
+		}
+		if dirMarks == 0 { // the storage's reads: the plane's pages dropped, read again cold
+			for _, n := range names {
+				id, _ := x.LookupPath(n)
+				p.Drop(id)
+			}
+			before := p.StorageReads()
+			read()
+			if got := p.StorageReads() - before; got < x.FileBytes() {
+				t.Errorf("StorageReads grew by %d over a cold read of %d bytes", got, x.FileBytes())
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+		maxDirMarks = old
+	}
+}
+
+// watch returns p's Watcher, its marks on.
+func watch(t *testing.T, p *Plane) *Watcher {
+	t.Helper()
+	w, err := p.Watch()
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	return w
 }

@@ -173,13 +173,13 @@ func (d *decider) sweep(room int) []Fetch {
 }
 
 // tick tells the Policy of a tick and the misses so far, and appends to drop what the page
-// cache lets go (Policy.Tick).
-func (d *decider) tick(misses uint64, drop []layout.ID) []layout.ID {
+// cache lets go (Policy.Tick); it reports whether the Policy is settled after (Policy.Settled).
+func (d *decider) tick(misses uint64, drop []layout.ID) ([]layout.ID, bool) {
 	d.lock()
 	defer d.unlock()
 	drop = d.p.Tick(misses, d.busy, drop)
 	d.chunksOpen.Store(d.p.ChunksOpen())
-	return drop
+	return drop, d.p.Settled()
 }
 
 // budget tells the Policy of the page cache's budget and returns what it drops (Policy.Budget).

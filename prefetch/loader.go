@@ -70,6 +70,16 @@ type Options struct {
 	// as the estimate counts whatever else its readers read from storage. Nil: chunk reads do
 	// not run on that path.
 	Misses func() uint64
+	// Quiet, with WillNeed, tells that path to stop (true) or to go on (false) telling of its
+	// reads (Seen), which cost its readers and the daemon CPU a read: the Loader stops it once
+	// the policy has been settled for quietTicks (Policy.Settled: the set fits and is in the
+	// page cache, no plan, no chunk reads), and wakes it once the policy is not settled or the
+	// storage under the shards is read (StorageReads: pages evicted, caches dropped, a cold
+	// reader). Nil: it always tells (docs/kernel.md, "Quiet").
+	Quiet func(bool)
+	// StorageReads, with Quiet, returns the bytes read so far from the storage under the
+	// shards, by any process.
+	StorageReads func() uint64
 	// ChunkReads, with the Residency policy on, makes a cold miss read the samples after it that
 	// the page cache will keep, up to ChunkBytes, and then the shards in order (chunks.go), in
 	// the background, and push them.
@@ -201,6 +211,12 @@ type Loader struct {
 	// sees (pathMissesTick), and lastSeen, lastPath their counts at the last tick.
 	seen                           atomic.Uint64
 	pathMisses, lastSeen, lastPath uint64
+	// With Options.Quiet: whether the path is quiet, the ticks the policy has been settled
+	// (while not), the storage's bytes read at the last tick, and how many times it went quiet.
+	quiet         atomic.Bool
+	settledTicks  int
+	lastStorage   uint64
+	quiets, wakes atomic.Uint64
 	maxFlights                     int32 // bound of chunkFlights (maxChunkFlights)
 
 	verified bitset.Atomic // with Verify: the samples over MaxWhole whose checksum matched, one bit each

@@ -69,10 +69,47 @@ func (l *Loader) residencyLoop(every time.Duration) {
 // tick tells the Policy of a tick (Policy.Tick), drops what it lets go and tops up the
 // sweep's reads (sweep); drop is reused.
 func (l *Loader) tick(drop []layout.ID) []layout.ID {
-	drop = l.d.tick(l.stats.misses.Load()+l.pathMissesTick(), drop)
+	drop, settled := l.d.tick(l.stats.misses.Load()+l.pathMissesTick(), drop)
 	l.drop(drop)
 	l.sweep()
+	l.quietTick(settled)
 	return drop
+}
+
+// quietTicks is how long the policy stays settled before the Loader quiets the serving path
+// (Options.Quiet): a second.
+const quietTicks = 100
+
+// quietTick quiets the serving path once the policy has been settled for quietTicks, and wakes
+// it once the policy is not settled or the storage under the shards was read since the last
+// tick: at least a mean sample's bytes (a miss of a sample evicted from the page cache, a cold
+// reader). Other programs reading that storage wake it too; it goes quiet again a second after,
+// the policy still settled.
+// Called by the ticking goroutine alone.
+func (l *Loader) quietTick(settled bool) {
+	if l.opt.Quiet == nil {
+		return
+	}
+	reads := l.opt.StorageReads()
+	stirred := reads-min(reads, l.lastStorage) >= max(pageSize, l.x.FileBytes()/uint64(max(1, l.x.Files())))
+	l.lastStorage = reads
+	switch {
+	case l.quiet.Load():
+		if !settled || stirred {
+			l.quiet.Store(false)
+			l.wakes.Add(1)
+			l.settledTicks = 0
+			l.opt.Quiet(false)
+		}
+	case !settled:
+		l.settledTicks = 0
+	default:
+		if l.settledTicks++; l.settledTicks >= quietTicks {
+			l.quiet.Store(true)
+			l.quiets.Add(1)
+			l.opt.Quiet(true)
+		}
+	}
 }
 
 // pathMissesTick returns the misses of another serving path so far (Options.Misses), each tick

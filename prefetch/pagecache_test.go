@@ -516,3 +516,59 @@ func TestLoaderChunkSweepWillNeed(t *testing.T) {
 		})
 	}
 }
+
+// TestLoaderQuiet: on a serving path of its own, the Loader quiets the path's reports of reads
+// (Options.Quiet) once the policy has been settled for quietTicks (the set fits and every
+// sample was read), wakes it when the storage under the shards is read or a plan comes, and
+// quiets it again once settled; never while a sample is still to be read.
+func TestLoaderQuiet(t *testing.T) {
+	defer func(d time.Duration) { testTickEvery = d }(testTickEvery)
+	testTickEvery = time.Hour // the test ticks
+	x, shards, content := dataset(t, 60, 8<<10)
+	var calls []bool
+	var storage atomic.Uint64
+	l := newInlineLoader(t, x, shards, Options{WillNeed: func(layout.ID, bool) bool { return true }, Drop: func(layout.ID) {},
+		Misses: func() uint64 { return 0 }, Quiet: func(on bool) { calls = append(calls, on) }, StorageReads: storage.Load})
+	ids := sortedIDs(content)
+	rand.New(rand.NewPCG(17, 18)).Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] }) // no run to read ahead
+	ticks := func(n int) {
+		for range n {
+			l.tick(nil)
+		}
+	}
+	for _, id := range ids[:30] {
+		l.Seen(1, id)
+	}
+	ticks(3 * quietTicks)
+	if len(calls) != 0 {
+		t.Fatalf("Quiet called %v with half the set read", calls)
+	}
+	for _, id := range ids[30:] {
+		l.Seen(1, id)
+	}
+	ticks(quietTicks - 1)
+	if len(calls) != 0 {
+		t.Fatalf("Quiet called %v before the policy was settled for %d ticks", calls, quietTicks)
+	}
+	ticks(1)
+	if !slices.Equal(calls, []bool{true}) {
+		t.Fatalf("Quiet called %v once settled for %d ticks; want [true]", calls, quietTicks)
+	}
+	storage.Add(x.FileBytes() / uint64(x.Files())) // a sample's read from storage
+	ticks(1)
+	if !slices.Equal(calls, []bool{true, false}) {
+		t.Fatalf("Quiet called %v after the storage was read; want [true false]", calls)
+	}
+	ticks(quietTicks)
+	if !slices.Equal(calls, []bool{true, false, true}) {
+		t.Fatalf("Quiet called %v a second after; want [true false true]", calls)
+	}
+	writePathPlan(t, l, ids[:5])
+	ticks(3 * quietTicks)
+	if !slices.Equal(calls, []bool{true, false, true, false}) {
+		t.Fatalf("Quiet called %v after a plan came; want [true false true false]", calls)
+	}
+	if q := l.Stats().Quiet; q == nil || *q != (QuietStats{Now: false, Quiets: 2, Wakes: 2}) {
+		t.Errorf("quiet stats %+v, want now false, 2 quiets, 2 wakes", q)
+	}
+}

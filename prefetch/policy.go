@@ -260,5 +260,12 @@ func (p *Policy) Tick(misses uint64, busy func(layout.ID) bool, drop []layout.ID
 	return p.res.Tick(p.planner.Passed, busy, drop)
 }
 
+// Settled reports whether the policy has nothing left to decide from reads: every sample fits
+// the budget and is believed resident, no plan is held and chunk reads are closed. A serving
+// path that tells of every read may then stop telling (Options.Quiet).
+func (p *Policy) Settled() bool {
+	return p.res != nil && p.res.Fits() && p.res.AllResident() && !p.chunksOpen && p.planner.PlannedBytes() == 0
+}
+
 // ChunksOpen reports whether chunk reads may start (Tick).
 func (p *Policy) ChunksOpen() bool { return p.cfg.ChunkReads && p.res != nil && p.chunksOpen }

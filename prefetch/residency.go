@@ -48,6 +48,7 @@ type Residency struct {
 	resident       bitset.Bits // bit per id: believed in the page cache
 	pushing        bitset.Bits // bit per id: counted by Push, the push not landed yet (Landed, Unpush)
 	residentBytes  int64
+	residentCount  int         // samples believed resident
 	subsetBytes    int64       // resident samples that the policy keeps (all of them when fits)
 	transient      []transient // resident samples outside the subset, oldest first
 	transientBytes int64       // their bytes, those still resident
@@ -126,6 +127,10 @@ func (r *Residency) Keeps(id layout.ID) bool { return r.fits || subset.Rank(uint
 
 // Fits reports whether every sample fits the budget.
 func (r *Residency) Fits() bool { return r.fits }
+
+// AllResident reports whether every sample is believed to be in the page cache (never in a set
+// with samples larger than the policy tracks).
+func (r *Residency) AllResident() bool { return r.residentCount == r.cat.Files() }
 
 // WindowRoom returns the bytes of samples outside the subset that the window takes now: what
 // a read ahead may fetch, since a push the window refuses is let go unread (Policy.PushAhead).
@@ -284,6 +289,7 @@ func (r *Residency) Resident(id layout.ID) bool { return r.isResident(id) }
 func (r *Residency) add(id layout.ID, n int64, read bool) {
 	r.resident.Add(uint64(id))
 	r.residentBytes += n
+	r.residentCount++
 	if r.Keeps(id) {
 		r.subsetBytes += n
 		return
@@ -297,6 +303,7 @@ func (r *Residency) add(id layout.ID, n int64, read bool) {
 func (r *Residency) forget(id layout.ID, n int64) {
 	r.resident.Remove(uint64(id))
 	r.residentBytes -= n
+	r.residentCount--
 	if r.Keeps(id) {
 		r.subsetBytes -= n
 	} else {

@@ -24,6 +24,16 @@ type Stats struct {
 	Plans    []PlanPosition `json:"plans"` // one per writer
 	// PageCache is the page cache's policy (Options.Drop); absent without one.
 	PageCache *ResidencyStats `json:"page_cache,omitempty"`
+	// Quiet is whether the serving path tells of its reads (Options.Quiet); absent without it.
+	Quiet *QuietStats `json:"quiet,omitempty"`
+}
+
+// QuietStats: whether the serving path is quiet now (Options.Quiet: its reads are not told),
+// how many times it went quiet, and how many times it was woken.
+type QuietStats struct {
+	Now    bool   `json:"now"`
+	Quiets uint64 `json:"quiets"`
+	Wakes  uint64 `json:"wakes"`
 }
 
 // CacheStats count samples found in memory (hits: cached or fetched ahead), not found
@@ -90,6 +100,9 @@ func (l *Loader) Stats() Stats {
 	}
 	if pc != nil {
 		pc.ChunkReads, pc.ChunkSamples = st.chunkReads.Load(), st.chunkSamples.Load()
+	}
+	if l.opt.Quiet != nil {
+		s.Quiet = &QuietStats{Now: l.quiet.Load(), Quiets: l.quiets.Load(), Wakes: l.wakes.Load()}
 	}
 	if files > 0 {
 		s.Epoch.Coverage = float64(covered) / float64(files)

@@ -59,6 +59,7 @@ func buildRoom() int64 {
 type kernelPlane struct {
 	mnt, dev, ctl string
 	plane         *kernel.Plane
+	watcher       *kernel.Watcher // nil where reads are not observed (watchReads)
 	reason        string
 	fs            *fs.FS // the control mount's, which takes the plane's observations
 }
@@ -79,7 +80,7 @@ func mountKernel(log *zap.Logger, src *source, mnt string) (*kernelPlane, error)
 		var ctl string
 		if ctl, err = kernel.MakeControlDir(dev); err == nil {
 			log.Debug("kernel plane mounted", zap.String("image", image), zap.Int("block_size", bs), zap.String("control", ctl))
-			return &kernelPlane{mnt: mnt, dev: dev, ctl: ctl, plane: kernel.NewPlane(mnt, src.x)}, nil
+			return &kernelPlane{mnt: mnt, dev: dev, ctl: ctl, plane: kernel.NewPlane(mnt, src.x, devices)}, nil
 		}
 	}
 	kernel.Unmount(mnt)
@@ -138,7 +139,7 @@ func adoptKernel(log *zap.Logger, src *source, mnt, plane string) (*kernelPlane,
 	if err != nil {
 		return nil, "", fmt.Errorf("kernel plane: taking over %s: %w", mnt, err)
 	}
-	kp := &kernelPlane{mnt: mnt, dev: dev, ctl: kernel.ControlDir(dev), plane: kernel.NewPlane(mnt, src.x), reason: "kernel: " + why}
+	kp := &kernelPlane{mnt: mnt, dev: dev, ctl: kernel.ControlDir(dev), plane: kernel.NewPlane(mnt, src.x, shardPaths(src)), reason: "kernel: " + why}
 	log.Debug("kernel plane taken over", zap.String("control", kp.ctl))
 	return kp, kp.reason, nil
 }
@@ -153,19 +154,33 @@ func (kp *kernelPlane) unmount() error {
 	return err
 }
 
+// watchReads sets up the watch of the plane's reads (kernel.Plane.Watch), before the mount is
+// reported live, so that no read after that goes untold. Where it fails, reads are not observed
+// (no read-ahead by plan, no drops), with a warning.
+func (kp *kernelPlane) watchReads(log *zap.Logger) {
+	w, err := kp.plane.Watch()
+	if err != nil {
+		log.Warn("kernel plane: reads are not observed (no read-ahead by plan, no drops)", zap.Error(err))
+		return
+	}
+	kp.watcher = w
+}
+
 // serve runs the kernel plane until ctx ends (SIGINT, SIGTERM: the plane is unmounted, or
 // detached if files are open in it, and then the control mount) or a user unmounts the plane
 // (the control mount then ends) or the control mount (srv ends: done closes; the plane is then
 // unmounted by the cleanup). Meanwhile fanotify's reads are told to the control mount's Loader
-// (kernel.Plane.Watch).
+// (kernel.Watcher.Run).
 func (kp *kernelPlane) serve(ctx context.Context, log *zap.Logger, srv *fs.Server, done <-chan struct{}) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		if err := kp.plane.Watch(ctx, kp.fs.Seen); err != nil {
-			log.Warn("kernel plane: reads are not observed (no read-ahead by plan, no drops)", zap.Error(err))
-		}
-	}()
+	if kp.watcher != nil {
+		go func() {
+			if err := kp.watcher.Run(ctx, kp.fs.Seen); err != nil {
+				log.Warn("kernel plane: reads are no longer observed (no read-ahead by plan, no drops)", zap.Error(err))
+			}
+		}()
+	}
 	gone := make(chan struct{})
 	go func() {
 		if err := kernel.WaitGone(ctx.Done(), kp.mnt, kp.dev); err != nil {

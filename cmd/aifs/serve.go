@@ -58,6 +58,9 @@ func (c *mountConfig) serve(ctx context.Context, ready *readyPipe, h *handover) 
 	if !c.foreground {
 		os.Chdir("/") // a daemon must not keep a file system busy through its working directory
 	}
+	if c.plane != nil {
+		c.plane.watchReads(log)
+	}
 	report(nil)
 
 	done := make(chan struct{})
@@ -196,6 +199,7 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger, h *handover) (
 	if kp != nil {
 		closers = append(closers, func() error { return os.Remove(kp.ctl) }, kp.unmount)
 		po.WillNeed, po.Drop, po.Misses = kp.plane.WillNeed, kp.plane.Drop, kp.plane.Misses
+		po.Quiet, po.StorageReads = kp.plane.Quiet, kp.plane.StorageReads
 		plane.Plane, fuseAt = dataKernel, kp.ctl
 	}
 	log.Info("data plane", zap.String("plane", plane.Plane), zap.String("why", reason))

@@ -124,6 +124,13 @@ func printStats(w io.Writer, s fs.Snapshot) {
 			fmt.Fprintf(w, "chunk reads   %d, %d samples put in the page cache\n", pc.ChunkReads, pc.ChunkSamples)
 		}
 	}
+	if q := s.Quiet; q != nil {
+		now := "reads are told to the daemon"
+		if q.Now {
+			now = "quiet: the set is in the page cache and reads are not told (docs/kernel.md)"
+		}
+		fmt.Fprintf(w, "watch         %s; quiet %d times, woken %d\n", now, q.Quiets, q.Wakes)
+	}
 	fmt.Fprintf(w, "epoch         %d, %.0f%% of the files seen (reads that the page cache answers are not); the last epoch found %d files in the page cache\n",
 		s.Epoch.Number, 100*s.Epoch.Coverage, s.Epoch.PreviousUnseen)
 	for _, pl := range s.Plans {
