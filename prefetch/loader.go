@@ -217,7 +217,7 @@ type Loader struct {
 	settledTicks  int
 	lastStorage   uint64
 	quiets, wakes atomic.Uint64
-	maxFlights                     int32 // bound of chunkFlights (maxChunkFlights)
+	maxFlights    int32 // bound of chunkFlights (maxChunkFlights)
 
 	verified bitset.Atomic // with Verify: the samples over MaxWhole whose checksum matched, one bit each
 	corrupt  bitset.Atomic // with Verify: the samples found not to match their checksum, one bit each
