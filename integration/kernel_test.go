@@ -57,9 +57,12 @@ func mountKernel(t *testing.T, set string, args ...string) string {
 	mustAifs(t, append([]string{"mount", "--log-file", logFile, "-o", "data=kernel", set, mnt}, args...)...)
 	pid := daemonPID(t, mnt)
 	ctl := controlOf(t, mnt)
+	m, _ := mountinfo.At(ctl)
 	t.Cleanup(func() {
 		unmount(t, mnt, pid)
-		if isMounted(ctl) {
+		// By its mount ID: another plane may have the device number, and its control directory,
+		// by now (another test binary's).
+		if now, ok := mountinfo.At(ctl); ok && now.ID == m.ID {
 			t.Errorf("the control mount %s is still mounted after the plane's daemon ended", ctl)
 			syscall.Unmount(ctl, syscall.MNT_DETACH)
 		}
