@@ -242,15 +242,36 @@ func (w *Watcher) Run(ctx context.Context, seen func(reader uint32, id layout.ID
 		p.mu.Unlock()
 		unix.Close(w.fan)
 	}()
+	self := uint32(os.Getpid())
+	var pids []uint32 // the readers of a batch
+	return eachEvent(ctx, w.fan, func(ev []byte) {
+		id, ok := w.id(ev)
+		// The daemon's own opens (WillNeed, Drop) are not reads.
+		if pid := binary.NativeEndian.Uint32(ev[20:24]); ok && pid != self {
+			seen(pid, id)
+			if !slices.Contains(pids, pid) {
+				pids = append(pids, pid)
+			}
+		}
+	}, func() {
+		p.noteReaders(pids)
+		pids = pids[:0]
+		time.Sleep(gather)
+	})
+}
+
+// eachEvent reads the events of fanotify group fan until ctx is done, in batches (a poll, then
+// reads until none is left), calling event with each event's bytes (its metadata and records,
+// valid during the call) and then batch, if not nil, after each batch. It returns ctx's end as
+// nil, or why it could not read.
+func eachEvent(ctx context.Context, fan int, event func(ev []byte), batch func()) error {
 	end, release, err := wake.Pipe(ctx.Done())
 	if err != nil {
 		return err
 	}
 	defer release()
 	buf := make([]byte, 64<<10)
-	self := uint32(os.Getpid())
-	var pids []uint32 // the readers of a batch
-	fds := []unix.PollFd{{Fd: int32(w.fan), Events: unix.POLLIN}, {Fd: int32(end), Events: unix.POLLIN}}
+	fds := []unix.PollFd{{Fd: int32(fan), Events: unix.POLLIN}, {Fd: int32(end), Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
 			return fmt.Errorf("poll fanotify: %w", err)
@@ -259,7 +280,7 @@ func (w *Watcher) Run(ctx context.Context, seen func(reader uint32, id layout.ID
 			return nil
 		}
 		for {
-			n, err := unix.Read(w.fan, buf)
+			n, err := unix.Read(fan, buf)
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) || n <= 0 {
 				break
 			}
@@ -271,21 +292,13 @@ func (w *Watcher) Run(ctx context.Context, seen func(reader uint32, id layout.ID
 				if evLen < eventSize || int(evLen) > len(b) {
 					break
 				}
-				ev := b[:evLen]
+				event(b[:evLen])
 				b = b[evLen:]
-				id, ok := w.id(ev)
-				// The daemon's own opens (WillNeed, Drop) are not reads.
-				if pid := binary.NativeEndian.Uint32(ev[20:24]); ok && pid != self {
-					seen(pid, id)
-					if !slices.Contains(pids, pid) {
-						pids = append(pids, pid)
-					}
-				}
 			}
 		}
-		p.noteReaders(pids)
-		pids = pids[:0]
-		time.Sleep(gather)
+		if batch != nil {
+			batch()
+		}
 	}
 }
 

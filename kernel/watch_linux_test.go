@@ -104,12 +104,6 @@ func TestWatch(t *testing.T) {
 // kernel plane at a new directory and returns the index, the shards and the mountpoint.
 func mountSet(t *testing.T, names []string, size int) (*layout.Index, []string, string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (it mounts EROFS): CI runs as root")
-	}
-	if err := Available(); err != nil {
-		t.Fatal(err)
-	}
 	src, set := t.TempDir(), filepath.Join(t.TempDir(), "set")
 	for i, n := range names {
 		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(n)), 0o755); err != nil {
@@ -119,18 +113,7 @@ func mountSet(t *testing.T, names []string, size int) (*layout.Index, []string, 
 			t.Fatal(err)
 		}
 	}
-	if _, err := pack.Pack(context.Background(), src, set, pack.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	x, err := layout.Load(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(x.Close)
-	image, _, err := erofsmeta.Cached(x, set, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x, image := packSet(t, src, set, pack.Options{})
 	var shards []string
 	for _, s := range x.Shards() {
 		shards = append(shards, layout.ShardPath(set, s))
@@ -270,4 +253,29 @@ func watch(t *testing.T, p *Plane) *Watcher {
 		t.Fatalf("Watch: %v", err)
 	}
 	return w
+}
+
+// packSet packs the tree at src into set with opt and returns its index and its EROFS image. It
+// fails the test where the kernel plane cannot be mounted (not root, no EROFS): CI has both.
+func packSet(t *testing.T, src, set string, opt pack.Options) (*layout.Index, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (it mounts EROFS): CI runs as root")
+	}
+	if err := Available(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pack.Pack(context.Background(), src, set, opt); err != nil {
+		t.Fatal(err)
+	}
+	x, err := layout.Load(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(x.Close)
+	image, _, err := erofsmeta.Cached(x, set, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x, image
 }
