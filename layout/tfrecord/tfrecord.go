@@ -39,8 +39,7 @@
 // or an S3 object's body): Next returns its records in order, Summary counts those without an
 // image or a label, Offset says how far it has read (for progress), and Reset starts another
 // file keeping the buffer. With Options.Checksums it also checks each record's data CRC and
-// computes the CRC32C of each image's bytes, in the same pass over the bytes: the image's CRC
-// and those of the bytes around it are combined into the data's, not computed twice.
+// computes the CRC32C of each image's bytes, in the same pass over the bytes.
 package tfrecord
 
 import (
@@ -210,16 +209,18 @@ func (s *Scanner) next() (Record, error) {
 	return rec, nil
 }
 
-// checksum returns the CRC32C of data, setting rec.ImageCRC: the bytes before the image, the
-// image and those after it are summed apart, and the three sums combined.
+// checksum returns the CRC32C of data, setting rec.ImageCRC: the image is summed on its own,
+// and the data's sum runs over the bytes before it, the image again and the bytes after it.
+// Summing the image twice costs less than combining the sums (docs/bench/formats.md#findings).
 func (s *Scanner) checksum(data []byte, rec *Record, dataOff int64) uint32 {
 	if !rec.HasImage {
 		return crc32.Checksum(data, castagnoli)
 	}
 	lo, hi := rec.ImageOff-dataOff, rec.ImageOff-dataOff+rec.ImageSize
-	rec.ImageCRC = crc32.Checksum(data[lo:hi], castagnoli)
-	crc := combineCRC(crc32.Checksum(data[:lo], castagnoli), rec.ImageCRC, rec.ImageSize)
-	return combineCRC(crc, crc32.Checksum(data[hi:], castagnoli), int64(len(data))-hi)
+	img := data[lo:hi]
+	rec.ImageCRC = crc32.Checksum(img, castagnoli)
+	crc := crc32.Update(crc32.Checksum(data[:lo], castagnoli), castagnoli, img)
+	return crc32.Update(crc, castagnoli, data[hi:])
 }
 
 // badLength is the error for a length whose CRC does not match: a compressed file if it is

@@ -286,20 +286,6 @@ func TestRefused(t *testing.T) {
 	}
 }
 
-func TestCombineCRC(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	b := make([]byte, 5000)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	for _, cut := range []int{0, 1, 7, 100, 4095, 4999, 5000} {
-		a, c := crc32.Checksum(b[:cut], castagnoli), crc32.Checksum(b[cut:], castagnoli)
-		if got, want := combineCRC(a, c, int64(len(b)-cut)), crc32.Checksum(b, castagnoli); got != want {
-			t.Errorf("cut %d: combined %08x, want %08x", cut, got, want)
-		}
-	}
-}
-
 // BenchmarkScanner scans a file of ImageNet-sized records (in the page cache after the first
 // pass) beside a plain read of it in 4 MiB reads (what cat does), so that the rates compare in
 // one run.
