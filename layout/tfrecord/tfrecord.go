@@ -82,9 +82,11 @@ type Record struct {
 	// for its type's magic number, with no read of the file.
 	ImageHead [12]byte
 	HasLabel  bool
-	Label     int64  // image/class/label or label, as stored (the ImageNet scripts count from 1)
-	Filename  string // image/filename or file_name; "" if absent
-	Synset    string // image/class/synset; "" if absent
+	Label     int64 // image/class/label or label, as stored (the ImageNet scripts count from 1)
+	// Filename (image/filename or file_name) and Synset (image/class/synset) are nil if absent.
+	// They are the Scanner's bytes, valid until the next call of Next: copy what is kept.
+	Filename []byte
+	Synset   []byte
 }
 
 // Options says what a Scanner does beyond finding the records. The zero value finds them only.

@@ -149,6 +149,7 @@ func scanAll(t *testing.T, file []byte, r io.Reader, opt Options) ([]Record, Sum
 		if err != nil {
 			t.Fatalf("Next: %v", err)
 		}
+		rec.Filename, rec.Synset = bytes.Clone(rec.Filename), bytes.Clone(rec.Synset) // valid until the next Next
 		recs = append(recs, rec)
 	}
 	if s.Offset() != int64(len(file)) {
@@ -181,10 +182,10 @@ func TestScanner(t *testing.T) {
 				for i, rec := range recs {
 					s := samples[i]
 					got := file[rec.ImageOff : rec.ImageOff+rec.ImageSize]
-					if rec.Index != int64(i) || !rec.HasImage || !bytes.Equal(got, s.image) || !rec.HasLabel || rec.Label != s.label || rec.Filename != s.filename {
+					if rec.Index != int64(i) || !rec.HasImage || !bytes.Equal(got, s.image) || !rec.HasLabel || rec.Label != s.label || string(rec.Filename) != s.filename {
 						t.Fatalf("%s record %d: %+v, image equal %v; want %+v", tc.name, i, rec, bytes.Equal(got, s.image), s)
 					}
-					if wantSyn := map[string]string{"imagenet": s.synset}[tc.name]; rec.Synset != wantSyn {
+					if wantSyn := map[string]string{"imagenet": s.synset}[tc.name]; string(rec.Synset) != wantSyn {
 						t.Fatalf("%s record %d: synset %q, want %q", tc.name, i, rec.Synset, wantSyn)
 					}
 					data := file[rec.Offset+headerSize : rec.Offset+headerSize+rec.DataSize]
