@@ -248,10 +248,12 @@ func (s *Scanner) truncated(rec Record, err error) error {
 }
 
 // fill makes buf[start:] hold at least n bytes, reading more of the file (in large reads, the
-// buffer growing as the bytes arrive). It returns io.EOF if the file ends first.
+// buffer growing as the bytes arrive). It returns io.EOF if the file ends first. The bytes
+// held are moved to the buffer's front only when the record does not fit after them: a
+// record's worth, not half the buffer (docs/bench/formats.md#findings).
 func (s *Scanner) fill(n int) error {
 	for empty := 0; s.end-s.start < n; {
-		if s.start > 0 && (len(s.buf)-s.start < n || s.start >= len(s.buf)/2) {
+		if s.start > 0 && len(s.buf)-s.start < n {
 			copy(s.buf, s.buf[s.start:s.end])
 			s.base += int64(s.start)
 			s.end -= s.start
