@@ -157,7 +157,7 @@ type Scanner struct {
 
 // arena holds the bytes of one batch, end to end in a block reused from batch to batch: a
 // batch's buffers and paths cost no allocation once the block is large enough
-// (docs/bench/formats.md#findings). A slice it gave is valid until reset.
+// (docs/bench/formats-notes.md#allocations-a-sample). A slice it gave is valid until reset.
 type arena struct{ buf []byte }
 
 // alloc returns n bytes of the arena (not zeroed).

@@ -28,7 +28,7 @@ var errVarint = errors.New("malformed varint")
 // b and keep the first error in err, moving the position to the end of the range being read so
 // that every loop over fields ends; the parser checks err once, at the end. It holds no field
 // in a struct and returns no error value per field: parsing is a fifth of a TFRecord index's
-// CPU (docs/bench/formats.md#findings).
+// CPU (docs/bench/formats-notes.md#tfrecord-parser).
 type wire struct {
 	b   []byte
 	err error

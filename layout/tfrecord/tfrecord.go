@@ -213,7 +213,8 @@ func (s *Scanner) next() (Record, error) {
 
 // checksum returns the CRC32C of data, setting rec.ImageCRC: the image is summed on its own,
 // and the data's sum runs over the bytes before it, the image again and the bytes after it.
-// Summing the image twice costs less than combining the sums (docs/bench/formats.md#findings).
+// Summing the image twice costs less than combining the sums
+// (docs/bench/formats-notes.md#tfrecord-checksums).
 func (s *Scanner) checksum(data []byte, rec *Record, dataOff int64) uint32 {
 	if !rec.HasImage {
 		return crc32.Checksum(data, castagnoli)
@@ -250,7 +251,7 @@ func (s *Scanner) truncated(rec Record, err error) error {
 // fill makes buf[start:] hold at least n bytes, reading more of the file (in large reads, the
 // buffer growing as the bytes arrive). It returns io.EOF if the file ends first. The bytes
 // held are moved to the buffer's front only when the record does not fit after them: a
-// record's worth, not half the buffer (docs/bench/formats.md#findings).
+// record's worth, not half the buffer (docs/bench/formats-notes.md#tfrecord-reads).
 func (s *Scanner) fill(n int) error {
 	for empty := 0; s.end-s.start < n; {
 		if s.start > 0 && len(s.buf)-s.start < n {

@@ -86,7 +86,8 @@ func (b *treeBuilder) settle() error {
 
 // settleDir settles the directory d at path (with a trailing "/", or "" for the root) and
 // those under it, and marks them settled: the Tree view settles each source's directory as it
-// is added, while later sources are read, not all at the end (docs/bench/formats.md#findings).
+// is added, while later sources are read, not all at the end
+// (docs/bench/formats-notes.md#the-tail).
 func (b *treeBuilder) settleDir(d *layout.Node, path string) error {
 	var walk func(d *layout.Node, path string) error
 	walk = func(d *layout.Node, path string) error {
