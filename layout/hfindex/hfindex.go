@@ -111,24 +111,20 @@ func IndexHF(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, e
 	res := Result{Files: len(srcs), FileBytes: bytes}
 	hopt := hfarrow.Options{ImageColumn: opt.ImageColumn, LabelColumn: opt.LabelColumn, Checksums: !opt.NoChecksums}
 	// Each file's rows go into the tree in the order of srcs while later files are read; the
-	// first file's schema gives the class names. A file's scanner and buffers are reused by a
-	// later file.
+	// first file's schema gives the class names. A file's reader (its scanner's buffers) and,
+	// once added, its rows are reused by a later file.
 	scans := make([]scanned, len(srcs))
 	var first hfarrow.Schema
 	var x *view.RowIndexer
-	free := make(chan *reader, opt.Jobs)
+	readers, free := view.NewFree[*reader](opt.Jobs), view.NewFree[[]view.Row](2*opt.Jobs)
 	err := view.EachInOrder(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
-		var r *reader
-		select {
-		case r = <-free:
-		default:
+		r, ok := readers.Get()
+		if !ok {
 			r = &reader{}
 		}
-		scans[i], err = r.read(ctx, srcs[i], hopt, opt.View == view.ImageFolder)
-		select {
-		case free <- r:
-		default:
-		}
+		buf, _ := free.Get()
+		scans[i], err = r.read(ctx, srcs[i], hopt, opt.View == view.ImageFolder, buf[:0])
+		readers.Put(r)
 		return err
 	}, func(i int) (err error) {
 		sc := scans[i]
@@ -158,7 +154,9 @@ func IndexHF(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, e
 			}
 		}
 		res.Rows += int64(len(sc.rows))
-		return x.Add(i, sc.rows, sc.crc)
+		err = x.Add(i, sc.rows, sc.crc)
+		free.Put(sc.rows)
+		return err
 	}, view.Progressor(sizes, opt.Progress))
 	if err != nil {
 		return nil, Result{}, err
@@ -206,10 +204,10 @@ type reader struct {
 	ends   []int  // where each row's name ends in names
 }
 
-// read reads the rows of one file, and the first bytes of each image for its extension; named
-// (ImageFolder) keeps the images' names. Per row it allocates nothing but the row: a file's
-// names are made one string, and each label is made a string once.
-func (rd *reader) read(ctx context.Context, s Source, opt hfarrow.Options, named bool) (scanned, error) {
+// read reads the rows of one file, appended to rows, and the first bytes of each image for its
+// extension; named (ImageFolder) keeps the images' names. Per row it allocates nothing: a
+// file's names are made one string, and each label is made a string once.
+func (rd *reader) read(ctx context.Context, s Source, opt hfarrow.Options, named bool, rows []view.Row) (scanned, error) {
 	f, err := s.Open(ctx)
 	if err != nil {
 		return scanned{}, fmt.Errorf("open %s: %w", s.Label, err)
@@ -229,7 +227,7 @@ func (rd *reader) read(ctx context.Context, s Source, opt hfarrow.Options, named
 		return scanned{}, err
 	}
 	sc := rd.sc
-	out := scanned{schema: sc.Schema()}
+	out := scanned{schema: sc.Schema(), rows: rows}
 	rd.heads = headReader{r: r, size: s.Size, buf: rd.heads.buf[:0]}
 	rd.names, rd.ends = rd.names[:0], rd.ends[:0]
 	for n := 0; ; n++ {

@@ -88,26 +88,24 @@ func IndexTFRecords(ctx context.Context, srcs []Source, opt Options) ([]byte, Re
 		return nil, Result{}, err
 	}
 	// Each file's records go into the tree in the order of srcs while later files are read. A
-	// file's scanner (its 4 MiB buffer) and rows are reused by a later file.
+	// file's reader (its scanner's 4 MiB buffer) and, once added, its rows are reused by a later
+	// file.
 	rows := make([][]view.Row, len(srcs))
 	crcs := make([]uint32, len(srcs))
-	free := make(chan *reader, opt.Jobs)
+	readers, free := view.NewFree[*reader](opt.Jobs), view.NewFree[[]view.Row](2*opt.Jobs)
 	err = view.EachInOrder(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
-		var r *reader
-		select {
-		case r = <-free:
-		default:
+		r, ok := readers.Get()
+		if !ok {
 			r = &reader{}
 		}
-		rows[i], crcs[i], err = r.read(ctx, srcs[i], opt)
-		select {
-		case free <- r:
-		default:
-		}
+		buf, _ := free.Get()
+		rows[i], crcs[i], err = r.read(ctx, srcs[i], opt, buf[:0])
+		readers.Put(r)
 		return err
 	}, func(i int) error {
 		res.Records += int64(len(rows[i]))
 		err := x.Add(i, rows[i], crcs[i])
+		free.Put(rows[i])
 		rows[i] = nil
 		return err
 	}, view.Progressor(sizes, opt.Progress))
@@ -132,10 +130,10 @@ type reader struct {
 	ends    []int             // where each row's name ends in names
 }
 
-// read reads the records of one file as rows, and with checksums the file's CRC32C (as it
-// passes, for the shard's checksum). Per record it allocates nothing but the row: a file's
+// read reads the records of one file as rows, appended to rows, and with checksums the file's
+// CRC32C (as it passes, for the shard's checksum). Per record it allocates nothing: a file's
 // names are made one string, and each synset and label is made a string once.
-func (rd *reader) read(ctx context.Context, s Source, opt Options) ([]view.Row, uint32, error) {
+func (rd *reader) read(ctx context.Context, s Source, opt Options, rows []view.Row) ([]view.Row, uint32, error) {
 	f, err := s.Open(ctx)
 	if err != nil {
 		return nil, 0, fmt.Errorf("open %s: %w", s.Label, err)
@@ -156,7 +154,6 @@ func (rd *reader) read(ctx context.Context, s Source, opt Options) ([]view.Row, 
 	sc := rd.sc
 	named := opt.View == view.ImageFolder
 	rd.names, rd.ends = rd.names[:0], rd.ends[:0]
-	var rows []view.Row
 	for n := 0; ; n++ {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return nil, 0, ctx.Err()
