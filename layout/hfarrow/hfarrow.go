@@ -42,7 +42,8 @@
 // # API
 //
 // NewScanner reads a file's schema through an io.ReaderAt; Scanner.Next returns the rows in
-// order, and Summary the counts of null images and labels.
+// order, and Summary the counts of null images and labels; Reset starts another file keeping
+// the scanner's buffers. A row's Path is the scanner's bytes, valid until the next Next.
 package hfarrow
 
 import (
