@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -99,6 +100,12 @@ sources and flags always give the same index.`+s3Help)
 	}
 	if *jobs < 1 {
 		return usageError(fs, "--jobs must be at least 1")
+	}
+	if os.Getenv("GOGC") == "" {
+		// An index's heap is almost all live (the tree it builds), and each collection marks
+		// all of it again: collected at 3 times its live bytes, not 2, it is marked half as
+		// often, for 10-15% more RSS (docs/bench/formats-notes.md#the-collector).
+		debug.SetGCPercent(200)
 	}
 	want := format(*formatName)
 	switch want {

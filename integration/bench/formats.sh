@@ -10,8 +10,9 @@
 #      caches dropped before each command: `cat` of the files to /dev/null; `aifs index` with
 #      checksums (ZIP: the central directories' CRC-32s; the others: CRC32C of every image and
 #      of every file) and with --no-checksums, each with its CPU time and peak RSS; and `aifs
-#      index` again with the files in the page cache (warm: the index's own work, without the
-#      disk); then mounts each checksummed index, caches dropped: the seconds `aifs mount` takes
+#      index` with checksums again with the files in the page cache (warm: the index's own work
+#      without the disk, which bounds the cold index on this machine's cores); then mounts each
+#      checksummed index, caches dropped: the seconds `aifs mount` takes
 #      to return (the mount is live), the daemon's VmRSS, `find MNT | wc -l` and the VmRSS after;
 #   2. generates JPEGS real JPEGs (gendata --jpeg, mean ~110 KB, JPEGS/100 classes) on a second
 #      ext4 image, and writes them, twice each, as a shard set by aifs pack, a shard set packed
@@ -90,8 +91,8 @@ for p in $(seq "$RUNS"); do
 		dropcaches
 		timed "index-$f.nosum" cpu_rss "cpu-index-$f.nosum" "rss-index-$f.nosum" "$AIFS" index --quiet --no-checksums "$small/$f" "$small/nosum-$f"
 		cat "$small/$f"/* >/dev/null # warm: every file in the page cache
-		rm -f "$small/nosum-$f/index.aifs"
-		timed "index-$f.warm" cpu_rss "cpu-index-$f.warm" "rss-index-$f.warm" "$AIFS" index --quiet --no-checksums "$small/$f" "$small/nosum-$f"
+		rm -f "$small/idx-$f/index.aifs"
+		timed "index-$f.warm" cpu_rss "cpu-index-$f.warm" "rss-index-$f.warm" "$AIFS" index --quiet "$small/$f" "$small/idx-$f"
 	done
 	echo "== index pass $p done after $((SECONDS - started)) s" >&2
 done

@@ -60,22 +60,26 @@ def report(meta, fig):
         "",
         f"## Index: {archives:,} files of {members:,} samples ({n:,} samples of {meta['MEMBER_SIZE']} bytes on average) a format",
         "",
-        "Warm: `aifs index --no-checksums` with the files in the page cache, the index's own work "
-        "without the disk. CPU seconds (user + system) and peak RSS are those of the index with checksums.",
+        "Warm: `aifs index` with checksums and the files in the page cache, the index's own work "
+        "without the disk: the least the cold index can take on this machine's cores, so warm / `cat` "
+        "over 1.2 bounds the target. CPU seconds (user + system) and peak RSS are those of the cold "
+        "index with checksums, CPU warm that of the warm one.",
         "",
-        "| format | GB | `cat` s | index s | index / cat | --no-checksums s | / cat | warm s | CPU s | peak RSS | index MB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| format | GB | `cat` s | index s | index / cat | --no-checksums s | / cat | warm s | warm / cat | CPU s | CPU warm | peak RSS | index MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     targets = []
     for f in formats:
         c = f"index-{f}"
         r, rn = ratio([((c, "aifs"), (c, "cat"))]), ratio([((c, "nosum"), (c, "cat"))])
+        rw = ratio([((c, "warm"), (c, "cat"))])
         md.append(
             f"| {NAMES[f]} | {int(meta['bytes-' + f]) / 1e9:.2f} | {med(c, 'cat'):.2f} ({rng(c, 'cat')}) | "
             f"{med(c, 'aifs'):.2f} ({rng(c, 'aifs')}) | **{r:.2f}** | {med(c, 'nosum'):.2f} ({rng(c, 'nosum')}) | {rn:.2f} | "
-            f"{med(c, 'warm'):.2f} | {med('cpu-' + c, 'aifs'):.2f} | {med('rss-' + c, 'aifs') / 1024:.0f} MiB | "
-            f"{int(meta['index_bytes-' + f]) / 1e6:.1f} |")
-        targets.append(f"- {NAMES[f]}: index with checksums / `cat` ≤ 1.2: {verdict(r, r <= 1.2)}")
+            f"{med(c, 'warm'):.2f} | {rw:.2f} | {med('cpu-' + c, 'aifs'):.2f} | {med('cpu-' + c, 'warm'):.2f} | "
+            f"{med('rss-' + c, 'aifs') / 1024:.0f} MiB | {int(meta['index_bytes-' + f]) / 1e6:.1f} |")
+        bound = f"; bounded here: the warm index alone takes {rw:.2f}× `cat`" if r > 1.2 and rw > 1.2 else ""
+        targets.append(f"- {NAMES[f]}: index with checksums / `cat` ≤ 1.2: {verdict(r, r <= 1.2)}{bound}")
         if f == "arrow":
             s = med(c, "nosum")
             targets.append(f"- HF Arrow without checksums ≤ 10 s: {verdict(s, s <= 10)} s")

@@ -22,7 +22,7 @@ def figures(zip_index, arrow_nosum, zip_epoch):
         fig[(f"index-{f}", "nosum")] = [arrow_nosum, arrow_nosum]
         fig[(f"index-{f}", "warm")] = [0.5, 0.5]
         for c in ("cpu-index-" + f, "rss-index-" + f):
-            fig[(c, "aifs")] = [1024.0, 1024.0]
+            fig[(c, "aifs")] = fig[(c, "warm")] = [1024.0, 1024.0]
         for c in ("mount-", "list-", "rss-mounted-", "rss-listed-"):
             fig[(c + f, "aifs")] = [1.0, 1.0]
         fig[("jpeg-index-" + f, "a")] = fig[("jpeg-index-" + f, "b")] = [1.0]
@@ -46,6 +46,13 @@ class FormatsReportTest(unittest.TestCase):
         # the median of the passes' ratios: 0.9, 1.0 (copy a) and 0.9, 1.0 (copy b)
         self.assertIn("| ZIP | 950 | 950 | **0.95** | 100 | 1.00 | **met** (0.950) |", md)
         self.assertIn("| packed, --align 1 | 1,000 | 1,000 | **1.00** | 100 | 1.00 | (control) |", md)
+
+    def test_bound(self):
+        fig = figures(1.5, 5.0, [900.0, 1000.0])
+        fig[("index-zip", "warm")] = [1.3, 1.4]
+        md = "\n".join(formats_report.report(META, fig))
+        self.assertIn("- ZIP: index with checksums / `cat` ≤ 1.2: **missed** (1.500); bounded here: the warm index alone takes 1.35× `cat`", md)
+        self.assertIn("- HF Arrow: index with checksums / `cat` ≤ 1.2: **met** (1.100)\n", md)
 
     def test_missed_epoch(self):
         md = "\n".join(formats_report.report(META, figures(1.1, 5.0, [800.0, 900.0])))

@@ -55,12 +55,11 @@ type arrowSource struct {
 	bytesField *arrowField
 	pathField  *arrowField // nil if the image struct has no path child
 	label      *arrowField // nil if no label column
-	win        window      // the image bytes, for their checksums
 }
 
 // openArrow reads the schema message of an Arrow IPC stream (file: of an Arrow IPC file).
 func openArrow(s *Scanner, file bool) (source, error) {
-	a := &arrowSource{s: s, end: s.size, win: window{r: s.r, size: s.size, least: windowSize}}
+	a := &arrowSource{s: s, end: s.size}
 	if file {
 		t, err := s.readAt(s.size-arrowTrailer, arrowTrailer, "the Arrow file's trailer")
 		if err != nil {
@@ -309,7 +308,7 @@ func (a *arrowSource) checksum(rows []Row) error {
 		if !row.HasImage {
 			continue
 		}
-		b, err := a.win.bytes(row.ImageOff, row.ImageSize)
+		b, err := a.s.win.bytes(row.ImageOff, row.ImageSize)
 		if err != nil {
 			return a.s.errorf("row %d: read its image [%d,+%d): %w", row.Index, row.ImageOff, row.ImageSize, err)
 		}

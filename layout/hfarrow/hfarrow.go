@@ -42,7 +42,8 @@
 // # API
 //
 // NewScanner reads a file's schema through an io.ReaderAt; Scanner.Next returns the rows in
-// order, and Summary the counts of null images and labels.
+// order, and Summary the counts of null images and labels; Reset starts another file keeping
+// the scanner's buffers. A row's Path is the scanner's bytes, valid until the next Next.
 package hfarrow
 
 import (
@@ -119,9 +120,11 @@ type Row struct {
 	// magic number is known with no other read.
 	ImageHead [12]byte
 	HasHead   bool
-	Path      string // base name of the image's path; "" if it is null or empty, or the image null
-	HasLabel  bool
-	Label     int64
+	// Path is the base name of the image's path; nil if it is null or empty, or the image null.
+	// It is the Scanner's bytes, valid until the next call of Next: copy what is kept.
+	Path     []byte
+	HasLabel bool
+	Label    int64
 }
 
 // Summary counts the rows a Scanner has returned, and those with a null image or label, with
@@ -143,6 +146,8 @@ type Scanner struct {
 	opt     Options
 	schema  Schema
 	ahead   window // small reads, read ahead
+	win     window // the image bytes, for their checksums (Arrow)
+	batch   arena  // what a batch reads (readAt) and keeps (paths): reset at each batch
 	src     source // reads the rows of the next batch into rows
 	rows    []Row  // the current batch
 	next    int    // rows[next] is the next row returned
@@ -150,6 +155,30 @@ type Scanner struct {
 	err     error
 	summary Summary
 }
+
+// arena holds the bytes of one batch, end to end in a block reused from batch to batch: a
+// batch's buffers and paths cost no allocation once the block is large enough
+// (docs/bench/formats-notes.md#allocations-a-sample). A slice it gave is valid until reset.
+type arena struct{ buf []byte }
+
+// alloc returns n bytes of the arena (not zeroed).
+func (a *arena) alloc(n int) []byte {
+	if cap(a.buf)-len(a.buf) < n {
+		a.buf = make([]byte, 0, max(2*cap(a.buf), n, 64<<10)) // the old block stays with its slices
+	}
+	k := len(a.buf)
+	a.buf = a.buf[:k+n]
+	return a.buf[k : k+n : k+n]
+}
+
+// keep returns a copy of b in the arena.
+func (a *arena) keep(b []byte) []byte {
+	c := a.alloc(len(b))
+	copy(c, b)
+	return c
+}
+
+func (a *arena) reset() { a.buf = a.buf[:0] }
 
 // source is one format's reading of a file, batch by batch (an Arrow record batch, a Parquet
 // row group): batch appends the rows of the next one, numbered from first, with their
@@ -161,11 +190,24 @@ type source interface {
 // NewScanner reads the schema of the file of size bytes in r; name names it in errors. The
 // format is told by the file's first bytes.
 func NewScanner(r io.ReaderAt, size int64, name string, opt Options) (*Scanner, error) {
-	s := &Scanner{r: r, size: size, name: name, opt: opt, ahead: window{r: r, size: size, least: readAhead}}
+	s := &Scanner{}
+	if err := s.Reset(r, size, name, opt); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Reset makes s read the file of size bytes in r, as NewScanner does, keeping s's buffers: one
+// Scanner can read many files in turn.
+func (s *Scanner) Reset(r io.ReaderAt, size int64, name string, opt Options) error {
+	*s = Scanner{r: r, size: size, name: name, opt: opt,
+		ahead: window{r: r, size: size, least: readAhead, buf: s.ahead.buf[:0]},
+		win:   window{r: r, size: size, least: windowSize, buf: s.win.buf[:0]},
+		batch: arena{s.batch.buf[:0]}, rows: s.rows[:0]}
 	var head [8]byte
 	n, err := r.ReadAt(head[:], 0)
 	if n < len(head) && size >= int64(len(head)) {
-		return nil, s.errorf("read its first bytes: %w", cmp(err))
+		return s.errorf("read its first bytes: %w", cmp(err))
 	}
 	switch {
 	case bytes.HasPrefix(head[:n], []byte("PAR1")):
@@ -179,9 +221,9 @@ func NewScanner(r io.ReaderAt, size int64, name string, opt Options) (*Scanner, 
 		s.src, err = openArrow(s, false)
 	}
 	if err != nil {
-		return nil, err
+		s.err = err
 	}
-	return s, nil
+	return err
 }
 
 func cmp(err error) error {
@@ -213,6 +255,7 @@ func (s *Scanner) Summary() Summary { return s.summary }
 func (s *Scanner) Next() (Row, error) {
 	for s.err == nil && s.next == len(s.rows) {
 		s.rows, s.next = s.rows[:0], 0
+		s.batch.reset()
 		s.rows, s.err = s.src.batch(s.rows, s.index)
 		s.index += int64(len(s.rows))
 	}
@@ -244,12 +287,15 @@ func (s *Scanner) count(row Row) {
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 // baseName returns the last element of a path as `datasets` stores it (a file name, a local
-// path or a URL): what follows its last '/' or '\\'.
-func baseName(p []byte) string {
+// path or a URL): what follows its last '/' or '\\'; nil for an empty one.
+func baseName(p []byte) []byte {
 	if i := bytes.LastIndexAny(p, `/\`); i >= 0 {
 		p = p[i+1:]
 	}
-	return string(p)
+	if len(p) == 0 {
+		return nil
+	}
+	return p
 }
 
 // window holds bytes of a file read in large reads (of least bytes at the least), for reading
@@ -283,13 +329,13 @@ func (w *window) bytes(off, n int64) ([]byte, error) {
 	return w.buf[:n], nil
 }
 
-// readAt reads the file's bytes [off, off+n) into a new slice, or fails naming what. Small
-// reads go through s.ahead.
+// readAt reads the file's bytes [off, off+n) into the batch's arena, valid until the next
+// batch, or fails naming what. Small reads go through s.ahead.
 func (s *Scanner) readAt(off, n int64, what string) ([]byte, error) {
 	if off < 0 || n < 0 || off > s.size-n {
 		return nil, s.errorf("%s [%d,+%d) is outside the file's %d bytes", what, off, n, s.size)
 	}
-	b := make([]byte, n)
+	b := s.batch.alloc(int(n))
 	if n < readAhead/2 {
 		w, err := s.ahead.bytes(off, n)
 		if err != nil {

@@ -338,7 +338,7 @@ func (p *parquetSource) batch(rows []Row, first int64) ([]Row, error) {
 	}
 	for i := range rg {
 		if !rg[i].HasImage {
-			rg[i].Path = ""
+			rg[i].Path = nil
 		}
 	}
 	return rows, nil

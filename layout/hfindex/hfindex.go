@@ -111,12 +111,20 @@ func IndexHF(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, e
 	res := Result{Files: len(srcs), FileBytes: bytes}
 	hopt := hfarrow.Options{ImageColumn: opt.ImageColumn, LabelColumn: opt.LabelColumn, Checksums: !opt.NoChecksums}
 	// Each file's rows go into the tree in the order of srcs while later files are read; the
-	// first file's schema gives the class names.
+	// first file's schema gives the class names. A file's reader (its scanner's buffers) and,
+	// once added, its rows are reused by a later file.
 	scans := make([]scanned, len(srcs))
 	var first hfarrow.Schema
 	var x *view.RowIndexer
+	readers, free := view.NewFree[*reader](opt.Jobs), view.NewFree[[]view.Row](2*opt.Jobs)
 	err := view.EachInOrder(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
-		scans[i], err = readOne(ctx, srcs[i], hopt)
+		r, ok := readers.Get()
+		if !ok {
+			r = &reader{}
+		}
+		buf, _ := free.Get()
+		scans[i], err = r.read(ctx, srcs[i], hopt, opt.View == view.ImageFolder, buf[:0])
+		readers.Put(r)
 		return err
 	}, func(i int) (err error) {
 		sc := scans[i]
@@ -146,7 +154,9 @@ func IndexHF(ctx context.Context, srcs []Source, opt Options) ([]byte, Result, e
 			}
 		}
 		res.Rows += int64(len(sc.rows))
-		return x.Add(i, sc.rows, sc.crc)
+		err = x.Add(i, sc.rows, sc.crc)
+		free.Put(sc.rows)
+		return err
 	}, view.Progressor(sizes, opt.Progress))
 	if err != nil {
 		return nil, Result{}, err
@@ -184,25 +194,42 @@ func SanitizeNames(names []string) []string {
 	return out
 }
 
-// readOne reads the rows of one file, and the first bytes of each image for its extension.
-func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error) {
+// reader reads one file at a time, keeping its scanner's and its own buffers for the next.
+type reader struct {
+	sc     *hfarrow.Scanner
+	summed summingReader
+	heads  headReader
+	labels view.LabelNames
+	names  []byte // the rows' names, end to end
+	ends   []int  // where each row's name ends in names
+}
+
+// read reads the rows of one file, appended to rows, and the first bytes of each image for its
+// extension; named (ImageFolder) keeps the images' names. Per row it allocates nothing: a
+// file's names are made one string, and each label is made a string once.
+func (rd *reader) read(ctx context.Context, s Source, opt hfarrow.Options, named bool, rows []view.Row) (scanned, error) {
 	f, err := s.Open(ctx)
 	if err != nil {
 		return scanned{}, fmt.Errorf("open %s: %w", s.Label, err)
 	}
 	defer f.Close()
 	var r io.ReaderAt = f
-	summed := &summingReader{r: f, size: s.Size}
+	rd.summed = summingReader{r: f, size: s.Size, gap: rd.summed.gap}
 	if opt.Checksums {
-		r = summed
+		r = &rd.summed
 	}
-	sc, err := hfarrow.NewScanner(r, s.Size, s.Label, opt)
+	if rd.sc == nil {
+		rd.sc, err = hfarrow.NewScanner(r, s.Size, s.Label, opt)
+	} else {
+		err = rd.sc.Reset(r, s.Size, s.Label, opt)
+	}
 	if err != nil {
 		return scanned{}, err
 	}
-	out := scanned{schema: sc.Schema()}
-	heads := headReader{r: r, size: s.Size}
-	var labels view.LabelNames
+	sc := rd.sc
+	out := scanned{schema: sc.Schema(), rows: rows}
+	rd.heads = headReader{r: r, size: s.Size, buf: rd.heads.buf[:0]}
+	rd.names, rd.ends = rd.names[:0], rd.ends[:0]
 	for n := 0; ; n++ {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return scanned{}, ctx.Err()
@@ -219,22 +246,31 @@ func readOne(ctx context.Context, s Source, opt hfarrow.Options) (scanned, error
 		case r.HasHead:
 			row.Ext = view.ImageExt(r.ImageHead[:])
 		case r.HasImage:
-			head, err := heads.head(r.ImageOff, r.ImageSize)
+			head, err := rd.heads.head(r.ImageOff, r.ImageSize)
 			if err != nil {
 				return scanned{}, fmt.Errorf("%s: row %d: read the image's first bytes: %w", s.Label, r.Index, err)
 			}
 			row.Ext = view.ImageExt(head)
 		}
 		if r.HasLabel {
-			row.Label = labels.Name(r.Label)
+			row.Label = rd.labels.Name(r.Label)
 		}
-		if r.Path != "" && layout.ValidName([]byte(r.Path)) && r.Path != "." && r.Path != ".." {
-			row.Name = r.Path
+		if named {
+			if layout.ValidName(r.Path) {
+				rd.names = append(rd.names, r.Path...)
+			}
+			rd.ends = append(rd.ends, len(rd.names))
 		}
 		out.rows = append(out.rows, row)
 	}
+	if named {
+		all, start := string(rd.names), 0
+		for i, end := range rd.ends {
+			out.rows[i].Name, start = all[start:end], end
+		}
+	}
 	if opt.Checksums {
-		if out.crc, err = summed.sum(); err != nil {
+		if out.crc, err = rd.summed.sum(); err != nil {
 			return scanned{}, fmt.Errorf("%s: %w", s.Label, err)
 		}
 	}

@@ -3,6 +3,7 @@ package hfindex
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"hash/crc32"
 	"maps"
 	"slices"
@@ -222,6 +223,34 @@ func TestIndexHFReadsOnce(t *testing.T) {
 		}
 		if read > int64(len(b))*11/10 {
 			t.Errorf("%s: read %d bytes of a %d-byte file (%.2f×), want it read once", name, read, len(b), float64(read)/float64(len(b)))
+		}
+	}
+}
+
+// TestIndexHFDeterministic: the index is the same bytes whatever the number of files read at
+// once, though the files then share readers and row buffers in another order.
+func TestIndexHFDeterministic(t *testing.T) {
+	var srcs []Source
+	for i := range 12 {
+		var rows []hfRow
+		for j := range 50 + 37*i%90 {
+			k := 1000*i + j
+			rows = append(rows, row("\xff\xd8\xff"+strings.Repeat("x", k%300), fmt.Sprintf("/data/%06d.jpg", k), int64(k%3)))
+		}
+		b := arrowFile(t, []string{"a", "b", "c"}, rows...)
+		srcs = append(srcs, Source{Name: fmt.Sprintf("train-%05d.arrow", i), Label: "f", Size: int64(len(b)), Version: "1",
+			Open: func(context.Context) (File, error) { return memFile{bytes.NewReader(b)}, nil }})
+	}
+	for _, kind := range []view.Kind{view.Tree, view.ImageFolder} {
+		one, _, err := IndexHF(context.Background(), srcs, Options{View: kind, Jobs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			many, _, err := IndexHF(context.Background(), srcs, Options{View: kind, Jobs: 5})
+			if err != nil || !bytes.Equal(one, many) {
+				t.Fatalf("view %v: the index with 5 jobs differs from the one with 1 (%v)", kind, err)
+			}
 		}
 	}
 }

@@ -24,64 +24,82 @@ const (
 
 var errVarint = errors.New("malformed varint")
 
-// field is one protobuf field of b[lo:hi] (wireLen) or value v (the other wire types).
-type field struct {
-	num    uint64
-	typ    uint8
-	v      uint64
-	lo, hi int
+// wire reads the protobuf fields of a record's data. Its methods take and return positions in
+// b and keep the first error in err, moving the position to the end of the range being read so
+// that every loop over fields ends; the parser checks err once, at the end. It holds no field
+// in a struct and returns no error value per field: parsing is a fifth of a TFRecord index's
+// CPU (docs/bench/formats-notes.md#tfrecord-parser).
+type wire struct {
+	b   []byte
+	err error
 }
 
-// nextField reads the field at b[pos:end], returning it and the position after it.
-func nextField(b []byte, pos, end int) (field, int, error) {
-	tag, pos, err := varint(b, pos, end)
-	if err != nil {
-		return field{}, 0, err
+func (w *wire) fail(err error) {
+	if w.err == nil {
+		w.err = err
 	}
-	f := field{num: tag >> 3, typ: uint8(tag & 7)}
-	if f.num == 0 {
-		return f, 0, errors.New("field number 0")
-	}
-	switch f.typ {
-	case wireVarint:
-		f.v, pos, err = varint(b, pos, end)
-	case wireI64, wireI32:
-		n := 8
-		if f.typ == wireI32 {
-			n = 4
-		}
-		if end-pos < n {
-			return f, 0, errors.New("truncated fixed-size field")
-		}
-		pos += n
-	case wireLen:
-		var n uint64
-		if n, pos, err = varint(b, pos, end); err == nil && n > uint64(end-pos) {
-			err = fmt.Errorf("field %d of %d bytes, %d left", f.num, n, end-pos)
-		}
-		f.lo, f.hi = pos, pos+int(n)
-		pos = f.hi
-	default:
-		return f, 0, fmt.Errorf("field %d of wire type %d", f.num, f.typ)
-	}
-	return f, pos, err
 }
 
-// varint reads a base-128 varint at b[pos:end].
-func varint(b []byte, pos, end int) (uint64, int, error) {
+// varint reads a base-128 varint at b[pos:end] and returns it and the position after it.
+func (w *wire) varint(pos, end int) (uint64, int) {
+	if pos < end && w.b[pos] < 0x80 {
+		return uint64(w.b[pos]), pos + 1
+	}
 	var v uint64
 	for shift := uint(0); shift < 64; shift += 7 {
 		if pos >= end {
-			return 0, 0, errVarint
+			break
 		}
-		c := b[pos]
+		c := w.b[pos]
 		pos++
 		v |= uint64(c&0x7f) << shift
 		if c < 0x80 {
-			return v, pos, nil
+			return v, pos
 		}
 	}
-	return 0, 0, errVarint
+	w.fail(errVarint)
+	return 0, end
+}
+
+// field reads the field at b[pos:end]: its number and wire type; for wireVarint its value v;
+// for wireLen its bytes b[lo:next]. It returns the position after the field (end on an error).
+func (w *wire) field(pos, end int) (num uint64, typ uint8, v uint64, lo, next int) {
+	tag, pos := w.varint(pos, end)
+	num, typ = tag>>3, uint8(tag&7)
+	if w.err != nil {
+		return 0, 0, 0, end, end
+	}
+	if num == 0 {
+		w.fail(errors.New("field number 0"))
+		return 0, 0, 0, end, end
+	}
+	switch typ {
+	case wireVarint:
+		v, pos = w.varint(pos, end)
+		return num, typ, v, pos, pos
+	case wireI64, wireI32:
+		n := 8
+		if typ == wireI32 {
+			n = 4
+		}
+		if end-pos < n {
+			w.fail(errors.New("truncated fixed-size field"))
+			return 0, 0, 0, end, end
+		}
+		return num, typ, 0, pos + n, pos + n
+	case wireLen:
+		n, pos := w.varint(pos, end)
+		if w.err != nil {
+			return 0, 0, 0, end, end
+		}
+		if n > uint64(end-pos) {
+			w.fail(fmt.Errorf("field %d of %d bytes, %d left", num, n, end-pos))
+			return 0, 0, 0, end, end
+		}
+		return num, typ, n, pos, pos + int(n)
+	}
+	w.fail(fmt.Errorf("field %d of wire type %d", num, typ))
+	return 0, 0, 0, end, end
 }
 
 // example is what parseExample finds: for each key kind, the strength of the key that set it
@@ -97,29 +115,24 @@ type example struct {
 // as protobuf readers do; a message that is not well formed is an error.
 func parseExample(data []byte, rec *Record, off int64) error {
 	var ex example
+	w := wire{b: data}
 	end := len(data)
 	for pos := 0; pos < end; { // Example
-		f, next, err := nextField(data, pos, end)
-		if err != nil {
-			return err
-		}
+		num, typ, _, lo, next := w.field(pos, end)
 		pos = next
-		if f.num != 1 || f.typ != wireLen {
+		if num != 1 || typ != wireLen {
 			continue
 		}
-		for fp := f.lo; fp < f.hi; { // Features
-			e, next, err := nextField(data, fp, f.hi)
-			if err != nil {
-				return err
-			}
-			fp = next
-			if e.num != 1 || e.typ != wireLen {
-				continue
-			}
-			if err := ex.entry(data, e.lo, e.hi); err != nil {
-				return err
+		for fp := lo; fp < next; { // Features
+			enum, etyp, _, elo, enext := w.field(fp, next)
+			fp = enext
+			if enum == 1 && etyp == wireLen {
+				ex.entry(&w, elo, enext)
 			}
 		}
+	}
+	if w.err != nil {
+		return w.err
 	}
 	if ex.prio[keyImage] > 0 {
 		rec.HasImage, rec.ImageOff, rec.ImageSize = true, off+int64(ex.lo[keyImage]), int64(ex.hi[keyImage]-ex.lo[keyImage])
@@ -129,96 +142,90 @@ func parseExample(data []byte, rec *Record, off int64) error {
 		rec.HasLabel, rec.Label = true, ex.n[keyLabel]
 	}
 	if ex.prio[keyFilename] > 0 {
-		rec.Filename = string(data[ex.lo[keyFilename]:ex.hi[keyFilename]])
+		rec.Filename = data[ex.lo[keyFilename]:ex.hi[keyFilename]:ex.hi[keyFilename]]
 	}
 	if ex.prio[keySynset] > 0 {
-		rec.Synset = string(data[ex.lo[keySynset]:ex.hi[keySynset]])
+		rec.Synset = data[ex.lo[keySynset]:ex.hi[keySynset]:ex.hi[keySynset]]
 	}
 	return nil
 }
 
-// entry reads one entry of the Features map, at data[lo:hi]: key (1) and Feature (2).
-func (ex *example) entry(data []byte, lo, hi int) error {
-	var key, val field
-	for pos := lo; pos < hi; {
-		f, next, err := nextField(data, pos, hi)
-		if err != nil {
-			return err
-		}
-		pos = next
-		if f.typ == wireLen && (f.num == 1 || f.num == 2) {
-			if f.num == 1 {
-				key = f
-			} else {
-				val = f
-			}
-		}
-	}
-	kind, prio := keyNone, 2
-	switch string(data[key.lo:key.hi]) {
+// keyOf says what a key of the Features map holds, and how strongly.
+func keyOf(key []byte) (kind, prio int) {
+	switch string(key) {
 	case "image/encoded":
-		kind = keyImage
+		return keyImage, 2
 	case "image":
-		kind, prio = keyImage, 1
+		return keyImage, 1
 	case "image/filename":
-		kind = keyFilename
+		return keyFilename, 2
 	case "file_name":
-		kind, prio = keyFilename, 1
+		return keyFilename, 1
 	case "image/class/label":
-		kind = keyLabel
+		return keyLabel, 2
 	case "label":
-		kind, prio = keyLabel, 1
+		return keyLabel, 1
 	case "image/class/synset":
-		kind = keySynset
+		return keySynset, 2
 	}
-	if kind == keyNone || prio < ex.prio[kind] || val.typ != wireLen {
-		return nil
-	}
-	wantInt := kind == keyLabel
-	lo, hi, n, ok, err := firstValue(data, val.lo, val.hi, wantInt)
-	if err != nil || !ok {
-		return err
-	}
-	ex.prio[kind], ex.lo[kind], ex.hi[kind], ex.n[kind] = prio, lo, hi, n
-	return nil
+	return keyNone, 0
 }
 
-// firstValue reads a Feature at data[lo:hi] and returns the first value of its int64_list
+// entry reads one entry of the Features map, at data[lo:hi]: key (1) and Feature (2); of
+// several, the last counts, as for protobuf.
+func (ex *example) entry(w *wire, lo, hi int) {
+	klo, khi, vlo, vhi, hasVal := 0, 0, 0, 0, false
+	for pos := lo; pos < hi; {
+		num, typ, _, flo, next := w.field(pos, hi)
+		pos = next
+		switch {
+		case typ != wireLen:
+		case num == 1:
+			klo, khi = flo, next
+		case num == 2:
+			vlo, vhi, hasVal = flo, next, true
+		}
+	}
+	kind, prio := keyOf(w.b[klo:khi])
+	if kind == keyNone || prio < ex.prio[kind] || !hasVal || w.err != nil {
+		return
+	}
+	if vlo, vhi, n, ok := firstValue(w, vlo, vhi, kind == keyLabel); ok {
+		ex.prio[kind], ex.lo[kind], ex.hi[kind], ex.n[kind] = prio, vlo, vhi, n
+	}
+}
+
+// firstValue reads a Feature at b[lo:hi] and returns the first value of its int64_list
 // (wantInt) or bytes_list; ok is false if the feature is of the other kind or its list is
 // empty. Of several lists (the oneof set more than once) the last counts, as for protobuf.
-func firstValue(data []byte, lo, hi int, wantInt bool) (vlo, vhi int, n int64, ok bool, err error) {
-	list := field{}
+func firstValue(w *wire, lo, hi int, wantInt bool) (vlo, vhi int, n int64, ok bool) {
+	var list uint64
+	llo, lhi := 0, 0
 	for pos := lo; pos < hi; {
-		f, next, err := nextField(data, pos, hi)
-		if err != nil {
-			return 0, 0, 0, false, err
-		}
+		num, typ, _, flo, next := w.field(pos, hi)
 		pos = next
-		if f.typ == wireLen && f.num >= 1 && f.num <= 3 {
-			list = f
+		if typ == wireLen && num >= 1 && num <= 3 {
+			list, llo, lhi = num, flo, next
 		}
 	}
-	if list.num != 1 && list.num != 3 || (list.num == 3) != wantInt {
-		return 0, 0, 0, false, nil
+	if w.err != nil || list != 1 && list != 3 || (list == 3) != wantInt {
+		return 0, 0, 0, false
 	}
-	for pos := list.lo; pos < list.hi; { // BytesList or Int64List: field 1, repeated
-		f, next, err := nextField(data, pos, list.hi)
-		if err != nil {
-			return 0, 0, 0, false, err
-		}
+	for pos := llo; pos < lhi; { // BytesList or Int64List: field 1, repeated
+		num, typ, v, flo, next := w.field(pos, lhi)
 		pos = next
-		if f.num != 1 {
+		if w.err != nil || num != 1 {
 			continue
 		}
 		switch {
-		case !wantInt && f.typ == wireLen:
-			return f.lo, f.hi, 0, true, nil
-		case wantInt && f.typ == wireVarint:
-			return 0, 0, int64(f.v), true, nil
-		case wantInt && f.typ == wireLen && f.lo < f.hi: // packed
-			v, _, err := varint(data, f.lo, f.hi)
-			return 0, 0, int64(v), err == nil, err
+		case !wantInt && typ == wireLen:
+			return flo, next, 0, true
+		case wantInt && typ == wireVarint:
+			return 0, 0, int64(v), true
+		case wantInt && typ == wireLen && flo < next: // packed
+			v, _ := w.varint(flo, next)
+			return 0, 0, int64(v), w.err == nil
 		}
 	}
-	return 0, 0, 0, false, nil
+	return 0, 0, 0, false
 }

@@ -3,6 +3,7 @@ package tfrecord
 import (
 	"bytes"
 	"hash/crc32"
+	"reflect"
 	"testing"
 )
 
@@ -40,6 +41,25 @@ func FuzzScanner(f *testing.F) {
 					end = dataEnd + footerSize
 				}
 			}
+		}
+	})
+}
+
+// FuzzParseExample holds parseExample to the reference parser (refexample_test.go): for any
+// bytes, the same record fields or both an error (the same one). Its seeds run as a normal test.
+func FuzzParseExample(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(imagenetExample(sample{image: []byte("\xff\xd8\xff"), label: 3, filename: "a.JPEG", synset: "n01"}))
+	f.Add(tfdsExample(sample{image: []byte("\x89PNG"), label: 7, filename: "b.png"}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var got, want Record
+		err := parseExample(data, &got, 100)
+		wantErr := refParseExample(data, &want, 100)
+		if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+			t.Fatalf("error %v, the reference's %v", err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("record %+v, the reference's %+v", got, want)
 		}
 	})
 }

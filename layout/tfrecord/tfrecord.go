@@ -39,8 +39,7 @@
 // or an S3 object's body): Next returns its records in order, Summary counts those without an
 // image or a label, Offset says how far it has read (for progress), and Reset starts another
 // file keeping the buffer. With Options.Checksums it also checks each record's data CRC and
-// computes the CRC32C of each image's bytes, in the same pass over the bytes: the image's CRC
-// and those of the bytes around it are combined into the data's, not computed twice.
+// computes the CRC32C of each image's bytes, in the same pass over the bytes.
 package tfrecord
 
 import (
@@ -83,9 +82,11 @@ type Record struct {
 	// for its type's magic number, with no read of the file.
 	ImageHead [12]byte
 	HasLabel  bool
-	Label     int64  // image/class/label or label, as stored (the ImageNet scripts count from 1)
-	Filename  string // image/filename or file_name; "" if absent
-	Synset    string // image/class/synset; "" if absent
+	Label     int64 // image/class/label or label, as stored (the ImageNet scripts count from 1)
+	// Filename (image/filename or file_name) and Synset (image/class/synset) are nil if absent.
+	// They are the Scanner's bytes, valid until the next call of Next: copy what is kept.
+	Filename []byte
+	Synset   []byte
 }
 
 // Options says what a Scanner does beyond finding the records. The zero value finds them only.
@@ -210,16 +211,19 @@ func (s *Scanner) next() (Record, error) {
 	return rec, nil
 }
 
-// checksum returns the CRC32C of data, setting rec.ImageCRC: the bytes before the image, the
-// image and those after it are summed apart, and the three sums combined.
+// checksum returns the CRC32C of data, setting rec.ImageCRC: the image is summed on its own,
+// and the data's sum runs over the bytes before it, the image again and the bytes after it.
+// Summing the image twice costs less than combining the sums
+// (docs/bench/formats-notes.md#tfrecord-checksums).
 func (s *Scanner) checksum(data []byte, rec *Record, dataOff int64) uint32 {
 	if !rec.HasImage {
 		return crc32.Checksum(data, castagnoli)
 	}
 	lo, hi := rec.ImageOff-dataOff, rec.ImageOff-dataOff+rec.ImageSize
-	rec.ImageCRC = crc32.Checksum(data[lo:hi], castagnoli)
-	crc := combineCRC(crc32.Checksum(data[:lo], castagnoli), rec.ImageCRC, rec.ImageSize)
-	return combineCRC(crc, crc32.Checksum(data[hi:], castagnoli), int64(len(data))-hi)
+	img := data[lo:hi]
+	rec.ImageCRC = crc32.Checksum(img, castagnoli)
+	crc := crc32.Update(crc32.Checksum(data[:lo], castagnoli), castagnoli, img)
+	return crc32.Update(crc, castagnoli, data[hi:])
 }
 
 // badLength is the error for a length whose CRC does not match: a compressed file if it is
@@ -245,10 +249,12 @@ func (s *Scanner) truncated(rec Record, err error) error {
 }
 
 // fill makes buf[start:] hold at least n bytes, reading more of the file (in large reads, the
-// buffer growing as the bytes arrive). It returns io.EOF if the file ends first.
+// buffer growing as the bytes arrive). It returns io.EOF if the file ends first. The bytes
+// held are moved to the buffer's front only when the record does not fit after them: a
+// record's worth, not half the buffer (docs/bench/formats-notes.md#tfrecord-reads).
 func (s *Scanner) fill(n int) error {
 	for empty := 0; s.end-s.start < n; {
-		if s.start > 0 && (len(s.buf)-s.start < n || s.start >= len(s.buf)/2) {
+		if s.start > 0 && len(s.buf)-s.start < n {
 			copy(s.buf, s.buf[s.start:s.end])
 			s.base += int64(s.start)
 			s.end -= s.start

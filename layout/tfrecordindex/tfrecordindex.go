@@ -24,12 +24,12 @@
 package tfrecordindex
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
-	"path"
 	"time"
 
 	"github.com/aifs/aifs/layout"
@@ -87,15 +87,25 @@ func IndexTFRecords(ctx context.Context, srcs []Source, opt Options) ([]byte, Re
 	if err != nil {
 		return nil, Result{}, err
 	}
-	// Each file's records go into the tree in the order of srcs while later files are read.
+	// Each file's records go into the tree in the order of srcs while later files are read. A
+	// file's reader (its scanner's 4 MiB buffer) and, once added, its rows are reused by a later
+	// file.
 	rows := make([][]view.Row, len(srcs))
 	crcs := make([]uint32, len(srcs))
+	readers, free := view.NewFree[*reader](opt.Jobs), view.NewFree[[]view.Row](2*opt.Jobs)
 	err = view.EachInOrder(ctx, len(srcs), opt.Jobs, func(ctx context.Context, i int) (err error) {
-		rows[i], crcs[i], err = readOne(ctx, srcs[i], opt)
+		r, ok := readers.Get()
+		if !ok {
+			r = &reader{}
+		}
+		buf, _ := free.Get()
+		rows[i], crcs[i], err = r.read(ctx, srcs[i], opt, buf[:0])
+		readers.Put(r)
 		return err
 	}, func(i int) error {
 		res.Records += int64(len(rows[i]))
 		err := x.Add(i, rows[i], crcs[i])
+		free.Put(rows[i])
 		rows[i] = nil
 		return err
 	}, view.Progressor(sizes, opt.Progress))
@@ -111,9 +121,19 @@ func IndexTFRecords(ctx context.Context, srcs []Source, opt Options) ([]byte, Re
 	return index, res, nil
 }
 
-// readOne reads the records of one file as rows, and with checksums the file's CRC32C (as it
-// passes, for the shard's checksum).
-func readOne(ctx context.Context, s Source, opt Options) ([]view.Row, uint32, error) {
+// reader reads one file at a time, keeping its scanner's buffer and its maps for the next.
+type reader struct {
+	sc      *tfrecord.Scanner
+	labels  view.LabelNames
+	synsets map[string]string // each synset's string, made once
+	names   []byte            // the file names of a file's rows, end to end
+	ends    []int             // where each row's name ends in names
+}
+
+// read reads the records of one file as rows, appended to rows, and with checksums the file's
+// CRC32C (as it passes, for the shard's checksum). Per record it allocates nothing: a file's
+// names are made one string, and each synset and label is made a string once.
+func (rd *reader) read(ctx context.Context, s Source, opt Options, rows []view.Row) ([]view.Row, uint32, error) {
 	f, err := s.Open(ctx)
 	if err != nil {
 		return nil, 0, fmt.Errorf("open %s: %w", s.Label, err)
@@ -124,9 +144,16 @@ func readOne(ctx context.Context, s Source, opt Options) ([]view.Row, uint32, er
 	if !opt.NoChecksums {
 		r = io.TeeReader(f, sum)
 	}
-	sc := tfrecord.NewScanner(r, s.Label, tfrecord.Options{Checksums: !opt.NoChecksums})
-	var rows []view.Row
-	var labels view.LabelNames
+	sopt := tfrecord.Options{Checksums: !opt.NoChecksums}
+	if rd.sc == nil {
+		rd.sc = tfrecord.NewScanner(r, s.Label, sopt)
+		rd.synsets = map[string]string{}
+	} else {
+		rd.sc.Reset(r, s.Label, sopt)
+	}
+	sc := rd.sc
+	named := opt.View == view.ImageFolder
+	rd.names, rd.ends = rd.names[:0], rd.ends[:0]
 	for n := 0; ; n++ {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return nil, 0, ctx.Err()
@@ -140,18 +167,49 @@ func readOne(ctx context.Context, s Source, opt Options) ([]view.Row, uint32, er
 		}
 		row := view.Row{Index: r.Index, HasImage: r.HasImage, Offset: r.ImageOff, Size: r.ImageSize, CRC: r.ImageCRC, Ext: view.ImageExt(r.ImageHead[:])}
 		switch {
-		case r.Synset != "" && opt.ClassNames == nil:
-			row.Label = r.Synset
+		case r.Synset != nil && opt.ClassNames == nil:
+			row.Label = rd.synset(r.Synset)
 		case r.HasLabel:
-			row.Label = labels.Name(r.Label)
+			row.Label = rd.labels.Name(r.Label)
 		}
-		if base := path.Base(r.Filename); r.Filename != "" && layout.ValidName([]byte(base)) && base != "." && base != ".." && base != "/" {
-			row.Name = base
+		if named {
+			if base := baseName(r.Filename); layout.ValidName(base) {
+				rd.names = append(rd.names, base...)
+			}
+			rd.ends = append(rd.ends, len(rd.names))
 		}
 		rows = append(rows, row)
 	}
 	if sc.Offset() != s.Size {
 		return nil, 0, fmt.Errorf("%s changed while it was indexed (%d bytes when listed, %d read)", s.Label, s.Size, sc.Offset())
 	}
+	if named {
+		all, start := string(rd.names), 0
+		for i, end := range rd.ends {
+			rows[i].Name, start = all[start:end], end
+		}
+	}
 	return rows, sum.Sum32(), nil
+}
+
+// synset returns b as a string, made once per synset.
+func (rd *reader) synset(b []byte) string {
+	if s, ok := rd.synsets[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	rd.synsets[s] = s
+	return s
+}
+
+// baseName returns the last element of a file name as path.Base does, but "" for an empty
+// name and "/" for one of slashes only (which ValidName then refuses).
+func baseName(p []byte) []byte {
+	for len(p) > 1 && p[len(p)-1] == '/' {
+		p = p[:len(p)-1]
+	}
+	if i := bytes.LastIndexByte(p, '/'); i >= 0 && len(p) > 1 {
+		p = p[i+1:]
+	}
+	return p
 }

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"maps"
@@ -145,5 +146,31 @@ func TestIndexTFRecordsRefused(t *testing.T) {
 	s.Size++
 	if _, _, err = IndexTFRecords(context.Background(), []Source{s}, Options{}); err == nil || !strings.Contains(err.Error(), "changed") {
 		t.Errorf("a file shorter than listed: %v", err)
+	}
+}
+
+// TestIndexTFRecordsDeterministic: the index is the same bytes whatever the number of files
+// read at once, though the files then share readers and row buffers in another order.
+func TestIndexTFRecordsDeterministic(t *testing.T) {
+	var srcs []Source
+	for i := range 12 {
+		var recs [][]byte
+		for j := range 50 + 37*i%90 {
+			k := 1000*i + j
+			recs = append(recs, imagenet(jpeg+strings.Repeat("x", k%300), fmt.Sprintf("n%08d", k%7), fmt.Sprintf("d/%06d.JPEG", k), int64(k%7+1)))
+		}
+		srcs = append(srcs, memSource(fmt.Sprintf("train-%05d.tfrecord", i), file(recs...)))
+	}
+	for _, kind := range []view.Kind{view.Tree, view.ImageFolder} {
+		one, _, err := IndexTFRecords(context.Background(), srcs, Options{View: kind, Jobs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			many, _, err := IndexTFRecords(context.Background(), srcs, Options{View: kind, Jobs: 5})
+			if err != nil || !bytes.Equal(one, many) {
+				t.Fatalf("view %v: the index with 5 jobs differs from the one with 1 (%v)", kind, err)
+			}
+		}
 	}
 }

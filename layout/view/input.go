@@ -38,3 +38,28 @@ type Progress struct {
 	Files, TotalFiles int
 	Bytes, TotalBytes int64
 }
+
+// Free keeps values for reuse from one source to the next: a reader's buffers, a source's rows
+// once added. It is safe for concurrent use; it holds at most the capacity it was made with.
+type Free[T any] chan T
+
+// NewFree returns a Free that keeps up to n values.
+func NewFree[T any](n int) Free[T] { return make(Free[T], n) }
+
+// Get returns a value kept, or ok false if none is.
+func (f Free[T]) Get() (v T, ok bool) {
+	select {
+	case v = <-f:
+		return v, true
+	default:
+		return v, false
+	}
+}
+
+// Put keeps v for a later Get, or drops it if f is full.
+func (f Free[T]) Put(v T) {
+	select {
+	case f <- v:
+	default:
+	}
+}

@@ -111,8 +111,9 @@ type RowIndexer struct {
 	opt   RowOptions
 	b     *Builder
 	res   RowResult
-	recs  []Record // Add's, reused
-	name  []byte   // Add's, reused
+	recs  []Record  // Add's, reused
+	name  []byte    // Add's, reused: the names it makes, end to end
+	ends  []nameEnd // Add's, reused
 }
 
 // NewRowIndexer returns a RowIndexer of srcs (their CRCs set by Add).
@@ -141,11 +142,11 @@ func (x *RowIndexer) missing(label string, row int64, what string) {
 }
 
 // Add places the rows of source i, whose whole CRC32C is crc; sources are added in order, each
-// once.
+// once. The names it makes (ROW.EXT, DIR-ROW.EXT) are one string a source, not one a row.
 func (x *RowIndexer) Add(i int, rows []Row, crc uint32) error {
 	src, opt := x.srcs[i], x.opt
 	x.srcs[i].CRC = crc
-	x.recs = x.recs[:0]
+	x.recs, x.name, x.ends = x.recs[:0], x.name[:0], x.ends[:0]
 	width := rowWidth(int64(len(rows)))
 	for _, r := range rows {
 		if !r.HasImage {
@@ -163,19 +164,26 @@ func (x *RowIndexer) Add(i int, rows []Row, crc uint32) error {
 			v.Label = r.Label
 		}
 		if opt.Kind != ImageFolder || r.Name == "" { // ROW.EXT; in ImageFolder, DIR-ROW.EXT
-			x.name = x.name[:0]
 			if opt.Kind == ImageFolder {
 				x.name = append(append(x.name, x.vsrcs[i].Dir...), '-')
 			}
-			v.Path = string(appendRowName(x.name, r.Index, width, r.Ext))
+			x.name = appendRowName(x.name, r.Index, width, r.Ext)
+			x.ends = append(x.ends, nameEnd{len(x.recs), len(x.name)})
 		}
 		if opt.NoChecksums {
 			v.CRC = 0
 		}
 		x.recs = append(x.recs, v)
 	}
+	names, start := string(x.name), 0
+	for _, e := range x.ends {
+		x.recs[e.rec].Path, start = names[start:e.end], e.end
+	}
 	return x.b.Add(i, x.recs)
 }
+
+// nameEnd says that the name of record rec of RowIndexer.Add ends at end in its names.
+type nameEnd struct{ rec, end int }
 
 // Index finishes the tree and returns the index and its counts.
 func (x *RowIndexer) Index() ([]byte, RowResult, error) {

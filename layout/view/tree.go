@@ -19,6 +19,9 @@ type treeBuilder struct {
 	srcs  []Source                                 // to name a file's source in an error
 	res   Result
 	slab  []layout.Node // the files' nodes are allocated from here, slabSize at a time
+	// settled holds the directories settled: their children sorted, the rule for a path taken
+	// twice applied. Nothing is put in them after.
+	settled map[*layout.Node]bool
 }
 
 // dirMode is the mode of a directory the index makes: the root, and one a record's path implies.
@@ -29,7 +32,8 @@ const dirMode = layout.ModeDir | 0o755
 const slabSize = 4096
 
 func newTreeBuilder(mtime int64, srcs []Source) *treeBuilder {
-	return &treeBuilder{root: &layout.Node{Mode: dirMode, MTime: mtime}, dirs: map[*layout.Node]map[string]*layout.Node{}, mtime: mtime, srcs: srcs}
+	return &treeBuilder{root: &layout.Node{Mode: dirMode, MTime: mtime}, dirs: map[*layout.Node]map[string]*layout.Node{}, mtime: mtime, srcs: srcs,
+		settled: map[*layout.Node]bool{}}
 }
 
 // dir returns the directory at path p under d, creating it and its parents as needed.
@@ -75,10 +79,22 @@ func (b *treeBuilder) put(d *layout.Node, r Record, shard uint32) {
 
 // settle sorts every directory's children by name and applies the rule for a path taken twice:
 // of files at one path the last put wins (the others are counted in res.Replaced); a file and
-// a directory at one path fail the index.
+// a directory at one path fail the index. Directories settled already (settleDir) are skipped.
 func (b *treeBuilder) settle() error {
+	return b.settleDir(b.root, "")
+}
+
+// settleDir settles the directory d at path (with a trailing "/", or "" for the root) and
+// those under it, and marks them settled: the Tree view settles each source's directory as it
+// is added, while later sources are read, not all at the end
+// (docs/bench/formats-notes.md#the-tail).
+func (b *treeBuilder) settleDir(d *layout.Node, path string) error {
 	var walk func(d *layout.Node, path string) error
 	walk = func(d *layout.Node, path string) error {
+		if b.settled[d] {
+			return nil
+		}
+		b.settled[d] = true
 		byName := func(x, y *layout.Node) int { return strings.Compare(x.Name, y.Name) }
 		if !slices.IsSortedFunc(d.Children, byName) {
 			slices.SortStableFunc(d.Children, byName) // stable: the order put them in
@@ -107,7 +123,7 @@ func (b *treeBuilder) settle() error {
 		}
 		return nil
 	}
-	return walk(b.root, "")
+	return walk(d, path)
 }
 
 // conflict returns the error for run, nodes of one name in the directory at path in the order

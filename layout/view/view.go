@@ -186,6 +186,9 @@ func (b *Builder) Add(i int, recs []Record) error {
 	for _, r := range recs {
 		b.t.put(top, r, uint32(i))
 	}
+	if b.opt.Kind == Tree { // the source's directory is complete
+		return b.t.settleDir(top, src.Dir+"/")
+	}
 	return nil
 }
 
