@@ -180,7 +180,9 @@ class DistributedSampler(Sampler):
     - The samples, in extent order (their place in the shards, read once from the mount's
       `.aifs/locations`; off an aifs mount, or for a dataset without `.samples`, their index
       order), are cut into one contiguous range per node, of equal size (±1). A cut may fall
-      inside a shard; it then costs one chunk (4 MiB) fetched by both nodes.
+      inside a shard; it then costs one chunk (4 MiB) fetched by both nodes. With one node and
+      `shuffle`, the range is the whole set in a fresh shuffle, whatever its order: the
+      locations are not read, and the samples are taken in index order before the shuffle.
     - The ranges stay with their nodes from epoch to epoch while the world size is the same.
       With `rotate_every=K` (> 0), each node moves to the next node's range every K epochs:
       more mixing of the samples a rank sees, at the cost of fetching a new range (S3) every K
