@@ -27,10 +27,13 @@
 #      up to 4 KiB) on the ext4 shard set, N × THREADS jobs, one read in flight each, the
 #      readers' depth (lib.sh's fio_run): the device's bound;
 #      for each aifs run, the daemon's CPU (/proc/PID/stat utime + stime) and the FUSE requests it
-#      answered (its .aifs/stats), per sample read, warm-up included;
+#      answered (its .aifs/stats), per sample read, warm-up included, and the digest of its stats
+#      at the run's end (mlperf.py stats_digest: shard reads, read-ahead, plan read-ahead, the
+#      page cache's budget);
 #   3. writes OUT/mlperf.md (integration/bench/mlperf_report.py: for each workload and system the
 #      largest N at the floor, samples/s there, the ceiling, ratios to ext4, requests and daemon
-#      CPU a sample), OUT/mlperf.tsv (a row per run), OUT/mlperf.png (AU against N) and
+#      CPU a sample; for each plane run with both samplers, aifs_plan's against torch's at each N:
+#      issue 46's case that a plan is never slower), OUT/mlperf.tsv (a row per run), OUT/mlperf.png (AU against N) and
 #      OUT/mlperf.jsonl (every run's epochs, the report's input: `mlperf_report.py
 #      OUT/mlperf.jsonl OUT` writes the report again).
 #
