@@ -3,6 +3,9 @@ against the simulated accelerators N, per system).
 
 usage: mlperf_report.py RESULTS OUT
 
+OUT/mlperf-findings.md, if there is one (written by hand: what a run showed and why), is added at
+the end of OUT/mlperf.md, so that writing the report again keeps it.
+
 RESULTS holds one JSON object a line: {"meta": {KEY: VALUE}} lines, one line per run (mlperf.py
 run's object, with the fields mlperf.sh adds: workload, system, floor, limit, dataset_bytes,
 daemon, daemon_ticks, requests, clk_tck) and one per fio run (system "fio"). Each figure of a run
@@ -23,6 +26,8 @@ PUBLISHED = {
     "retinanet": [("H100 (v3.0)", 24, 0.04755)],
 }
 ORDER = {"ext4": 0, "xfs": 1}
+# The hand-written findings that OUT/mlperf.md ends with (see the module's doc).
+FINDINGS = "mlperf-findings.md"
 
 
 def load(path):
@@ -282,8 +287,13 @@ def main(argv):
     meta, runs, fio = load(argv[0])
     rows = [summarize(r) for r in runs]
     os.makedirs(argv[1], exist_ok=True)
+    md = markdown(meta, rows, fio)
+    findings = os.path.join(argv[1], FINDINGS)
+    if os.path.exists(findings):
+        with open(findings) as f:
+            md += "\n" + f.read()
     with open(os.path.join(argv[1], "mlperf.md"), "w") as f:
-        f.write(markdown(meta, rows, fio))
+        f.write(md)
     with open(os.path.join(argv[1], "mlperf.tsv"), "w") as f:
         f.write(tsv(rows, fio))
     plot(rows, os.path.join(argv[1], "mlperf.png"))

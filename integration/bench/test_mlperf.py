@@ -121,6 +121,8 @@ class ReportTest(unittest.TestCase):
             results = os.path.join(d, "results.jsonl")
             with open(results, "w") as f:
                 f.write("".join(json.dumps(x) + "\n" for x in lines))
+            with open(os.path.join(d, mlperf_report.FINDINGS), "w") as f:
+                f.write("## Findings\n\nBy hand.\n")
             mlperf_report.main([results, d])
             with open(os.path.join(d, "mlperf.md")) as f:
                 md = f.read()
@@ -128,6 +130,7 @@ class ReportTest(unittest.TestCase):
                 tsv = f.read().splitlines()
             self.assertTrue(os.path.getsize(os.path.join(d, "mlperf.png")) > 0)
         self.assertIn(mlperf_report.TITLE, md)
+        self.assertTrue(md.endswith("## Findings\n\nBy hand.\n"), md[-200:])
         # ext4: largest N 2 (median AU 0.92), 1,801 samples/s there (the median of 1800, 1801,
         # 1802), no compute 4,001; aifs:plan: largest N 1 (median 0.93), × ext4 0.50, no compute
         # 1,001 (0.25× ext4); 800 requests and 40 ticks (0.4 s) over 400 samples: 2.00 requests
