@@ -124,7 +124,8 @@ func TestPolicyPlanGateLostPushes(t *testing.T) {
 // and close the gate when they are more than 1/8 of a span.
 func TestPolicyPlanGateWindow(t *testing.T) {
 	cat := gateCatalog()
-	p := NewPolicy(cat, PolicyConfig{Planner: PlannerConfig{MaxFetch: 4 << 20}, MaxWhole: 16 << 20, PageCache: true})
+	// A depth of 4 samples, which the window holds (windowTooSmall does not apply).
+	p := NewPolicy(cat, PolicyConfig{Planner: PlannerConfig{MaxFetch: 4 << 20, PlanDepth: 4}, MaxWhole: 16 << 20, PageCache: true})
 	p.Budget(64*64<<10, "test", nil) // 1/32 of the set: a window of 4 samples
 	plan := planAll(p, cat)
 	var letGo int
@@ -166,6 +167,42 @@ func TestPolicyPlanGateKernelPlane(t *testing.T) {
 		}
 		if st := p.PlanReadAhead(); strings.HasPrefix(st.State, "off") != dropped {
 			t.Errorf("dropped=%v: plan read-ahead %+v", dropped, st)
+		}
+	}
+}
+
+// TestPolicyPlanWindowTooSmall: when the set does not fit and the page cache's window holds
+// less than the plans would read ahead (PlanDepth samples each), plans read nothing ahead and
+// the stats say why; with a window that holds it, or a set that fits, they read ahead.
+func TestPolicyPlanWindowTooSmall(t *testing.T) {
+	none := func(layout.ID) bool { return false }
+	for _, c := range []struct {
+		budget int64
+		depth  int
+		ahead  bool
+	}{
+		{64 * 64 << 10, 64, false}, // a window of 4 samples, a depth of 64
+		{64 * 64 << 10, 4, true},   // a window of 4 samples, a depth of 4
+		{1 << 40, 64, true},        // the set fits
+	} {
+		cat := gateCatalog()
+		p := NewPolicy(cat, PolicyConfig{Planner: PlannerConfig{MaxFetch: 4 << 20, PlanDepth: c.depth}, MaxWhole: 16 << 20,
+			PageCache: true})
+		p.Budget(c.budget, "test", nil)
+		var plan []layout.ID
+		for _, id := range cat.files() {
+			if !p.res.Keeps(id) || p.res.Fits() {
+				plan = append(plan, id)
+			}
+		}
+		p.Plan(1, true, plan)
+		ahead := p.ReadAhead(1<<30, 0, none)
+		if (len(ahead) > 0) != c.ahead {
+			t.Errorf("budget %d, depth %d: read ahead %v, want any: %v", c.budget, c.depth, ahead, c.ahead)
+		}
+		st := p.PlanReadAhead()
+		if off := strings.Contains(st.State, "window"); off == c.ahead {
+			t.Errorf("budget %d, depth %d: state %q", c.budget, c.depth, st.State)
 		}
 	}
 }

@@ -460,6 +460,17 @@ type PlanPosition struct {
 	Fetched int    `json:"fetched"`
 }
 
+// planCount returns how many writers hold a plan with samples.
+func (p *Planner) planCount() int {
+	n := 0
+	for _, w := range p.writers {
+		if len(w.ids) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // Plans returns each writer's progress. A writer whose plan is empty (a refused plan file
 // leaves one) has no plan to report.
 func (p *Planner) Plans() []PlanPosition {

@@ -96,13 +96,31 @@ func (p *Policy) epoch() int {
 	return e
 }
 
-// plansReadAhead reports whether plans read ahead now (planGate).
-func (p *Policy) plansReadAhead() bool { return p.plans.open(p.epoch()) }
+// plansReadAhead reports whether plans read ahead now: not while the page cache's window
+// cannot hold what they would read ahead (windowTooSmall), nor while the plan gate is closed.
+func (p *Policy) plansReadAhead() bool { return !p.windowTooSmall() && p.plans.open(p.epoch()) }
+
+// windowTooSmall reports whether the set does not fit the page cache and its window (the
+// samples outside the subset) holds less than the plans held would read ahead: PlanDepth
+// samples of the set's mean size each. Their read-ahead would be let go or pushed out before
+// its readers come, and each such sample read twice; in the MLPerf-style runs it was never
+// faster than no plan there (docs/bench/mlperf.md, "Findings").
+func (p *Policy) windowTooSmall() bool {
+	if p.res == nil || p.res.Fits() || p.cat.Files() == 0 {
+		return false
+	}
+	mean := int64(p.cat.FileBytes()) / int64(p.cat.Files())
+	return p.res.window < int64(p.planner.planCount()*p.planner.cfg.PlanDepth)*mean
+}
 
 // PlanReadAhead returns the plan gate's figures (PlanReadAheadStats).
 func (p *Policy) PlanReadAhead() PlanReadAheadStats {
 	p.plans.open(p.epoch())
-	return p.plans.stats()
+	s := p.plans.stats()
+	if s.State == "on" && p.windowTooSmall() {
+		s.State = "off: the page cache's window holds less than the plans would read ahead"
+	}
+	return s
 }
 
 // Plan observes a plan from writer: with start a new one, which replaces the writer's last;
