@@ -52,11 +52,11 @@
 #
 # Needs root (loop devices, mounts, drop_caches, cgroups). Commits nothing. With the defaults
 # about 30 minutes on 2 cores. SMOKE=1 is the tiny run scripts/test.sh makes (about a
-# minute): 300 and 150 files, N = 1 2, ext4 and aifs:plan, one epoch after the warm-up, the
+# minute): 300 and 150 files, N = 1 2, ext4, aifs:torch and aifs:plan, one epoch after the warm-up, the
 # report written to a temporary folder; it fails if any run fails or is missing from the report.
 #
 # Environment (defaults in brackets; SMOKE=1's in braces):
-#   WORKLOADS ["resnet50 retinanet"]  SYSTEMS ["ext4 xfs aifs aifs:torch aifs:plan"] {"ext4 aifs:plan"}
+#   WORKLOADS ["resnet50 retinanet"]  SYSTEMS ["ext4 xfs aifs aifs:torch aifs:plan"] {"ext4 aifs:torch aifs:plan"}
 #   RESNET50_FILES [12000] {300}  RETINANET_FILES [4000] {150}  NS ["1 2 3 4 6 8"] {"1 2"}
 #   NOCOMPUTE_N [4] {2}  EPOCHS [5] {1} (measured, after WARMUP [1])  ACCEL [a100]  SCALE [8]
 #   THREADS [2]  PROC_MB [80] {400: a tiny dataset leaves no slack}  RANK_MB [115]
@@ -68,7 +68,7 @@ set -euo pipefail
 
 SMOKE=${SMOKE:-0}
 if [[ $SMOKE == 1 ]]; then
-	: "${SYSTEMS:=ext4 aifs:plan}" "${RESNET50_FILES:=300}" "${RETINANET_FILES:=150}" "${NS:=1 2}"
+	: "${SYSTEMS:=ext4 aifs:torch aifs:plan}" "${RESNET50_FILES:=300}" "${RETINANET_FILES:=150}" "${NS:=1 2}"
 	: "${NOCOMPUTE_N:=2}" "${EPOCHS:=1}" "${FIO_S:=1}" "${STOP:=0}" "${PROC_MB:=400}"
 fi
 WORKLOADS=${WORKLOADS:-resnet50 retinanet}
