@@ -90,14 +90,15 @@ func (p *Policy) worthReading(f Fetch, want int64) bool {
 }
 
 // Sweep returns up to room chunk reads (the flights free) while the gate is open and no plan
-// is held (plans read ahead in their own order): from a cursor that starts again at each epoch
+// reads ahead (plans read ahead in their own order; with the plan gate closed, plangate.go,
+// none does): from a cursor that starts again at each epoch
 // and each time the gate opens (Tick), the samples worth reading in the order of the shards,
 // up to ChunkBytes at a time, so that no sample is left out as one across a chunk boundary is
 // by aligned chunks. A miss's own read (Miss) goes first; the sweep fills the flights it
 // leaves, so that the device never idles between misses. It looks at no more than sweepLook
 // reads a call.
 func (p *Policy) Sweep(room int, have func(layout.ID) bool) []Fetch {
-	if !p.ChunksOpen() || room <= 0 || p.planner.PlannedBytes() != 0 || p.planner.Streaming() {
+	if !p.ChunksOpen() || room <= 0 || p.planner.PlannedBytes() != 0 && p.plansReadAhead() || p.planner.Streaming() {
 		return nil
 	}
 	if epoch, _, _ := p.planner.Epoch(); epoch != p.sweepEpoch {

@@ -255,6 +255,7 @@ type policyStats struct {
 	plans                 []PlanPosition
 	unseen                int
 	pageCache             *ResidencyStats
+	planReadAhead         PlanReadAheadStats
 }
 
 // stats returns the Policy's figures.
@@ -266,6 +267,7 @@ func (d *decider) stats() policyStats {
 	s.epoch, s.covered, s.files = p.planner.Epoch()
 	s.plans = p.planner.Plans()
 	s.unseen = p.planner.PreviousUnseen()
+	s.planReadAhead = p.PlanReadAhead()
 	if p.res != nil {
 		r := p.res.Stats()
 		r.Source = p.source

@@ -135,6 +135,9 @@ type Planner struct {
 	slot    []uint8
 	pos     []uint32
 	planned int64 // bytes of the samples in some plan (slot != 0)
+	// plansOff: plans read nothing ahead (Next); their cursors still move. The Policy sets it
+	// from its plan gate (plangate.go).
+	plansOff bool
 }
 
 // stream is one sequential run.
@@ -239,6 +242,10 @@ func (p *Planner) Epoch() (epoch, covered, files int) { return p.epoch, p.covere
 // kernel_cache=on, those its readers found in the page cache, kept there from earlier epochs
 // (0 in the first epoch).
 func (p *Planner) PreviousUnseen() int { return p.unseen }
+
+// PushedUnread reports whether sample id was Pushed in this epoch and has not come as a READ
+// since.
+func (p *Planner) PushedUnread(id layout.ID) bool { return p.pushed.Has(uint64(id)) }
 
 // Passed reports whether the readers of a plan have passed sample id: it lies before its
 // writer's cursor, so it has been read (or skipped) in this pass of the plan.
@@ -453,6 +460,17 @@ type PlanPosition struct {
 	Fetched int    `json:"fetched"`
 }
 
+// planCount returns how many writers hold a plan with samples.
+func (p *Planner) planCount() int {
+	n := 0
+	for _, w := range p.writers {
+		if len(w.ids) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // Plans returns each writer's progress. A writer whose plan is empty (a refused plan file
 // leaves one) has no plan to report.
 func (p *Planner) Plans() []PlanPosition {
@@ -474,7 +492,7 @@ func (p *Planner) Next(room int64, have func(layout.ID) bool) []Fetch {
 	var want []layout.ID
 	for _, w := range p.writers {
 		w.issued = max(w.issued, w.cursor)
-		for w.issued < len(w.ids) && w.issued < w.cursor+p.cfg.PlanDepth {
+		for !p.plansOff && w.issued < len(w.ids) && w.issued < w.cursor+p.cfg.PlanDepth {
 			id := w.ids[w.issued]
 			if !have(id) && !p.ReadThisEpoch(id) {
 				size := int64(p.cat.Entry(id).Size)

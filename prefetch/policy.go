@@ -55,6 +55,7 @@ type Policy struct {
 	source  string     // where the page cache's budget came from (Budget)
 
 	gate       chunkGate // opens chunk reads while READs miss fast (Tick)
+	plans      planGate  // closes plans' read-ahead while it does not reach the readers (plangate.go)
 	chunksOpen bool
 	sweepEpoch int // the epoch the sweep's cursor is in
 	sweepPos   int // the sweep's cursor, an extent position
@@ -74,6 +75,11 @@ func NewPolicy(cat Extents, cfg PolicyConfig) *Policy {
 
 // Read observes the first READ of sample id by reader (its pid; 0: not known).
 func (p *Policy) Read(id layout.ID, reader uint32) {
+	if p.planner.inPlan(id) && p.planner.PushedUnread(id) {
+		// Pushed ahead of its reader: on the FUSE plane a READ says its pages were gone; on
+		// the kernel data plane, which sees every read, it was a hit unless aifs dropped it.
+		p.plans.delivery(!p.cfg.SeesEveryRead || p.res == nil || !p.res.Resident(id), p.epoch())
+	}
 	p.planner.Read(id, reader)
 	switch {
 	case p.res == nil:
@@ -82,6 +88,39 @@ func (p *Policy) Read(id layout.ID, reader uint32) {
 	default:
 		p.res.Read(id)
 	}
+}
+
+// epoch returns the planner's epoch.
+func (p *Policy) epoch() int {
+	e, _, _ := p.planner.Epoch()
+	return e
+}
+
+// plansReadAhead reports whether plans read ahead now: not while the page cache's window
+// cannot hold what they would read ahead (windowTooSmall), nor while the plan gate is closed.
+func (p *Policy) plansReadAhead() bool { return !p.windowTooSmall() && p.plans.open(p.epoch()) }
+
+// windowTooSmall reports whether the set does not fit the page cache and its window (the
+// samples outside the subset) holds less than the plans held would read ahead: PlanDepth
+// samples of the set's mean size each. Their read-ahead would be let go or pushed out before
+// its readers come, and each such sample read twice; in the MLPerf-style runs it was never
+// faster than no plan there (docs/bench/mlperf.md, "Findings").
+func (p *Policy) windowTooSmall() bool {
+	if p.res == nil || p.res.Fits() || p.cat.Files() == 0 {
+		return false
+	}
+	mean := int64(p.cat.FileBytes()) / int64(p.cat.Files())
+	return p.res.window < int64(p.planner.planCount()*p.planner.cfg.PlanDepth)*mean
+}
+
+// PlanReadAhead returns the plan gate's figures (PlanReadAheadStats).
+func (p *Policy) PlanReadAhead() PlanReadAheadStats {
+	p.plans.open(p.epoch())
+	s := p.plans.stats()
+	if s.State == "on" && p.windowTooSmall() {
+		s.State = "off: the page cache's window holds less than the plans would read ahead"
+	}
+	return s
 }
 
 // Plan observes a plan from writer: with start a new one, which replaces the writer's last;
@@ -112,6 +151,7 @@ func (p *Policy) ReadAhead(free, held int64, have func(layout.ID) bool) []Fetch 
 	if free <= 0 {
 		return nil
 	}
+	p.planner.plansOff = !p.plansReadAhead()
 	return p.planner.Next(free, func(id layout.ID) bool { return p.skip(id, have) || p.inPageCache(id) })
 }
 
@@ -163,8 +203,23 @@ const (
 func (p *Policy) PushAhead(id layout.ID, chunk bool) Push {
 	beacon := p.planner.IsBeacon(id)
 	if chunk {
-		beacon = p.planner.IsPlanBeacon(id)
+		beacon = p.isPlanBeacon(id)
 	}
+	planned := !chunk && p.planner.inPlan(id)
+	act := p.pushAhead(id, beacon)
+	if planned {
+		p.plans.delivery(act == LetGo, p.epoch())
+	}
+	return act
+}
+
+// isPlanBeacon reports whether sample id is a beacon of a plan that reads ahead: with the plan
+// gate closed no plan reads ahead, and nothing is held back for its cursor.
+func (p *Policy) isPlanBeacon(id layout.ID) bool {
+	return p.planner.IsPlanBeacon(id) && p.plansReadAhead()
+}
+
+func (p *Policy) pushAhead(id layout.ID, beacon bool) Push {
 	switch {
 	case p.cfg.SeesEveryRead:
 		if !p.mayPush(id) {
@@ -196,7 +251,7 @@ func (p *Policy) Arrived(shard uint32, off, end uint64, have func(layout.ID) boo
 		if e.Shard != shard || e.Offset+e.Size > end {
 			break
 		}
-		if e.Size > pageSize && !p.planner.ReadThisEpoch(id) && !p.planner.IsPlanBeacon(id) && !p.skip(id, have) && p.mayPush(id) {
+		if e.Size > pageSize && !p.planner.ReadThisEpoch(id) && !p.isPlanBeacon(id) && !p.skip(id, have) && p.mayPush(id) {
 			ids = append(ids, id)
 		}
 	}
@@ -219,6 +274,9 @@ func (p *Policy) Pushed(pushed, refused []layout.ID) (letGo []layout.ID) {
 	}
 	for _, id := range refused {
 		p.res.Unpush(id)
+		if p.planner.inPlan(id) {
+			p.plans.delivery(true, p.epoch())
+		}
 	}
 	if p.res.Fits() {
 		return nil

@@ -221,7 +221,9 @@ func TestPolicyReplay(t *testing.T) {
 // (its READ would read it from the shards again: issue 46, a plan that made training slower).
 func TestPolicyPlanWindow(t *testing.T) {
 	cat := policyCatalog()
-	cfg := PolicyConfig{Planner: PlannerConfig{SeqStart: 256 << 10, MaxFetch: 4 << 20, PlanDepth: 64}, MaxWhole: 16 << 20, PageCache: true}
+	// A depth of one sample: the window (one sample) holds it, so plans read ahead
+	// (windowTooSmall), and what they read ahead must fit the window's room.
+	cfg := PolicyConfig{Planner: PlannerConfig{SeqStart: 256 << 10, MaxFetch: 4 << 20, PlanDepth: 1}, MaxWhole: 16 << 20, PageCache: true}
 	p := NewPolicy(cat, cfg)
 	p.Budget(16*64<<10, "test", nil) // half the set: a window of 64 KiB, one sample
 	var plan []layout.ID

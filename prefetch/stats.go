@@ -22,6 +22,9 @@ type Stats struct {
 	Prefetch PrefetchStats  `json:"prefetch"`
 	Epoch    EpochStats     `json:"epoch"`
 	Plans    []PlanPosition `json:"plans"` // one per writer
+	// PlanReadAhead says whether plans read ahead (the plan gate, plangate.go) and how much of
+	// what they read ahead reached its reader.
+	PlanReadAhead PlanReadAheadStats `json:"plan_readahead"`
 	// PageCache is the page cache's policy (Options.Drop); absent without one.
 	PageCache *ResidencyStats `json:"page_cache,omitempty"`
 	// Quiet is whether the serving path tells of its reads (Options.Quiet); absent without it.
@@ -94,9 +97,10 @@ func (l *Loader) Stats() Stats {
 			HeldBytes: l.mem.aheadBytes.Load(), UsedBytes: st.aheadUsed.Load(), WastedBytes: st.aheadWasted.Load(),
 			QueueDepth: l.queue.depth(), PlanErrors: st.planWriteError.Load(), Stored: st.pushedAhead.Load(),
 			Arrived: st.pushedArrived.Load()},
-		Epoch:     EpochStats{Number: epoch, PreviousUnseen: ps.unseen},
-		Plans:     ps.plans,
-		PageCache: pc,
+		Epoch:         EpochStats{Number: epoch, PreviousUnseen: ps.unseen},
+		Plans:         ps.plans,
+		PlanReadAhead: ps.planReadAhead,
+		PageCache:     pc,
 	}
 	if pc != nil {
 		pc.ChunkReads, pc.ChunkSamples = st.chunkReads.Load(), st.chunkSamples.Load()

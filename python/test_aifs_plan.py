@@ -388,6 +388,48 @@ class DistributedSamplerTest(unittest.TestCase):
             with self.assertWarnsRegex(UserWarning, "locations"):
                 self.assertEqual(aifs_plan.extent_order(dataset), list(range(n)))
 
+    def test_one_shuffled_node_reads_no_locations(self):
+        """One node shuffling the whole set: the extent order would only change which
+        permutation the seed picks, so no rank reads the locations file (a listing of every
+        directory): the ranks still read each sample once an epoch, and send their plans."""
+        with tempfile.TemporaryDirectory() as base:
+            mount, train = make_mount(os.path.realpath(base))
+            dataset = image_folder(train)
+            n = len(dataset)
+
+            def refuse(*_):
+                raise AssertionError("sample_places called for one shuffled node")
+
+            with mock.patch.object(aifs_plan, "sample_places", refuse), \
+                    mock.patch.object(aifs_plan, "send_plan", write_pieces):
+                orders = deal(dataset, 2, 2, epoch=1)
+                self.assertEqual(sorted(orders[0] + orders[1]), list(range(n)))
+                self.assertEqual(read_plan(mount), paths_plan(mount, [dataset.samples[i][0] for i in orders[1]]))
+                with self.assertRaises(AssertionError):  # unshuffled, or several nodes: pack order
+                    aifs_plan.DistributedSampler(dataset, num_replicas=2, rank=0, local_world_size=2, shuffle=False)
+
+    def test_extent_order_sorts_by_shard_then_offset_stably(self):
+        places = [(1, 0), (0, 5), (0, 5), (0, 1), (2, 1 << 45), (1, 0)]
+        with mock.patch.object(aifs_plan, "sample_places", lambda *_: places):
+            self.assertEqual(aifs_plan.extent_order(Range(len(places))), [3, 1, 2, 0, 5, 4])
+
+
+class LineMakerTest(unittest.TestCase):
+    def test_lines(self):
+        with tempfile.TemporaryDirectory() as base:
+            base = os.path.realpath(base)
+            os.makedirs(os.path.join(base, "m", "train", "a"))
+            os.symlink(os.path.join(base, "m", "train"), os.path.join(base, "link"))
+            maker = aifs_plan._LineMaker(os.path.join(base, "link"), os.path.join(base, "m"))
+            self.assertEqual(maker.line(os.path.join(base, "link", "a", "x.jpg")), b"train/a/x.jpg\n")
+            self.assertEqual(maker.line(os.fsencode(os.path.join(base, "link", "a", "y.jpg"))), b"train/a/y.jpg\n")
+            self.assertEqual(maker.line(os.path.join(base, "m", "train", "a", "z.jpg")), b"train/a/z.jpg\n")  # realpath
+            self.assertEqual(maker.line(os.path.join(base, "elsewhere.jpg")), b"")  # outside the mount
+            self.assertEqual(maker.line(os.path.join(base, "link", "a", "new\nline.jpg")), b"")
+            self.assertEqual(aifs_plan._sample_lines([(os.path.join(base, "link", "a", "x.jpg"), 0)],
+                                                     os.path.join(base, "link"), os.path.join(base, "m")),
+                             [b"train/a/x.jpg\n"])
+
 
 def write_locations(path, records):
     """Writes a locations file (format in fs/locations.go) of `records` (offset, size, shard,

@@ -192,6 +192,26 @@ class DlioSampler:
         self.epoch = epoch
 
 
+class TimedSampler:
+    """Wraps a sampler and adds the seconds its __iter__ takes (where aifs_plan builds the
+    epoch's order and sends the plan, in the rank's main process) to `spent`."""
+
+    def __init__(self, sampler):
+        self.sampler, self.spent = sampler, 0.0
+
+    def __iter__(self):
+        t0 = time.perf_counter()
+        it = iter(self.sampler)
+        self.spent += time.perf_counter() - t0
+        return it
+
+    def __len__(self):
+        return len(self.sampler)
+
+    def set_epoch(self, epoch):
+        self.sampler.set_epoch(epoch)
+
+
 def make_sampler(kind, dataset, world, rank, seed):
     if kind == "dlio":
         return DlioSampler(len(dataset), world, rank, seed)
@@ -247,13 +267,16 @@ def rank_main(rank, args, dataset, barrier, results):
     from torch.utils.data import DataLoader
 
     torch.set_num_threads(1)
-    sampler = make_sampler(args["sampler"], dataset, args["n"], rank, args["seed"])
+    t0 = time.perf_counter()
+    sampler = TimedSampler(make_sampler(args["sampler"], dataset, args["n"], rank, args["seed"]))
+    setup = time.perf_counter() - t0
     workers = args["threads"]
     loader = DataLoader(dataset, batch_size=args["batch"], sampler=sampler, num_workers=workers,
                         prefetch_factor=2 if workers else None, persistent_workers=workers > 0, drop_last=True)
     steps, step_s = args["steps"], args["step"]
     for epoch in range(args["warmup"] + args["epochs"]):
         sampler.set_epoch(epoch)
+        spent = sampler.spent
         barrier.wait()
         compute, first, nbytes = [], None, 0
         t0 = time.perf_counter()
@@ -270,7 +293,8 @@ def rank_main(rank, args, dataset, barrier, results):
             if len(compute) == steps:
                 break
         wall = time.perf_counter() - t0
-        results.put((rank, epoch, {"compute": compute, "first": first or 0.0, "wall": wall, "bytes": nbytes}))
+        results.put((rank, epoch, {"compute": compute, "first": first or 0.0, "wall": wall, "bytes": nbytes,
+                                   "sampler_s": sampler.spent - spent, "setup_s": setup}))
 
 
 def run(args):
@@ -311,6 +335,7 @@ def run(args):
             ranks = [got[epoch][r] for r in range(n)]
             m = epoch_metrics(ranks, args["batch"], args["record"])
             m.update(epoch=epoch, warmup=epoch < args["warmup"], bytes=sum(r["bytes"] for r in ranks),
+                     sampler_s=max(r["sampler_s"] for r in ranks), sampler_setup_s=max(r["setup_s"] for r in ranks),
                      wall=max(r["wall"] for r in ranks), samples=n * m["steps"] * args["batch"],
                      cgroup=cgroup_memory())
             epochs.append(m)
@@ -342,12 +367,30 @@ def parse_run(argv):
     return vars(p.parse_args(argv))
 
 
+# The sections of an aifs mount's stats (.aifs/stats) that `record` keeps with a run: what the
+# daemon read, read ahead, pushed, refused and dropped, and its page-cache budget.
+STATS_KEPT = ("requests", "read_bytes", "cache", "backend", "prefetch", "plan_readahead", "epoch", "page_cache")
+
+
+def stats_digest(stats):
+    """The part of an aifs mount's stats kept with a run: STATS_KEPT, and each FUSE op's count."""
+    out = {k: stats[k] for k in STATS_KEPT if k in stats}
+    if "ops" in stats:
+        out["ops"] = {op: v["count"] for op, v in stats["ops"].items() if v.get("count")}
+    return out
+
+
 def record(path, fields):
     """Appends the JSON object on stdin to `path` as one line, with the KEY=VALUE fields added
-    (numbers where they parse as numbers)."""
+    (numbers where they parse as numbers; KEY=@FILE: the digest of the aifs stats in FILE,
+    stats_digest)."""
     obj = json.load(sys.stdin)
     for f in fields:
         k, v = f.split("=", 1)
+        if v.startswith("@"):
+            with open(v[1:]) as s:
+                obj[k] = stats_digest(json.load(s))
+            continue
         try:
             obj[k] = int(v)
         except ValueError:

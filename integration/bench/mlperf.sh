@@ -27,10 +27,13 @@
 #      up to 4 KiB) on the ext4 shard set, N × THREADS jobs, one read in flight each, the
 #      readers' depth (lib.sh's fio_run): the device's bound;
 #      for each aifs run, the daemon's CPU (/proc/PID/stat utime + stime) and the FUSE requests it
-#      answered (its .aifs/stats), per sample read, warm-up included;
+#      answered (its .aifs/stats), per sample read, warm-up included, and the digest of its stats
+#      at the run's end (mlperf.py stats_digest: shard reads, read-ahead, plan read-ahead, the
+#      page cache's budget);
 #   3. writes OUT/mlperf.md (integration/bench/mlperf_report.py: for each workload and system the
 #      largest N at the floor, samples/s there, the ceiling, ratios to ext4, requests and daemon
-#      CPU a sample), OUT/mlperf.tsv (a row per run), OUT/mlperf.png (AU against N) and
+#      CPU a sample; for each plane run with both samplers, aifs_plan's against torch's at each N:
+#      issue 46's case that a plan is never slower), OUT/mlperf.tsv (a row per run), OUT/mlperf.png (AU against N) and
 #      OUT/mlperf.jsonl (every run's epochs, the report's input: `mlperf_report.py
 #      OUT/mlperf.jsonl OUT` writes the report again).
 #
@@ -49,21 +52,23 @@
 #
 # Needs root (loop devices, mounts, drop_caches, cgroups). Commits nothing. With the defaults
 # about 30 minutes on 2 cores. SMOKE=1 is the tiny run scripts/test.sh makes (about a
-# minute): 300 and 150 files, N = 1 2, ext4 and aifs:plan, one epoch after the warm-up, the
+# minute): 300 and 150 files, N = 1 2, ext4, aifs:torch and aifs:plan, one epoch after the warm-up, the
 # report written to a temporary folder; it fails if any run fails or is missing from the report.
 #
 # Environment (defaults in brackets; SMOKE=1's in braces):
-#   WORKLOADS ["resnet50 retinanet"]  SYSTEMS ["ext4 xfs aifs aifs:torch aifs:plan"] {"ext4 aifs:plan"}
+#   WORKLOADS ["resnet50 retinanet"]  SYSTEMS ["ext4 xfs aifs aifs:torch aifs:plan"] {"ext4 aifs:torch aifs:plan"}
 #   RESNET50_FILES [12000] {300}  RETINANET_FILES [4000] {150}  NS ["1 2 3 4 6 8"] {"1 2"}
 #   NOCOMPUTE_N [4] {2}  EPOCHS [5] {1} (measured, after WARMUP [1])  ACCEL [a100]  SCALE [8]
 #   THREADS [2]  PROC_MB [80] {400: a tiny dataset leaves no slack}  RANK_MB [115]
 #   STOP [2] {0: never}  FIO_S [3] {1} (seconds a fio run)
+#   PPROF [0] (seconds: with PPROF > 0 each aifs daemon serves --metrics-addr and a CPU profile of
+#   its first PPROF seconds of each no-compute run is written to OUT/mlperf-pprof/)
 #   WORKDIR [/var/tmp]  OUT [docs/bench] {the run directory}
 set -euo pipefail
 
 SMOKE=${SMOKE:-0}
 if [[ $SMOKE == 1 ]]; then
-	: "${SYSTEMS:=ext4 aifs:plan}" "${RESNET50_FILES:=300}" "${RETINANET_FILES:=150}" "${NS:=1 2}"
+	: "${SYSTEMS:=ext4 aifs:torch aifs:plan}" "${RESNET50_FILES:=300}" "${RETINANET_FILES:=150}" "${NS:=1 2}"
 	: "${NOCOMPUTE_N:=2}" "${EPOCHS:=1}" "${FIO_S:=1}" "${STOP:=0}" "${PROC_MB:=400}"
 fi
 WORKLOADS=${WORKLOADS:-resnet50 retinanet}
@@ -81,6 +86,7 @@ PROC_MB=${PROC_MB:-80}
 RANK_MB=${RANK_MB:-115}
 STOP=${STOP:-2}
 FIO_S=${FIO_S:-3}
+PPROF=${PPROF:-0}
 WORKDIR=${WORKDIR:-/var/tmp}
 OUT=${OUT:-}
 [[ -z $OUT ]] || OUT=$(realpath -m "$OUT") # lib.sh changes to the checkout
@@ -122,7 +128,7 @@ meta machine "$(machine)"
 meta date "$(date -u +%F)"
 meta commit "$(commit_desc "$OUT")"
 meta shared "yes: another engineer builds and tests on this machine during the run (load average $(cut -d' ' -f1-3 /proc/loadavg) at the start)"
-for v in WORKLOADS SYSTEMS RESNET50_FILES RETINANET_FILES NS NOCOMPUTE_N EPOCHS WARMUP ACCEL SCALE THREADS PROC_MB RANK_MB STOP FIO_S; do meta "$v" "${!v}"; done
+for v in WORKLOADS SYSTEMS RESNET50_FILES RETINANET_FILES NS NOCOMPUTE_N EPOCHS WARMUP ACCEL SCALE THREADS PROC_MB RANK_MB STOP FIO_S PPROF; do meta "$v" "${!v}"; done
 
 # --- 1. the datasets ---------------------------------------------------------------------------
 mib=0
@@ -150,6 +156,7 @@ echo "== datasets ready after $((SECONDS - started)) s" >&2
 # run. It sets POINT_AU to the run's median AU.
 point() {
 	local wl=$1 entry=$2 n=$3 step=$4 sys=${2%%:*} sampler=dlio rec files batch floor decode limit root mnt="" pid="" t0=0 q0=0 t1=0 q1=0 out
+	local metrics=() prof="" profpid="" stats=$RUN/stats.json
 	[[ $entry != *:* ]] || sampler=${entry#*:}
 	read -r rec files batch _ floor decode <<<"$(shape "$wl")"
 	limit=$((BYTES[$wl] / 5 + (PROC_MB + n * RANK_MB) * 1048576))
@@ -159,10 +166,11 @@ point() {
 	aifs | aifs-kernel)
 		mnt=$RUN/mnt-$wl-${entry//:/-}-$n-$step
 		mkdir "$mnt"
+		[[ $PPROF == 0 || $step != 0 ]] || metrics=(--metrics-addr 127.0.0.1:6946)
 		if [[ $sys == aifs ]]; then
-			in_cg "$CG" "$AIFS" mount "$RUN/ext4/$wl/set" "$mnt"
+			in_cg "$CG" "$AIFS" mount "${metrics[@]}" "$RUN/ext4/$wl/set" "$mnt"
 		else # the kernel data plane (docs/kernel.md)
-			in_cg "$CG" "$AIFS" mount -o data=kernel "$RUN/ext4/$wl/set" "$mnt"
+			in_cg "$CG" "$AIFS" mount "${metrics[@]}" -o data=kernel "$RUN/ext4/$wl/set" "$mnt"
 		fi
 		pid=$(daemon_pid "$RUN/ext4/$wl/set")
 		[[ -n $pid ]] || die "no aifs daemon found for $RUN/ext4/$wl/set"
@@ -175,17 +183,26 @@ point() {
 		q0=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$(stats_file "$mnt")")
 	fi
 	out=$RUN/point.json
+	if [[ ${#metrics[@]} -gt 0 ]]; then
+		mkdir -p "$OUT/mlperf-pprof"
+		prof=$OUT/mlperf-pprof/$wl-${entry//:/-}-$n.pprof
+		curl -s -o "$prof" "http://127.0.0.1:6946/debug/pprof/profile?seconds=$PPROF" &
+		profpid=$!
+	fi
 	in_cg "$CG" env LOCAL_WORLD_SIZE="$n" $PY "$DRIVER" run --root "$root" --sampler "$sampler" --n "$n" --batch "$batch" \
 		--step "$step" --threads "$THREADS" --epochs "$EPOCHS" --warmup "$WARMUP" --record "$rec" --decode "$decode" >"$out" ||
 		die "$wl $entry N=$n step $step: the run failed"
+	echo '{}' >"$stats"
 	if [[ -n $pid ]]; then
 		t1=$(cpu_ticks "$pid")
-		q1=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$(stats_file "$mnt")")
+		cat "$(stats_file "$mnt")" >"$stats"
+		q1=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$stats")
+		[[ -z $profpid ]] || wait "$profpid" || echo "== $wl $entry N=$n: no CPU profile" >&2
 		unmount_daemon "$mnt" "$pid"
 	fi
 	$PY "$DRIVER" record "$RESULTS" workload="$wl" system="$entry" floor="$floor" limit="$limit" \
 		dataset_bytes="${BYTES[$wl]}" daemon_ticks=$((t1 - t0)) requests=$((q1 - q0)) clk_tck="$(getconf CLK_TCK)" \
-		daemon="$([[ -n $pid ]] && echo 1 || echo 0)" <"$out"
+		daemon="$([[ -n $pid ]] && echo 1 || echo 0)" stats=@"$stats" <"$out"
 	POINT_AU=$($PY -c 'import json,sys,statistics as s; print(s.median(e["au"] for e in json.load(open(sys.argv[1]))["epochs"] if not e["warmup"]))' "$out")
 	echo "== $wl $entry N=$n step $step: AU $POINT_AU after $((SECONDS - started)) s" >&2
 }

@@ -3,6 +3,9 @@ against the simulated accelerators N, per system).
 
 usage: mlperf_report.py RESULTS OUT
 
+OUT/mlperf-findings.md, if there is one (written by hand: what a run showed and why), is added at
+the end of OUT/mlperf.md, so that writing the report again keeps it.
+
 RESULTS holds one JSON object a line: {"meta": {KEY: VALUE}} lines, one line per run (mlperf.py
 run's object, with the fields mlperf.sh adds: workload, system, floor, limit, dataset_bytes,
 daemon, daemon_ticks, requests, clk_tck) and one per fio run (system "fio"). Each figure of a run
@@ -23,6 +26,8 @@ PUBLISHED = {
     "retinanet": [("H100 (v3.0)", 24, 0.04755)],
 }
 ORDER = {"ext4": 0, "xfs": 1}
+# The hand-written findings that OUT/mlperf.md ends with (see the module's doc).
+FINDINGS = "mlperf-findings.md"
 
 
 def load(path):
@@ -56,7 +61,15 @@ def summarize(run):
         "mib_per_s": mlperf.median_measured(epochs, "mib_per_s"),
         "requests_per_sample": None, "daemon_us_per_sample": None,
         "procs_peak": None, "limit": run.get("limit"), "cache_ratio": None,
+        "shard_bytes": None, "budget": None, "plan_readahead": None,
     }
+    stats = run.get("stats") or {}
+    if "backend" in stats:
+        row["shard_bytes"] = stats["backend"]["bytes"]
+    if "page_cache" in stats:
+        row["budget"] = stats["page_cache"]["budget_bytes"]
+    if stats.get("plan_readahead", {}).get("delivered") or stats.get("plan_readahead", {}).get("wasted"):
+        row["plan_readahead"] = stats["plan_readahead"]
     if run.get("daemon"):
         row["requests_per_sample"] = run["requests"] / samples
         row["daemon_us_per_sample"] = run["daemon_ticks"] * 1e6 / run["clk_tck"] / samples
@@ -84,6 +97,32 @@ def sweep(rows, workload, system):
     floor = next(iter(timed.values()))["floor"]
     best = mlperf.largest_n({n: r["au"] for n, r in timed.items()}, floor)
     return best, timed.get(best), next((r for r in mine if r["step"] == 0), None)
+
+
+def sampler_pairs(rows, workload):
+    """The regression case of the plan sampler (issue 46): for each plane with both a `:torch`
+    and a `:plan` system, and each (N, step) that both ran, (plane, n, step, torch row, plan
+    row). A plan must never make the workload slower than torch's sampler."""
+    mine = {(r["system"], r["n"], r["step"]): r for r in rows if r["workload"] == workload}
+    out = []
+    for system in systems_of([r for r in rows if r["workload"] == workload]):
+        plane, _, sampler = system.partition(":")
+        if sampler != "torch":
+            continue
+        for (s, n, step), torch_row in sorted(mine.items(), key=lambda kv: (kv[0][2] == 0, kv[0][1])):
+            plan_row = mine.get((plane + ":plan", n, step))
+            if s == system and plan_row:
+                out.append((plane, n, step, torch_row, plan_row))
+    return out
+
+
+def readahead(row):
+    """A plan row's read-ahead: samples delivered / wasted, and whether plans read ahead at the
+    end (on, off: the plan gate)."""
+    ra = row["plan_readahead"]
+    if not ra:
+        return "—"
+    return f"{ra['delivered']:,} / {ra['wasted']:,}, {ra['state'].split(':')[0]}"
 
 
 def fmt(v, digits=0):
@@ -152,6 +191,26 @@ def markdown(meta, rows, fio):
                 for name, b, s in pub) + (". Published single-client results range from 20 to 128 simulated H100 "
                                           "(ResNet-50)." if wl == "resnet50" else "."))
             out.append("")
+        pairs = sampler_pairs(rows, wl)
+        if pairs:
+            out.append("aifs's sampler against torch's (issue 46: `aifs_plan.DistributedSampler` must never be slower "
+                       "than torch's `DistributedSampler` on the same plane; samples/s and AU are medians over the "
+                       "epochs; shard bytes and the page-cache budget come from the mount's stats at the run's end, "
+                       "warm-up included; read ahead by plans: samples delivered / wasted, and whether plans still "
+                       "read ahead at the end):")
+            out.append("")
+            out.append("| plane | N | step s | torch samples/s | plan samples/s | plan ÷ torch | torch AU | plan AU "
+                       "| shard GB torch / plan | page-cache budget MB torch / plan | read ahead by plans |")
+            out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+            for plane, n, step, t, pl in pairs:
+                gb = "—" if t["shard_bytes"] is None or pl["shard_bytes"] is None else \
+                    f"{t['shard_bytes'] / 1e9:.2f} / {pl['shard_bytes'] / 1e9:.2f}"
+                mb = "—" if t["budget"] is None or pl["budget"] is None else \
+                    f"{t['budget'] / 1e6:,.0f} / {pl['budget'] / 1e6:,.0f}"
+                out.append(f"| {plane} | {n} | {step} | {fmt(t['samples_per_s'])} | {fmt(pl['samples_per_s'])} "
+                           f"| {ratio(pl['samples_per_s'], t['samples_per_s'])} | {t['au']:.3f} | {pl['au']:.3f} "
+                           f"| {gb} | {mb} | {readahead(pl)} |")
+            out.append("")
         out.append("Every run (requests and daemon CPU a sample count the warm-up epoch; memory is the processes' peak "
                    "anonymous + mapped bytes in the cgroup):")
         out.append("")
@@ -180,7 +239,8 @@ def mlperf_record(wl):
 
 
 TSV_FIELDS = ("workload", "system", "n", "step", "batch", "epochs", "au", "au_min", "au_max", "samples_per_s",
-              "mib_per_s", "requests_per_sample", "daemon_us_per_sample", "procs_peak", "limit", "cache_ratio")
+              "mib_per_s", "requests_per_sample", "daemon_us_per_sample", "procs_peak", "limit", "cache_ratio",
+              "shard_bytes", "budget")
 
 
 def tsv(rows, fio):
@@ -227,8 +287,13 @@ def main(argv):
     meta, runs, fio = load(argv[0])
     rows = [summarize(r) for r in runs]
     os.makedirs(argv[1], exist_ok=True)
+    md = markdown(meta, rows, fio)
+    findings = os.path.join(argv[1], FINDINGS)
+    if os.path.exists(findings):
+        with open(findings) as f:
+            md += "\n" + f.read()
     with open(os.path.join(argv[1], "mlperf.md"), "w") as f:
-        f.write(markdown(meta, rows, fio))
+        f.write(md)
     with open(os.path.join(argv[1], "mlperf.tsv"), "w") as f:
         f.write(tsv(rows, fio))
     plot(rows, os.path.join(argv[1], "mlperf.png"))

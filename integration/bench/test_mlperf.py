@@ -95,7 +95,7 @@ class SweepTest(unittest.TestCase):
         self.assertEqual(mlperf.largest_n({1: 0.95, 2: 0.88, 3: 0.91}, 0.90), 3)
 
 
-def run_line(system, n, step, aus, rate, daemon=False):
+def run_line(system, n, step, aus, rate, daemon=False, stats=None):
     epochs = [{"epoch": 0, "warmup": True, "au": 0.2, "samples_per_s": rate / 2, "mib_per_s": 1.0, "samples": 100,
                "steps": 2, "cgroup": {"limit": 300 << 20, "peak": 0, "anon": 80 << 20, "mapped": 20 << 20}}]
     for i, au in enumerate(aus):
@@ -104,7 +104,8 @@ def run_line(system, n, step, aus, rate, daemon=False):
                        "cgroup": {"limit": 300 << 20, "peak": 0, "anon": 90 << 20, "mapped": 10 << 20}})
     return {"workload": "resnet50", "system": system, "n": n, "step": step, "batch": 50, "floor": 0.9,
             "epochs": epochs, "limit": 300 << 20, "dataset_bytes": 1000 << 20, "daemon": int(daemon),
-            "daemon_ticks": 40 if daemon else 0, "requests": 800 if daemon else 0, "clk_tck": 100}
+            "daemon_ticks": 40 if daemon else 0, "requests": 800 if daemon else 0, "clk_tck": 100,
+            "stats": stats or {}}
 
 
 class ReportTest(unittest.TestCase):
@@ -120,6 +121,8 @@ class ReportTest(unittest.TestCase):
             results = os.path.join(d, "results.jsonl")
             with open(results, "w") as f:
                 f.write("".join(json.dumps(x) + "\n" for x in lines))
+            with open(os.path.join(d, mlperf_report.FINDINGS), "w") as f:
+                f.write("## Findings\n\nBy hand.\n")
             mlperf_report.main([results, d])
             with open(os.path.join(d, "mlperf.md")) as f:
                 md = f.read()
@@ -127,6 +130,7 @@ class ReportTest(unittest.TestCase):
                 tsv = f.read().splitlines()
             self.assertTrue(os.path.getsize(os.path.join(d, "mlperf.png")) > 0)
         self.assertIn(mlperf_report.TITLE, md)
+        self.assertTrue(md.endswith("## Findings\n\nBy hand.\n"), md[-200:])
         # ext4: largest N 2 (median AU 0.92), 1,801 samples/s there (the median of 1800, 1801,
         # 1802), no compute 4,001; aifs:plan: largest N 1 (median 0.93), × ext4 0.50, no compute
         # 1,001 (0.25× ext4); 800 requests and 40 ticks (0.4 s) over 400 samples: 2.00 requests
@@ -143,6 +147,30 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(len(tsv), 1 + 7 + 1)
         ext4_2 = next(line.split("\t") for line in tsv if line.startswith("resnet50\text4\t2\t"))
         self.assertEqual(ext4_2[mlperf_report.TSV_FIELDS.index("au")], "0.9200")
+
+
+class SamplerPairsTest(unittest.TestCase):
+    """The regression case of issue 46: the plan row against the torch row of the same plane,
+    at each N and step both ran."""
+
+    def test_pairs(self):
+        stats = {"backend": {"bytes": 4_860_000_000}, "page_cache": {"budget_bytes": 168_000_000},
+                 "plan_readahead": {"state": "off: too much wasted", "delivered": 900, "wasted": 300, "closed": 1}}
+        rows = [mlperf_report.summarize(r) for r in (
+            run_line("ext4", 1, 0.05, [0.9], 900),
+            run_line("aifs:torch", 1, 0.05, [0.95], 1000, True, {"backend": {"bytes": 4_070_000_000},
+                                                                 "page_cache": {"budget_bytes": 205_000_000}}),
+            run_line("aifs:plan", 1, 0.05, [0.94], 870, True, stats),
+            run_line("aifs:torch", 4, 0, [0], 6500, True),
+            run_line("aifs:plan", 4, 0, [0], 5700, True),
+            run_line("aifs:plan", 2, 0.05, [0.9], 1500, True),  # no torch row at N=2: no pair
+            run_line("aifs-kernel:plan", 1, 0.05, [0.9], 800, True),  # no torch row on this plane
+        )]
+        pairs = mlperf_report.sampler_pairs(rows, "resnet50")
+        self.assertEqual([(p[0], p[1], p[2]) for p in pairs], [("aifs", 1, 0.05), ("aifs", 4, 0)])
+        md = mlperf_report.markdown({}, rows, [])
+        self.assertIn("| aifs | 1 | 0.05 | 1,000 | 870 | 0.87 | 0.950 | 0.940 | 4.07 / 4.86 | 205 / 168 | 900 / 300, off |", md)
+        self.assertIn("| aifs | 4 | 0 | 6,500 | 5,700 | 0.88 | 0.000 | 0.000 | — | — | — |", md)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ class _PlanWriter:
         self.samples = None  # paths mode: the base dataset's .samples; None: indices mode
         self.root = None  # where the search for the mount root started
         self.mount_root = None  # None: no plan file
-        self._sample_lines = None  # paths mode: one plan line per sample, built on first use
+        self._lines = None  # paths mode: makes the plan line of a sample (_LineMaker), made on first use
         self._warned = False
 
         base, self.index_map = _resolve_subsets(dataset)
@@ -111,9 +111,10 @@ class _PlanWriter:
         if self.samples is None:
             header, lines = _INDICES_HEADER, (b"%d\n" % i for i in indices)
         else:
-            if self._sample_lines is None:
-                self._sample_lines = _sample_lines(self.samples, self.root, self.mount_root)
-            header, lines = _PATHS_HEADER, map(self._sample_lines.__getitem__, indices)
+            if self._lines is None:
+                self._lines = _LineMaker(self.root, self.mount_root)
+            samples, line = self.samples, self._lines.line
+            header, lines = _PATHS_HEADER, (line(samples[i][0]) for i in indices)
         path = os.path.join(aifs_direct.control_root(self.mount_root), *_PLAN_PATH)
         try:
             send_plan(path, _pieces(header, lines))
@@ -179,7 +180,9 @@ class DistributedSampler(Sampler):
     - The samples, in extent order (their place in the shards, read once from the mount's
       `.aifs/locations`; off an aifs mount, or for a dataset without `.samples`, their index
       order), are cut into one contiguous range per node, of equal size (±1). A cut may fall
-      inside a shard; it then costs one chunk (4 MiB) fetched by both nodes.
+      inside a shard; it then costs one chunk (4 MiB) fetched by both nodes. With one node and
+      `shuffle`, the range is the whole set in a fresh shuffle, whatever its order: the
+      locations are not read, and the samples are taken in index order before the shuffle.
     - The ranges stay with their nodes from epoch to epoch while the world size is the same.
       With `rotate_every=K` (> 0), each node moves to the next node's range every K epochs:
       more mixing of the samples a rank sees, at the cost of fetching a new range (S3) every K
@@ -229,12 +232,24 @@ class DistributedSampler(Sampler):
             self.num_samples = -(-n // num_replicas)
         self.total_size = self.num_samples * num_replicas
         self._plan = _PlanWriter(dataset, root)
-        self._order = extent_order(dataset, self._plan)
+        # The extent order as one tensor, not a list of ints: the rank's DataLoader workers fork
+        # from this process, and a list's 12,000 objects a rank cost 1-2 MiB in each process
+        # (docs/bench/mlperf.md, "Findings").
+        if self.nodes == 1 and shuffle:
+            # One node reads the whole set in a fresh shuffle: the extent order would change
+            # nothing but which permutation the seed picks, and reading it costs a listing of
+            # every directory and the locations file in each rank.
+            self._order = torch.arange(n, dtype=torch.int64)
+        else:
+            self._order = _extent_order_tensor(dataset, self._plan)
         self._bounds = [n * k // self.nodes for k in range(self.nodes + 1)]
 
     def node_range(self, epoch=None):
         """Returns the dataset indices of the range this rank's node reads in `epoch` (default:
         the current one), in extent order."""
+        return self._node_range(epoch).tolist()
+
+    def _node_range(self, epoch=None):
         epoch = self.epoch if epoch is None else epoch
         node = self.node
         if self.rotate_every:
@@ -242,17 +257,17 @@ class DistributedSampler(Sampler):
         return self._order[self._bounds[node] : self._bounds[node + 1]]
 
     def __iter__(self):
-        items = list(self.node_range())
+        items = self._node_range()
         if self.shuffle:
             g = torch.Generator()
             g.manual_seed(self.seed + self.epoch)
-            items = [items[i] for i in torch.randperm(len(items), generator=g).tolist()]
+            items = items[torch.randperm(len(items), generator=g)]
         per_node = self.num_samples * self.local_world_size
         pad = per_node - len(items)
         if pad > 0:  # padding: repeat the node's own samples (any, if it has none), as torch does
-            source = items or self._order
-            items += (source * -(-pad // len(source)))[:pad]
-        order = items[self.local_rank : per_node : self.local_world_size]
+            source = items if len(items) else self._order
+            items = torch.cat([items, source.repeat(-(-pad // len(source)))[:pad]])
+        order = items[self.local_rank : per_node : self.local_world_size].tolist()
         self._plan.write(order)
         return iter(order)
 
@@ -286,10 +301,20 @@ def _local_world_size(world, rank):
 def extent_order(dataset, plan=None):
     """Returns the indices of `dataset` sorted by where their samples lie in the shard set
     (shard, then offset); its index order where `sample_places` knows none."""
+    return _extent_order_tensor(dataset, plan).tolist()
+
+
+def _extent_order_tensor(dataset, plan=None):
+    """extent_order as a tensor of int64. Ties keep index order (stable sorts, offset then
+    shard)."""
     places = sample_places(dataset, plan)
     if places is None:
-        return list(range(len(dataset)))
-    return sorted(range(len(dataset)), key=places.__getitem__)
+        return torch.arange(len(dataset), dtype=torch.int64)
+    shard = torch.tensor([p[0] for p in places], dtype=torch.int64)
+    offset = torch.tensor([p[1] for p in places], dtype=torch.int64)
+    del places
+    order = torch.sort(offset, stable=True).indices
+    return order[torch.sort(shard[order], stable=True).indices]
 
 
 def sample_places(dataset, plan=None):
@@ -498,24 +523,36 @@ def _find_mount_root(start):
 
 
 def _sample_lines(samples, search_root, mount_root):
-    """Returns, for each of `samples` (pairs whose first item is a file path), its plan line: the
-    path relative to `mount_root`, fsencoded, with `\\n` appended; or b"" for a path that cannot be
-    written (it contains a newline, or lies outside the mount).
+    """Returns, for each of `samples` (pairs whose first item is a file path), its plan line
+    (_LineMaker.line)."""
+    maker = _LineMaker(search_root, mount_root)
+    return [maker.line(sample[0]) for sample in samples]
+
+
+class _LineMaker:
+    """Makes the plan line of a sample's path: the path relative to `mount_root`, fsencoded,
+    with `\\n` appended; or b"" for a path that cannot be written (it contains a newline, or lies
+    outside the mount).
 
     Paths under `search_root` as spelled (how DatasetFolder builds them) are rebased by string
-    operations; any other path is resolved with realpath.
+    operations; any other path is resolved with realpath. A sampler makes the lines of each
+    epoch's order as it sends them, rather than keeping one per sample: building 12,000 of them
+    at once left 4 MiB of freed memory in each rank (docs/bench/mlperf.md, "Findings").
     """
-    root_prefix = os.path.join(search_root, "")
-    mount_relative_root = os.path.relpath(os.path.realpath(search_root), mount_root)
-    rebased_prefix = "" if mount_relative_root == "." else os.path.join(mount_relative_root, "")
-    parent_prefix = os.path.join(os.pardir, "")
-    lines = []
-    for sample in samples:
-        path = os.fsdecode(sample[0])
-        if path.startswith(root_prefix):
-            relative = rebased_prefix + path[len(root_prefix) :]
+
+    def __init__(self, search_root, mount_root):
+        self.mount_root = mount_root
+        self.root_prefix = os.path.join(search_root, "")
+        mount_relative_root = os.path.relpath(os.path.realpath(search_root), mount_root)
+        self.rebased_prefix = "" if mount_relative_root == "." else os.path.join(mount_relative_root, "")
+        self.parent_prefix = os.path.join(os.pardir, "")
+
+    def line(self, path):
+        """Returns the plan line of `path` (str or bytes)."""
+        path = os.fsdecode(path)
+        if path.startswith(self.root_prefix):
+            relative = self.rebased_prefix + path[len(self.root_prefix) :]
         else:
-            relative = os.path.relpath(os.path.realpath(path), mount_root)
-        outside = relative == os.pardir or relative.startswith(parent_prefix)
-        lines.append(b"" if outside or "\n" in relative else os.fsencode(relative) + b"\n")
-    return lines
+            relative = os.path.relpath(os.path.realpath(path), self.mount_root)
+        outside = relative == os.pardir or relative.startswith(self.parent_prefix)
+        return b"" if outside or "\n" in relative else os.fsencode(relative) + b"\n"
