@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/bits"
 	"os"
 	"runtime/metrics"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/aifs/aifs"
+	"github.com/aifs/aifs/internal/latency"
 	"github.com/aifs/aifs/plan"
 	"github.com/aifs/aifs/prefetch"
 )
@@ -71,7 +71,7 @@ type Stats struct {
 type opStats struct {
 	count, errors atomic.Uint64
 	sumNs         atomic.Uint64
-	lat           histogram
+	lat           latency.Histogram
 }
 
 func newStats(f *FS) *Stats {
@@ -96,7 +96,7 @@ func (s *Stats) done(o op, t time.Time, st fuse.Status) uint64 {
 	c := &s.ops[o]
 	c.count.Add(1)
 	c.sumNs.Add(d)
-	c.lat.add(d)
+	c.lat.Add(d)
 	if st != fuse.OK && st != fuse.ENOSYS && st != fuse.Status(syscall.ENOTTY) {
 		c.errors.Add(1)
 	}
@@ -117,63 +117,6 @@ func (s *Stats) doneBy(o op, t time.Time, st fuse.Status, pid uint32, n int, ctl
 func (s *Stats) doneRead(t time.Time, st fuse.Status, pid uint32, n int, ctl bool) {
 	s.bytes.Add(uint64(n))
 	s.doneBy(opRead, t, st, pid, n, ctl)
-}
-
-// histogram counts durations in buckets of 1/8 of a power of two (12.5% wide): values below 8 ns
-// are exact, values from 2^40 ns (18 minutes) on share the last bucket.
-type histogram struct{ b [nBuckets]atomic.Uint64 }
-
-const (
-	subBits  = 3
-	maxBits  = 40
-	nBuckets = (maxBits-subBits+1)<<subBits + 1<<subBits
-)
-
-func bucketOf(v uint64) int {
-	v = min(v, 1<<maxBits-1)
-	if v < 1<<subBits {
-		return int(v)
-	}
-	l := bits.Len64(v) // ≥ subBits+1
-	return (l-subBits)<<subBits + int(v>>(l-subBits-1))&(1<<subBits-1)
-}
-
-// bucketMid is the middle of bucket i's range, in the histogram's unit.
-func bucketMid(i int) float64 {
-	if i < 1<<subBits {
-		return float64(i)
-	}
-	l, m := i>>subBits+subBits, uint64(i&(1<<subBits-1))
-	width := uint64(1) << (l - subBits - 1)
-	return float64((1<<subBits+m)*width) + float64(width)/2
-}
-
-func (h *histogram) add(v uint64) { h.b[bucketOf(v)].Add(1) }
-
-// quantiles returns the values below which fractions qs of the recorded values lie (bucket
-// midpoints), or zeros if nothing was recorded.
-func (h *histogram) quantiles(qs ...float64) []float64 {
-	var counts [nBuckets]uint64
-	var total uint64
-	for i := range counts {
-		counts[i] = h.b[i].Load()
-		total += counts[i]
-	}
-	out := make([]float64, len(qs))
-	if total == 0 {
-		return out
-	}
-	for j, q := range qs {
-		rank := uint64(q*float64(total-1)) + 1 // 1-based rank of the quantile
-		var seen uint64
-		for i, c := range counts {
-			if seen += c; seen >= rank {
-				out[j] = bucketMid(i)
-				break
-			}
-		}
-	}
-	return out
 }
 
 // OpStats are the figures of one kind of request in a Snapshot.
@@ -387,7 +330,7 @@ func (s *Stats) snapshot(caller uint32) Snapshot {
 	}
 	for o := range numOps {
 		c := &s.ops[o]
-		q := c.lat.quantiles(0.5, 0.99, 0.999)
+		q := c.lat.Quantiles(0.5, 0.99, 0.999)
 		st := OpStats{Count: c.count.Load(), Errors: c.errors.Load(), P50us: q[0] / 1e3, P99us: q[1] / 1e3, P999us: q[2] / 1e3}
 		snap.Ops[opNames[o]] = st
 		snap.Requests += st.Count
@@ -421,7 +364,7 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 	for o := range numOps {
 		c := &s.ops[o]
 		qs := []float64{0.5, 0.99, 0.999}
-		for i, v := range c.lat.quantiles(qs...) {
+		for i, v := range c.lat.Quantiles(qs...) {
 			p.printf("aifs_request_duration_seconds{op=%q,quantile=\"%g\"} %g\n", opNames[o], qs[i], v/1e9)
 		}
 		p.printf("aifs_request_duration_seconds_sum{op=%q} %g\n", opNames[o], float64(c.sumNs.Load())/1e9)
