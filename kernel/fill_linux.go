@@ -1,19 +1,25 @@
 package kernel
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/aifs/aifs/internal/bitset"
 	"github.com/aifs/aifs/internal/flight"
+	"github.com/aifs/aifs/internal/latency"
+	"github.com/aifs/aifs/internal/subset"
 )
 
 // Fetch reads len(p) bytes of shard at offset off from where the shards lie (S3): the bytes a
@@ -36,27 +42,56 @@ type Fetch func(ctx context.Context, shard int, off int64, p []byte) error
 // Persist is a hole again after a crash, never a chunk of zeros taken for filled.
 type Filler struct {
 	fan    int
-	chunk  int64
-	fetch  Fetch
+	opt    FillOptions
 	shards []*sparseShard
 	byIno  map[[2]uint64]int // shard by the copy's device and inode
 	flying flight.Group[chunkKey, struct{}]
+	self   uint32 // this process's pid: its reads (the Loader's reads ahead) are fills ahead
 
 	mu sync.Mutex // guards marks and persists
 
+	filled atomic.Int64 // bytes of the chunks filled
+
 	// Counters for Stats.
-	events, waited, fetched, fetchedBytes, failed, whole atomic.Uint64
+	events, waited, failed, whole  atomic.Uint64
+	orphans                        atomic.Uint64
+	demand, demandBytes            atomic.Uint64
+	ahead, aheadBytes              atomic.Uint64
+	punched, punchedBytes, punchFl atomic.Uint64
+	wait                           latency.Histogram // ns a read waited for its chunks
 }
+
+// FillOptions configure a Filler.
+type FillOptions struct {
+	// Chunk is the unit fetched, recorded and punched, in bytes: a multiple of the page size.
+	Chunk int64
+	// Budget bounds the bytes of filled chunks kept on disk (the disk cache's size); 0: no
+	// bound. Over it, the chunks of highest rank (the stable subset's order, as the disk cache
+	// keeps) are punched out again until 9/10 of it is filled; see evict.
+	Budget int64
+	// Grace is how long after the last read allowed over a chunk, and after its copy was marked
+	// again, its hole may be punched (DefaultGrace when 0): a read the Filler has allowed takes
+	// the copy's inode lock, which a punch waits for, within microseconds of the allow; the
+	// grace covers that gap many times over.
+	Grace time.Duration
+	Fetch Fetch
+}
+
+// DefaultGrace is FillOptions.Grace's default.
+const DefaultGrace = 5 * time.Second
 
 // sparseShard is the local copy of one shard.
 type sparseShard struct {
-	path   string
-	size   int64
-	f      *os.File      // opened read-write before the mark: its writes raise no event
-	filled bitset.Atomic // a bit per chunk
-	holes  atomic.Int64  // chunks not filled
-	marked bool          // under Filler.mu
-	dirty  atomic.Bool   // chunks filled since the last Persist
+	path     string
+	size     int64
+	f        *os.File       // opened read-write before the mark: its writes raise no event
+	filled   bitset.Atomic  // a bit per chunk
+	holes    atomic.Int64   // chunks not filled
+	marked   bool           // under Filler.mu
+	markedAt time.Time      // under Filler.mu: when it was last marked
+	dirty    atomic.Bool    // chunks filled or punched since the last Persist
+	used     []atomic.Int64 // a chunk's last read allowed or fill, in Unix ns
+	wmu      sync.Mutex     // orders a chunk's write and its punch
 }
 
 // chunkKey names a chunk of a shard.
@@ -66,25 +101,37 @@ type chunkKey struct {
 }
 
 // FillStats are a Filler's counters: pre-content events (reads that reached the Filler), those
-// that waited for a fetch, chunks fetched and their bytes, reads failed with EIO, copies whole.
+// that waited for a fetch and how long (p50, p99), chunks fetched and their bytes for readers
+// (on demand) and for the daemon's reads ahead (plans, the sweep), reads failed with EIO, copies
+// whole, reads a dead daemon left unanswered (failed by AdoptFiller), chunks punched out (and punches that failed), and the bytes filled against the budget.
 type FillStats struct {
-	Events       uint64 `json:"events"`
-	Waited       uint64 `json:"waited"`
-	Fetched      uint64 `json:"fetched_chunks"`
-	FetchedBytes uint64 `json:"fetched_bytes"`
-	Failed       uint64 `json:"failed"`
-	Whole        uint64 `json:"whole_shards"`
+	Events       uint64  `json:"events"`
+	Waited       uint64  `json:"waited"`
+	WaitP50us    float64 `json:"wait_p50_us"`
+	WaitP99us    float64 `json:"wait_p99_us"`
+	Demand       uint64  `json:"demand_chunks"`
+	DemandBytes  uint64  `json:"demand_bytes"`
+	Ahead        uint64  `json:"ahead_chunks"`
+	AheadBytes   uint64  `json:"ahead_bytes"`
+	Failed       uint64  `json:"failed"`
+	Orphans      uint64  `json:"orphans"`
+	Whole        uint64  `json:"whole_shards"`
+	Punched      uint64  `json:"punched_chunks"`
+	PunchedBytes uint64  `json:"punched_bytes"`
+	PunchFailed  uint64  `json:"punch_failed"`
+	FilledBytes  int64   `json:"filled_bytes"`
+	BudgetBytes  int64   `json:"budget_bytes"`
 }
 
 // filledSuffix names the file beside a copy that records its filled chunks.
 const filledSuffix = ".filled"
 
 // NewFiller opens (or creates, sparse, of the given sizes) the copies at paths, reads which of
-// their chunks of chunk bytes are filled, and marks those with holes. It returns an error
-// wrapping ErrUnsupported where the kernel has no pre-content events.
-func NewFiller(paths []string, sizes []int64, chunk int64, fetch Fetch) (*Filler, error) {
-	if chunk <= 0 || chunk%int64(unix.Getpagesize()) != 0 {
-		return nil, fmt.Errorf("kernel: fill chunk %d is not a multiple of the page size", chunk)
+// their chunks are filled, and marks those with holes. It returns an error wrapping
+// ErrUnsupported where the kernel has no pre-content events.
+func NewFiller(paths []string, sizes []int64, opt FillOptions) (*Filler, error) {
+	if err := opt.check(); err != nil {
+		return nil, err
 	}
 	fan, err := unix.FanotifyInit(unix.FAN_CLASS_PRE_CONTENT|unix.FAN_CLOEXEC|unix.FAN_UNLIMITED_QUEUE|unix.FAN_NONBLOCK,
 		unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC)
@@ -94,79 +141,174 @@ func NewFiller(paths []string, sizes []int64, chunk int64, fetch Fetch) (*Filler
 		}
 		return nil, fmt.Errorf("fanotify_init: %w", err)
 	}
-	fl := &Filler{fan: fan, chunk: chunk, fetch: fetch, byIno: map[[2]uint64]int{}}
-	fl.flying.Init(func(k chunkKey) uint { return uint(k.shard)*31 + uint(k.chunk) })
+	fl := newFiller(fan, opt)
 	for i, p := range paths {
-		s, err := openSparse(p, sizes[i], chunk)
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+		if err == nil {
+			err = fl.add(p, f, sizes[i], true)
+		}
 		if err != nil {
 			fl.Close()
-			return nil, err
+			return nil, fmt.Errorf("kernel: sparse shard: %w", err)
 		}
-		fl.shards = append(fl.shards, s)
-		var st unix.Stat_t
-		if err := unix.Fstat(int(s.f.Fd()), &st); err != nil {
-			fl.Close()
-			return nil, fmt.Errorf("kernel: stat %s: %w", p, err)
-		}
-		fl.byIno[[2]uint64{st.Dev, st.Ino}] = i
-		if s.holes.Load() == 0 {
-			fl.whole.Add(1)
-			continue
-		}
-		if err := unix.FanotifyMark(fan, unix.FAN_MARK_ADD, unix.FAN_PRE_ACCESS, unix.AT_FDCWD, p); err != nil {
-			fl.Close()
-			if errors.Is(err, unix.EINVAL) {
-				return nil, fmt.Errorf("%w: the kernel has no fanotify pre-content events for %s: %v", ErrUnsupported, p, err)
-			}
-			return nil, fmt.Errorf("kernel: fanotify_mark %s: %w", p, err)
-		}
-		s.marked = true
 	}
 	return fl, nil
 }
 
-// openSparse opens the copy at path, read-write, creating it as a hole of size bytes, and reads
-// its filled chunks from the file beside it (none where that is missing or does not match).
-func openSparse(path string, size, chunk int64) (*sparseShard, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("kernel: sparse shard: %w", err)
+// AdoptFiller takes over the Filler of a daemon that died (docs/kernel.md, "Daemon restarts"):
+// fan is its fanotify group and files its copies, opened before their marks (both kept across
+// the restart by the keeper), which must be the files at paths. It marks again the copies the
+// records beside them say have holes, and answers the reads the dead daemon took and left
+// unanswered with EIO: their ranges died with it, and a read allowed so might get a hole's
+// zeros. Reads its predecessor had not yet taken wait for Run.
+func AdoptFiller(fan int, files []*os.File, paths []string, sizes []int64, opt FillOptions) (*Filler, error) {
+	if err := opt.check(); err != nil {
+		return nil, err
 	}
-	st, err := f.Stat()
-	if err == nil && st.Size() != size {
-		err = f.Truncate(size) // a new copy (size 0), or one of another size: all holes again
+	if len(files) != len(paths) {
+		return nil, fmt.Errorf("kernel: %d sparse shards handed over for %d shards", len(files), len(paths))
+	}
+	fl := newFiller(fan, opt)
+	for i, p := range paths {
+		var held, there unix.Stat_t
+		if err := unix.Fstat(int(files[i].Fd()), &held); err != nil {
+			return nil, fmt.Errorf("kernel: sparse shard %s: %w", p, err)
+		}
+		if err := unix.Stat(p, &there); err != nil || held.Dev != there.Dev || held.Ino != there.Ino || held.Size != sizes[i] {
+			return nil, fmt.Errorf("kernel: the sparse shard handed over is not %s of %d bytes (replaced or truncated since)", p, sizes[i])
+		}
+		if err := fl.add(p, files[i], sizes[i], false); err != nil {
+			return nil, err
+		}
+	}
+	fl.answerOrphans()
+	return fl, nil
+}
+
+func (o *FillOptions) check() error {
+	if o.Chunk <= 0 || o.Chunk%int64(unix.Getpagesize()) != 0 {
+		return fmt.Errorf("kernel: fill chunk %d is not a multiple of the page size", o.Chunk)
+	}
+	if o.Grace == 0 {
+		o.Grace = DefaultGrace
+	}
+	return nil
+}
+
+func newFiller(fan int, opt FillOptions) *Filler {
+	fl := &Filler{fan: fan, opt: opt, byIno: map[[2]uint64]int{}, self: uint32(os.Getpid())}
+	fl.flying.Init(func(k chunkKey) uint { return uint(k.shard)*31 + uint(k.chunk) })
+	return fl
+}
+
+// add takes the copy f at path as the next shard, of size bytes (with fresh, it is made that
+// size: a new copy, or one of another size, is all holes again), reads its record of filled
+// chunks, and marks it if it has holes. It owns f from then on.
+func (fl *Filler) add(path string, f *os.File, size int64, fresh bool) error {
+	chunk := fl.opt.Chunk
+	s := &sparseShard{path: path, size: size, f: f}
+	fl.shards = append(fl.shards, s)
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("kernel: stat %s: %w", path, err)
+	}
+	if fresh && st.Size != size {
+		if err := f.Truncate(size); err != nil {
+			return fmt.Errorf("kernel: sparse shard %s: %w", path, err)
+		}
 		os.Remove(path + filledSuffix)
 	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("kernel: sparse shard %s: %w", path, err)
-	}
+	fl.byIno[[2]uint64{st.Dev, st.Ino}] = len(fl.shards) - 1
 	n := (size + chunk - 1) / chunk
-	s := &sparseShard{path: path, size: size, f: f, filled: bitset.NewAtomic(int(n))}
+	s.filled, s.used = bitset.NewAtomic(int(n)), make([]atomic.Int64, n)
 	s.holes.Store(n)
 	if b, err := os.ReadFile(path + filledSuffix); err == nil && int64(len(b)) == (n+7)/8 {
 		for i := range n {
 			if b[i/8]&(1<<(i%8)) != 0 {
 				s.filled.Add(uint64(i))
 				s.holes.Add(-1)
+				fl.filled.Add(s.chunkLen(i, chunk))
 			}
 		}
 	}
-	return s, nil
+	if s.holes.Load() == 0 {
+		fl.whole.Add(1)
+		return nil
+	}
+	return fl.mark(s)
 }
+
+// chunkLen is the length of chunk c of s (the last is shorter).
+func (s *sparseShard) chunkLen(c, chunk int64) int64 { return min(chunk, s.size-c*chunk) }
+
+// mark marks copy s for pre-content events, if it is not: from then on its reads wait for Run.
+// Marking a copy marked already (by a daemon before this one) changes nothing.
+func (fl *Filler) mark(s *sparseShard) error {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if s.marked {
+		return nil
+	}
+	if err := unix.FanotifyMark(fl.fan, unix.FAN_MARK_ADD, unix.FAN_PRE_ACCESS, unix.AT_FDCWD, s.path); err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("%w: the kernel has no fanotify pre-content events for %s: %v", ErrUnsupported, s.path, err)
+		}
+		return fmt.Errorf("kernel: fanotify_mark %s: %w", s.path, err)
+	}
+	s.marked, s.markedAt = true, time.Now()
+	return nil
+}
+
+// FDs returns the Filler's fanotify group and its copies' descriptors, in the shards' order,
+// for a keeper to hold across daemon restarts (AdoptFiller). They stay the Filler's.
+func (fl *Filler) FDs() (fan int, copies []int) {
+	for _, s := range fl.shards {
+		copies = append(copies, int(s.f.Fd()))
+	}
+	return fl.fan, copies
+}
+
+// answerOrphans fails with EIO every read that a daemon before this one took from the group and
+// did not answer. The kernel finds an answer's event by the descriptor number the event came
+// with, in the group, not in a process's table; those numbers died with the daemon, so every
+// number it could have had is answered: those of no pending event are refused (ENOENT). It must
+// run before Run takes any event of this daemon's.
+func (fl *Filler) answerOrphans() {
+	limit := uint64(1 << 16)
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Max != unix.RLIM_INFINITY {
+		limit = max(limit, min(rl.Max, 1<<22))
+	}
+	var r [8]byte
+	binary.NativeEndian.PutUint32(r[4:8], denyEIO)
+	for fd := range uint32(limit) {
+		binary.NativeEndian.PutUint32(r[0:4], fd)
+		if _, err := unix.Write(fl.fan, r[:]); err == nil {
+			fl.orphans.Add(1)
+		}
+	}
+}
+
+// denyEIO is the answer that fails a read with EIO: FAN_DENY_ERRNO(EIO).
+const denyEIO = unix.FAN_DENY | uint32(syscall.EIO)<<24
 
 // Run answers the pre-content events of the copies until ctx is done: each in a goroutine of
 // its own, which fills the chunks the read's range covers (Fill) and allows the read, or fails
-// it with EIO. It returns ctx's end as nil, or why it could not go on.
+// it with EIO. With a budget it also punches chunks out again (evict). It returns ctx's end as
+// nil, or why it could not go on.
 func (fl *Filler) Run(ctx context.Context) error {
+	if fl.opt.Budget > 0 {
+		go fl.evict(ctx)
+	}
 	return eachEvent(ctx, fl.fan, func(ev []byte) {
 		fd := int(int32(binary.NativeEndian.Uint32(ev[16:20])))
 		if fd < 0 {
 			return
 		}
+		pid := binary.NativeEndian.Uint32(ev[20:24])
 		off, count := eventRange(ev)
 		fl.events.Add(1)
-		go fl.answer(ctx, fd, off, count)
+		go fl.answer(ctx, fd, off, count, pid == fl.self)
 	}, nil)
 }
 
@@ -189,11 +331,13 @@ func eventRange(ev []byte) (off, count int64) {
 }
 
 // answer fills what the read of the event's descriptor fd covers and answers the event: allowed,
-// or failed with EIO. It closes fd.
-func (fl *Filler) answer(ctx context.Context, fd int, off, count int64) {
+// or failed with EIO. ahead: the read is this daemon's own (a read ahead). It closes fd.
+func (fl *Filler) answer(ctx context.Context, fd int, off, count int64, ahead bool) {
 	defer unix.Close(fd)
+	start := time.Now()
 	resp := uint32(unix.FAN_ALLOW)
 	var st unix.Stat_t
+	waited := false
 	err := unix.Fstat(fd, &st)
 	if err == nil {
 		i, ok := fl.byIno[[2]uint64{st.Dev, st.Ino}]
@@ -203,30 +347,45 @@ func (fl *Filler) answer(ctx context.Context, fd int, off, count int64) {
 			if count < 0 {
 				off, count = 0, fl.shards[i].size
 			}
-			err = fl.Fill(ctx, i, off, count)
+			waited, err = fl.fill(ctx, i, off, count, ahead)
 		}
 	}
 	if err != nil {
 		fl.failed.Add(1)
-		resp = unix.FAN_DENY | uint32(syscall.EIO)<<24 // FAN_DENY_ERRNO(EIO)
+		resp = denyEIO
 	}
 	var r [8]byte
 	binary.NativeEndian.PutUint32(r[0:4], uint32(fd))
 	binary.NativeEndian.PutUint32(r[4:8], resp)
 	unix.Write(fl.fan, r[:])
+	if waited {
+		fl.waited.Add(1)
+		if !ahead {
+			fl.wait.Add(uint64(time.Since(start)))
+		}
+	}
 }
 
 // Fill makes the chunks of shard that [off, off+n) covers filled, fetching and writing those
-// that are not, each once however many callers want it: a read's event, or a plan ahead of the
-// readers. Once the copy is whole its mark is removed.
+// that are not, each once however many callers want it (reads' events, plans ahead of them).
+// Once the copy is whole its mark is removed.
 func (fl *Filler) Fill(ctx context.Context, shard int, off, n int64) error {
+	_, err := fl.fill(ctx, shard, off, n, true)
+	return err
+}
+
+// fill is Fill, which also says whether it waited for a fetch; ahead counts the fetches as
+// reads ahead, not on demand. Each chunk's use is stamped before its bit is looked at, so that a
+// chunk evict has taken back is either seen as a hole here or punched only after the grace.
+func (fl *Filler) fill(ctx context.Context, shard int, off, n int64, ahead bool) (waited bool, err error) {
 	s := fl.shards[shard]
 	if n <= 0 || off >= s.size {
-		return nil
+		return false, nil
 	}
-	first, last := off/fl.chunk, (min(off+n, s.size)-1)/fl.chunk
-	waited := false
+	now := time.Now().UnixNano()
+	first, last := off/fl.opt.Chunk, (min(off+n, s.size)-1)/fl.opt.Chunk
 	for c := first; c <= last; c++ {
+		s.used[c].Store(now)
 		if s.filled.Has(uint64(c)) {
 			continue
 		}
@@ -234,58 +393,179 @@ func (fl *Filler) Fill(ctx context.Context, shard int, off, n int64) error {
 		k := chunkKey{shard, c}
 		f, leader := fl.flying.JoinAwait(k)
 		if leader {
-			go func() { fl.flying.Resolve(k, f, struct{}{}, fl.fillChunk(ctx, s, shard, c)) }()
+			go func() { fl.flying.Resolve(k, f, struct{}{}, fl.fillChunk(ctx, s, shard, c, ahead)) }()
 		}
 		select {
 		case <-f.Done():
 		case <-ctx.Done():
-			return ctx.Err()
+			return waited, ctx.Err()
 		}
 		if _, err := f.Result(); err != nil {
-			return err
+			return waited, err
 		}
 	}
-	if waited {
-		fl.waited.Add(1)
-	}
-	return nil
+	return waited, nil
 }
 
 // fillChunk fetches chunk c of shard (s) and writes it into the copy through the descriptor
 // opened before the mark.
-func (fl *Filler) fillChunk(ctx context.Context, s *sparseShard, shard int, c int64) error {
+func (fl *Filler) fillChunk(ctx context.Context, s *sparseShard, shard int, c int64, ahead bool) error {
 	if s.filled.Has(uint64(c)) {
 		return nil
 	}
-	off := c * fl.chunk
-	buf := make([]byte, min(fl.chunk, s.size-off))
-	if err := fl.fetch(ctx, shard, off, buf); err != nil {
+	off := c * fl.opt.Chunk
+	buf := make([]byte, s.chunkLen(c, fl.opt.Chunk))
+	if err := fl.opt.Fetch(ctx, shard, off, buf); err != nil {
 		return fmt.Errorf("kernel: fetching %s [%d, %d): %w", s.path, off, off+int64(len(buf)), err)
 	}
-	if _, err := s.f.WriteAt(buf, off); err != nil {
+	s.wmu.Lock()
+	_, err := s.f.WriteAt(buf, off)
+	if err == nil {
+		s.used[c].Store(time.Now().UnixNano())
+		s.dirty.Store(true)
+		if s.filled.Add(uint64(c)) {
+			fl.filled.Add(int64(len(buf)))
+			if s.holes.Add(-1) == 0 {
+				defer fl.unmark(s)
+			}
+		}
+	}
+	s.wmu.Unlock()
+	if err != nil {
 		return fmt.Errorf("kernel: filling %s [%d, %d): %w", s.path, off, off+int64(len(buf)), err)
 	}
-	fl.fetched.Add(1)
-	fl.fetchedBytes.Add(uint64(len(buf)))
-	s.dirty.Store(true)
-	if s.filled.Add(uint64(c)) && s.holes.Add(-1) == 0 {
-		fl.unmark(s)
+	if ahead {
+		fl.ahead.Add(1)
+		fl.aheadBytes.Add(uint64(len(buf)))
+	} else {
+		fl.demand.Add(1)
+		fl.demandBytes.Add(uint64(len(buf)))
 	}
 	return nil
 }
 
-// unmark removes the mark of copy s, whole now: its reads reach the Filler no more.
+// unmark removes the mark of copy s, if it is whole: its reads reach the Filler no more.
 func (fl *Filler) unmark(s *sparseShard) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	if s.marked && unix.FanotifyMark(fl.fan, unix.FAN_MARK_REMOVE, unix.FAN_PRE_ACCESS, unix.AT_FDCWD, s.path) == nil {
+	if s.marked && s.holes.Load() == 0 && unix.FanotifyMark(fl.fan, unix.FAN_MARK_REMOVE, unix.FAN_PRE_ACCESS, unix.AT_FDCWD, s.path) == nil {
 		s.marked = false
 		fl.whole.Add(1)
 	}
 }
 
+// evict keeps the filled chunks within the budget until ctx is done, as the disk cache does:
+// the chunks of highest rank (subset.Rank of the chunk) go first, so that the same chunks, a
+// stable subset, stay from epoch to epoch. A chunk is taken back in two steps: its copy is
+// marked (if whole) and its bit cleared, so that a read of it from then on waits for a fill;
+// the records beside the copies are written (Persist) so that a crash after the punch cannot
+// find it recorded filled; then, once Grace has passed since that and since the last read allowed over it (a read
+// allowed before may not have reached the copy yet), its hole is punched, unless a read has
+// filled it again meanwhile. Filled bytes may pass the budget by what is filled within a tick
+// and the grace.
+func (fl *Filler) evict(ctx context.Context) {
+	type victim struct {
+		s     *sparseShard
+		c     int64
+		after int64 // Unix ns from which it may be punched
+	}
+	var pending []victim
+	recorded := true // the records say every pending victim is a hole (Persist since the last clear)
+	tick := time.NewTicker(time.Second / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if len(pending) == 0 && fl.filled.Load() > fl.opt.Budget {
+			for _, v := range fl.victims(fl.filled.Load() - fl.opt.Budget*9/10) {
+				s := fl.shards[v.shard]
+				if err := fl.mark(s); err != nil {
+					continue // never punched unmarked: a read could get the hole
+				}
+				fl.mu.Lock()
+				markedAt := s.markedAt
+				fl.mu.Unlock()
+				s.wmu.Lock()
+				if s.filled.Remove(uint64(v.chunk)) {
+					fl.filled.Add(-s.chunkLen(v.chunk, fl.opt.Chunk))
+					s.holes.Add(1)
+					s.dirty.Store(true)
+					recorded = false
+					after := max(markedAt.UnixNano(), s.used[v.chunk].Load()) + int64(fl.opt.Grace)
+					pending = append(pending, victim{s, v.chunk, after})
+				}
+				s.wmu.Unlock()
+			}
+		}
+		if !recorded { // a hole recorded filled would be served as zeros after a crash
+			recorded = fl.Persist() == nil
+		}
+		if !recorded {
+			continue
+		}
+		now := time.Now().UnixNano()
+		kept := pending[:0]
+		for _, v := range pending {
+			if after := max(v.after, v.s.used[v.c].Load()+int64(fl.opt.Grace)); after > now {
+				kept = append(kept, v)
+				continue
+			}
+			fl.punch(v.s, v.c)
+		}
+		pending = kept
+	}
+}
+
+// punch makes chunk c of s a hole again, unless a read filled it since evict took it back.
+func (fl *Filler) punch(s *sparseShard, c int64) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.filled.Has(uint64(c)) {
+		return
+	}
+	n := s.chunkLen(c, fl.opt.Chunk)
+	if err := unix.Fallocate(int(s.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, c*fl.opt.Chunk, n); err != nil {
+		fl.punchFl.Add(1) // the bytes stay; the chunk is refilled when read
+		return
+	}
+	s.dirty.Store(true)
+	fl.punched.Add(1)
+	fl.punchedBytes.Add(uint64(n))
+}
+
+// victims returns chunks filled, highest rank first, of at least bytes in all.
+func (fl *Filler) victims(bytes int64) []chunkKey {
+	type ranked struct {
+		k    chunkKey
+		rank uint64
+	}
+	var all []ranked
+	for i, s := range fl.shards {
+		for c := range int64(len(s.used)) {
+			if s.filled.Has(uint64(c)) {
+				all = append(all, ranked{chunkKey{i, c}, subset.Rank(uint64(i)<<32 | uint64(c))})
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b ranked) int { return cmp.Compare(b.rank, a.rank) })
+	var out []chunkKey
+	for _, r := range all {
+		if bytes <= 0 {
+			break
+		}
+		out = append(out, r.k)
+		bytes -= fl.shards[r.k.shard].chunkLen(r.k.chunk, fl.opt.Chunk)
+	}
+	return out
+}
+
 // Persist records which chunks of each copy are filled, once their data is on disk (fdatasync),
-// in the file beside it (written to a temporary file and renamed into place).
+// in the file beside it (written to a temporary file and renamed into place). A chunk punched
+// since is recorded as a hole before or with its punch reaching the disk: the record is written
+// after, and a chunk whose bit was cleared is never recorded filled again until refilled.
 func (fl *Filler) Persist() error {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
@@ -293,7 +573,7 @@ func (fl *Filler) Persist() error {
 		if !s.dirty.Swap(false) {
 			continue
 		}
-		n := (s.size + fl.chunk - 1) / fl.chunk
+		n := (s.size + fl.opt.Chunk - 1) / fl.opt.Chunk
 		b := make([]byte, (n+7)/8)
 		for i := range n {
 			if s.filled.Has(uint64(i)) {
@@ -304,27 +584,56 @@ func (fl *Filler) Persist() error {
 			s.dirty.Store(true)
 			return fmt.Errorf("kernel: fdatasync %s: %w", s.path, err)
 		}
-		tmp := s.path + filledSuffix + ".tmp"
-		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		if err := writeRecord(s.path+filledSuffix, b); err != nil {
 			s.dirty.Store(true)
-			return fmt.Errorf("kernel: %w", err)
+			return err
 		}
-		if err := os.Rename(tmp, s.path+filledSuffix); err != nil {
-			s.dirty.Store(true)
-			return fmt.Errorf("kernel: %w", err)
+	}
+	return nil
+}
+
+// writeRecord writes b to path durably: a synced temporary file renamed into place, then the
+// directory synced, so that after a crash the record is the old one or the new one, whole.
+func writeRecord(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("kernel: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		var d *os.File
+		if d, err = os.Open(filepath.Dir(path)); err == nil {
+			err = d.Sync()
+			d.Close()
 		}
+	}
+	if err != nil {
+		return fmt.Errorf("kernel: recording the filled chunks: %w", err)
 	}
 	return nil
 }
 
 // Stats returns the Filler's counters.
 func (fl *Filler) Stats() FillStats {
-	return FillStats{Events: fl.events.Load(), Waited: fl.waited.Load(), Fetched: fl.fetched.Load(),
-		FetchedBytes: fl.fetchedBytes.Load(), Failed: fl.failed.Load(), Whole: fl.whole.Load()}
+	q := fl.wait.Quantiles(0.5, 0.99)
+	return FillStats{Events: fl.events.Load(), Waited: fl.waited.Load(), WaitP50us: q[0] / 1e3, WaitP99us: q[1] / 1e3,
+		Demand: fl.demand.Load(), DemandBytes: fl.demandBytes.Load(), Ahead: fl.ahead.Load(), AheadBytes: fl.aheadBytes.Load(),
+		Failed: fl.failed.Load(), Orphans: fl.orphans.Load(), Whole: fl.whole.Load(), Punched: fl.punched.Load(), PunchedBytes: fl.punchedBytes.Load(),
+		PunchFailed: fl.punchFl.Load(), FilledBytes: fl.filled.Load(), BudgetBytes: fl.opt.Budget}
 }
 
 // Close persists what is filled and closes the copies and the group. Reads of holes after it
-// get zeros (the group's end): unmount the plane first.
+// get zeros (the group's end) unless another process holds the group: unmount the plane first.
 func (fl *Filler) Close() error {
 	err := fl.Persist()
 	for _, s := range fl.shards {

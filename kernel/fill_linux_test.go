@@ -3,13 +3,18 @@ package kernel
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -55,7 +60,7 @@ func fillMount(t *testing.T, set string, x *layout.Index, image, dir string, fet
 			return err
 		}
 	}
-	fl, err := NewFiller(copies, sizes, 64<<10, fetch)
+	fl, err := NewFiller(copies, sizes, FillOptions{Chunk: 64 << 10, Fetch: fetch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,9 +129,21 @@ func TestFiller(t *testing.T) {
 	}
 	t.Run("fill", func(t *testing.T) {
 		fl, copies, mnt := fillMount(t, set, x, image, dir, fetch)
+		var first string
+		for name := range files {
+			first = name
+			break
+		}
+		// A read by another process is a reader's (on demand); this process's are reads ahead.
+		if out, err := exec.Command("cat", filepath.Join(mnt, first)).Output(); err != nil || !bytes.Equal(out, files[first]) {
+			t.Fatalf("cat %s: %v (%d bytes, want %d)", first, err, len(out), len(files[first]))
+		}
+		if st := fl.Stats(); st.Demand == 0 || st.Ahead != 0 || st.WaitP50us <= 0 {
+			t.Errorf("stats %+v after another process read a file: want chunks fetched on demand and their wait", st)
+		}
 		check(mnt, "read through the sparse copies")
 		st := fl.Stats()
-		if st.Fetched == 0 || st.Events == 0 || st.Waited == 0 || st.Failed != 0 {
+		if st.Ahead == 0 || st.Events == 0 || st.Waited == 0 || st.Failed != 0 {
 			t.Errorf("stats %+v: want chunks fetched on events, none failed", st)
 		}
 		mu.Lock()
@@ -164,8 +181,8 @@ func TestFiller(t *testing.T) {
 	t.Run("again", func(t *testing.T) {
 		fl, _, mnt := fillMount(t, set, x, image, dir, fetch)
 		check(mnt, "read again through copies filled before")
-		if st := fl.Stats(); st.Fetched != 0 {
-			t.Errorf("a Filler over copies filled before fetched %d chunks (%+v)", st.Fetched, st)
+		if st := fl.Stats(); st.Demand+st.Ahead != 0 {
+			t.Errorf("a Filler over copies filled before fetched %d chunks (%+v)", st.Demand+st.Ahead, st)
 		}
 	})
 	if len(fetches) != before {
@@ -221,4 +238,181 @@ func openShards(t *testing.T, set string, x *layout.Index) []*os.File {
 		fs = append(fs, f)
 	}
 	return fs
+}
+
+// TestFillerEvict: with a budget of a third of the set, reading it three times through the
+// plane punches chunks out again, keeps what is filled (and the copies' blocks on disk) near
+// the budget, and every read still gets the source's bytes, never a hole's zeros.
+func TestFillerEvict(t *testing.T) {
+	files, set, x, image := fillSet(t)
+	var total int64
+	for _, s := range x.Shards() {
+		total += int64(s.Size)
+	}
+	budget := total / 3
+	dir := t.TempDir()
+	var copies []string
+	var sizes []int64
+	for _, s := range x.Shards() {
+		copies = append(copies, filepath.Join(dir, filepath.Base(layout.ShardPath(set, s))))
+		sizes = append(sizes, int64(s.Size))
+	}
+	origs := openShards(t, set, x)
+	fl, err := NewFiller(copies, sizes, FillOptions{Chunk: 64 << 10, Budget: budget, Grace: 20 * time.Millisecond,
+		Fetch: func(_ context.Context, shard int, off int64, p []byte) error {
+			_, err := origs[shard].ReadAt(p, off)
+			return err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fl.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		fl.Close()
+	}()
+	mnt := t.TempDir()
+	if err := Mount(image, copies, mnt, true); err != nil {
+		t.Fatal(err)
+	}
+	defer Unmount(mnt)
+	names := slices.Sorted(maps.Keys(files))
+	for pass := range 3 {
+		for _, name := range names {
+			got, err := os.ReadFile(filepath.Join(mnt, name))
+			if err != nil || !bytes.Equal(got, files[name]) {
+				t.Fatalf("pass %d: %s: %v (%d bytes, want the source's %d)", pass, name, err, len(got), len(files[name]))
+			}
+			time.Sleep(2 * time.Millisecond) // let evict run within the pass
+		}
+		dropPages(t, mnt, files)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for st := fl.Stats(); (st.FilledBytes > budget || st.Punched == 0) && time.Now().Before(deadline); st = fl.Stats() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	st := fl.Stats()
+	if st.Punched == 0 || st.FilledBytes > budget || st.PunchFailed != 0 || st.Failed != 0 {
+		t.Fatalf("stats %+v: want chunks punched and at most %d bytes filled", st, budget)
+	}
+	onDisk := func() (n int64) {
+		for _, c := range copies {
+			var s unix.Stat_t
+			if err := unix.Stat(c, &s); err != nil {
+				t.Fatal(err)
+			}
+			n += s.Blocks * 512
+		}
+		return n
+	}
+	slack := int64(len(copies)) * (64 << 10)
+	for onDisk() > budget+slack && time.Now().Before(deadline.Add(5*time.Second)) { // the last victims' punches, after the grace
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := onDisk(); n > budget+slack {
+		t.Errorf("the copies take %d bytes on disk, want at most the budget %d (+%d); stats %+v", n, budget, slack, fl.Stats())
+	}
+}
+
+// TestFillerAdopt: a daemon dies with a read it took from the group unanswered and another
+// queued; the group and the copies are held elsewhere (the keeper). AdoptFiller fails the read
+// taken with EIO (the page cache may try it again: then its Run answers it), never a hole's
+// zeros, and its Run fills and allows the queued one and those
+// after.
+func TestFillerAdopt(t *testing.T) {
+	files, set, x, image := fillSet(t)
+	dir := t.TempDir()
+	var copies []string
+	var sizes []int64
+	for _, s := range x.Shards() {
+		copies = append(copies, filepath.Join(dir, filepath.Base(layout.ShardPath(set, s))))
+		sizes = append(sizes, int64(s.Size))
+	}
+	origs := openShards(t, set, x)
+	opt := FillOptions{Chunk: 64 << 10, Fetch: func(_ context.Context, shard int, off int64, p []byte) error {
+		_, err := origs[shard].ReadAt(p, off)
+		return err
+	}}
+	dead, err := NewFiller(copies, sizes, opt) // never Run: it takes one event by hand and dies
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt := t.TempDir()
+	if err := Mount(image, copies, mnt, true); err != nil {
+		dead.Close()
+		t.Fatal(err)
+	}
+	defer Unmount(mnt)
+	names := slices.Sorted(maps.Keys(files))
+	cat := func(name string) (*exec.Cmd, *bytes.Buffer) {
+		c := exec.Command("cat", filepath.Join(mnt, name))
+		var out bytes.Buffer
+		c.Stdout = &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return c, &out
+	}
+	taken, takenOut := cat(names[0])
+	// The dead daemon's read of the event: poll, read, and never answer.
+	fan, copyFDs := dead.FDs()
+	p := []unix.PollFd{{Fd: int32(fan), Events: unix.POLLIN}}
+	if n, err := unix.Poll(p, 5000); n != 1 || err != nil {
+		t.Fatalf("no event for the read of %s: %v", names[0], err)
+	}
+	buf := make([]byte, 4096)
+	n, err := unix.Read(fan, buf)
+	if err != nil || n < eventSize {
+		t.Fatalf("read fanotify: %d bytes, %v", n, err)
+	}
+	unix.Close(int(int32(binary.NativeEndian.Uint32(buf[16:20])))) // its descriptors die with it
+	// The keeper's copies of the group and the copies' descriptors; then the daemon dies.
+	heldFan, err := unix.FcntlInt(uintptr(fan), unix.F_DUPFD_CLOEXEC, 0) // not inherited by the cats: a reader holding the group would wait for itself
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []*os.File
+	for i, fd := range copyFDs {
+		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, os.NewFile(uintptr(d), copies[i]))
+	}
+	dead.Close()
+	queued, queuedOut := cat(names[len(names)-1]) // waits, with no daemon
+	time.Sleep(100 * time.Millisecond)
+
+	fl, err := AdoptFiller(heldFan, held, copies, sizes, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fl.Stats(); st.Orphans != 1 {
+		t.Errorf("stats %+v: want 1 orphaned read failed", st)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fl.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		fl.Close()
+	}()
+	// The page cache tries a failed read again (a new event, which Run answers): the reader
+	// gets EIO or the source's bytes.
+	if err := taken.Wait(); err == nil && !bytes.Equal(takenOut.Bytes(), files[names[0]]) {
+		t.Errorf("the read the dead daemon took got %d bytes, not the source's: want EIO or them", takenOut.Len())
+	}
+	if err := queued.Wait(); err != nil || !bytes.Equal(queuedOut.Bytes(), files[names[len(names)-1]]) {
+		t.Errorf("the read queued while no daemon ran: %v (%d bytes), want the source's bytes", err, queuedOut.Len())
+	}
+	for _, name := range names {
+		got, err := os.ReadFile(filepath.Join(mnt, name))
+		if err != nil || !bytes.Equal(got, files[name]) {
+			t.Fatalf("%s after the takeover: %v (%d bytes, want %d)", name, err, len(got), len(files[name]))
+		}
+	}
 }
