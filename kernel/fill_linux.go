@@ -70,15 +70,16 @@ type FillOptions struct {
 	// keeps) are punched out again until 9/10 of it is filled; see evict.
 	Budget int64
 	// Grace is how long after the last read allowed over a chunk, and after its copy was marked
-	// again, its hole may be punched (DefaultGrace when 0): a read the Filler has allowed takes
-	// the copy's inode lock, which a punch waits for, within microseconds of the allow; the
-	// grace covers that gap many times over.
+	// again, its hole may be punched (DefaultGrace when 0). A read the Filler has allowed takes
+	// the copy's inode lock as soon as its thread runs again, and a punch waits for that lock
+	// and for the direct I/O under it (ext4, XFS); the grace is the time that thread may wait
+	// for a CPU, microseconds to milliseconds on a loaded machine, many times over.
 	Grace time.Duration
 	Fetch Fetch
 }
 
 // DefaultGrace is FillOptions.Grace's default.
-const DefaultGrace = 5 * time.Second
+const DefaultGrace = time.Second
 
 // sparseShard is the local copy of one shard.
 type sparseShard struct {
@@ -123,8 +124,8 @@ type FillStats struct {
 	BudgetBytes  int64   `json:"budget_bytes"`
 }
 
-// filledSuffix names the file beside a copy that records its filled chunks.
-const filledSuffix = ".filled"
+// FilledSuffix names the file beside a copy that records its filled chunks.
+const FilledSuffix = ".filled"
 
 // NewFiller opens (or creates, sparse, of the given sizes) the copies at paths, reads which of
 // their chunks are filled, and marks those with holes. It returns an error wrapping
@@ -167,6 +168,9 @@ func AdoptFiller(fan int, files []*os.File, paths []string, sizes []int64, opt F
 	}
 	if len(files) != len(paths) {
 		return nil, fmt.Errorf("kernel: %d sparse shards handed over for %d shards", len(files), len(paths))
+	}
+	if err := unix.SetNonblock(fan, true); err != nil { // a keeper passing it on may have made it blocking
+		return nil, fmt.Errorf("kernel: the fanotify group handed over: %w", err)
 	}
 	fl := newFiller(fan, opt)
 	for i, p := range paths {
@@ -216,13 +220,13 @@ func (fl *Filler) add(path string, f *os.File, size int64, fresh bool) error {
 		if err := f.Truncate(size); err != nil {
 			return fmt.Errorf("kernel: sparse shard %s: %w", path, err)
 		}
-		os.Remove(path + filledSuffix)
+		os.Remove(path + FilledSuffix)
 	}
 	fl.byIno[[2]uint64{st.Dev, st.Ino}] = len(fl.shards) - 1
 	n := (size + chunk - 1) / chunk
 	s.filled, s.used = bitset.NewAtomic(int(n)), make([]atomic.Int64, n)
 	s.holes.Store(n)
-	if b, err := os.ReadFile(path + filledSuffix); err == nil && int64(len(b)) == (n+7)/8 {
+	if b, err := os.ReadFile(path + FilledSuffix); err == nil && int64(len(b)) == (n+7)/8 {
 		for i := range n {
 			if b[i/8]&(1<<(i%8)) != 0 {
 				s.filled.Add(uint64(i))
@@ -250,8 +254,9 @@ func (fl *Filler) mark(s *sparseShard) error {
 		return nil
 	}
 	if err := unix.FanotifyMark(fl.fan, unix.FAN_MARK_ADD, unix.FAN_PRE_ACCESS, unix.AT_FDCWD, s.path); err != nil {
-		if errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("%w: the kernel has no fanotify pre-content events for %s: %v", ErrUnsupported, s.path, err)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+			return fmt.Errorf("%w: no fanotify pre-content events for %s (Linux 6.14+, and a file system that has them: ext4, XFS, btrfs; tmpfs has not): %v",
+				ErrUnsupported, s.path, err)
 		}
 		return fmt.Errorf("kernel: fanotify_mark %s: %w", s.path, err)
 	}
@@ -584,7 +589,7 @@ func (fl *Filler) Persist() error {
 			s.dirty.Store(true)
 			return fmt.Errorf("kernel: fdatasync %s: %w", s.path, err)
 		}
-		if err := writeRecord(s.path+filledSuffix, b); err != nil {
+		if err := writeRecord(s.path+FilledSuffix, b); err != nil {
 			s.dirty.Store(true)
 			return err
 		}

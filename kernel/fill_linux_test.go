@@ -173,7 +173,7 @@ func TestFiller(t *testing.T) {
 		if st := fl.Stats(); st.Events != events {
 			t.Errorf("reads of a copy filled whole raised %d events", st.Events-events)
 		}
-		if _, err := os.Stat(copies[0] + filledSuffix); err == nil {
+		if _, err := os.Stat(copies[0] + FilledSuffix); err == nil {
 			t.Errorf("the filled record of %s exists before Persist", copies[0])
 		}
 	})

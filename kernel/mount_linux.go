@@ -203,3 +203,57 @@ func WaitGone(stop <-chan struct{}, mnt, dev string) error {
 		}
 	}
 }
+
+// EndWatch sees the end of a kernel plane's superblock: inotify's IN_UNMOUNT on its root, which
+// comes once no mount of it is left and the last file open in it is closed (a detached plane
+// lives on while its readers read). Until then a Filler must answer its reads.
+type EndWatch struct {
+	fd    int
+	ended bool
+}
+
+// WatchEnd starts watching the end of the plane mounted at mnt.
+func WatchEnd(mnt string) (*EndWatch, error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("inotify_init: %w", err)
+	}
+	if _, err := unix.InotifyAddWatch(fd, mnt, unix.IN_UNMOUNT|unix.IN_ONLYDIR); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("inotify_add_watch %s: %w", mnt, err)
+	}
+	return &EndWatch{fd: fd}, nil
+}
+
+// Ended reports whether the superblock has ended, without waiting.
+func (w *EndWatch) Ended() bool { return w.poll(0) }
+
+// Wait returns once the superblock has ended.
+func (w *EndWatch) Wait() {
+	for !w.poll(-1) {
+	}
+}
+
+// poll waits up to timeout ms (-1: without end) for the end, and reports whether it came.
+func (w *EndWatch) poll(timeout int) bool {
+	if w.ended {
+		return true
+	}
+	p := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(p, timeout); n <= 0 || err != nil {
+		return false
+	}
+	buf := make([]byte, 4096)
+	n, err := unix.Read(w.fd, buf)
+	for b := buf[:max(n, 0)]; err == nil && len(b) >= unix.SizeofInotifyEvent; {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&b[0]))
+		if ev.Mask&(unix.IN_UNMOUNT|unix.IN_IGNORED) != 0 {
+			w.ended = true
+		}
+		b = b[unix.SizeofInotifyEvent+int(ev.Len):]
+	}
+	return w.ended
+}
+
+// Close ends the watch.
+func (w *EndWatch) Close() { unix.Close(w.fd) }

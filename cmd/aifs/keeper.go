@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aifs/aifs/fs"
+	"github.com/aifs/aifs/kernel"
 )
 
 // The keeper (docs/reliability.md, "Daemon restarts"). With -o restart=on (the default for root)
@@ -34,14 +35,18 @@ import (
 //
 // Between the keeper and a daemon it starts:
 //   - the environment: keeperEnv names the socket on which a daemon that mounted hands the
-//     connection up (one message: the /dev/fuse file, the plane, the INIT bytes); for a daemon
-//     taking over, handoverEnv names the connection's file descriptor, with the INIT request
-//     (hex) and the plane, and restartsEnv how many daemons came before it;
+//     connection up (a message: the /dev/fuse file, the plane, the INIT bytes; then, for the
+//     kernel plane over S3, messages "fill" with the Filler's fanotify group and its copies'
+//     descriptors, at most fillBatch a message, which hold its readers' pending reads while no
+//     daemon runs: docs/kernel.md); for a daemon taking over, handoverEnv names the
+//     connection's file descriptor, with the INIT request (hex) and the plane, fillEnv the
+//     Filler's descriptors, and restartsEnv how many daemons came before it;
 //   - the report pipe of daemonEnv, as between `aifs mount` and a daemon: the keeper passes the
 //     first daemon's report on, and waits for a later one's before it ends the daemon it replaces.
 const (
 	keeperEnv   = "AIFS_KEEPER_FD"
-	handoverEnv = "AIFS_HANDOVER" // FD,PLANE,INITHEX
+	handoverEnv = "AIFS_HANDOVER"      // FD,PLANE,INITHEX
+	fillEnv     = "AIFS_HANDOVER_FILL" // FD,N: the Filler's group at FD, its N copies after it
 	restartsEnv = "AIFS_RESTARTS"
 )
 
@@ -57,9 +62,21 @@ const (
 // protocol, read from the environment. nil: this daemon mounts.
 type handover struct {
 	conn     *fs.Conn
-	plane    string // dataFUSE or dataKernel, as the first daemon chose
+	plane    string    // dataFUSE or dataKernel, as the first daemon chose
+	fill     *heldFill // the kernel plane over S3's Filler; nil where there is none
 	restarts uint64
 }
+
+// heldFill is the kernel plane over S3's Filler as the keeper holds it across daemon restarts
+// (kernel.Filler.FDs, kernel.AdoptFiller): its fanotify group, whose end would let reads of
+// holes through as zeros, and its copies' descriptors, opened before their marks.
+type heldFill struct {
+	fan    *os.File
+	copies []*os.File
+}
+
+// fillBatch is the most descriptors in one message (the kernel takes at most 253).
+const fillBatch = 250
 
 // handoverFromEnv returns the connection a keeper handed this process, if any.
 func handoverFromEnv() (*handover, error) {
@@ -80,13 +97,27 @@ func handoverFromEnv() (*handover, error) {
 		return nil, fmt.Errorf("malformed $%s: %w", handoverEnv, err)
 	}
 	restarts, _ := strconv.ParseUint(os.Getenv(restartsEnv), 10, 64)
-	return &handover{conn: &fs.Conn{File: os.NewFile(uintptr(fd), "/dev/fuse"), Init: init}, plane: parts[1], restarts: restarts}, nil
+	h := &handover{conn: &fs.Conn{File: os.NewFile(uintptr(fd), "/dev/fuse"), Init: init}, plane: parts[1], restarts: restarts}
+	if v := os.Getenv(fillEnv); v != "" {
+		var first, n int
+		if _, err := fmt.Sscanf(v, "%d,%d", &first, &n); err != nil || first < 3 || n < 0 {
+			return nil, fmt.Errorf("malformed $%s", fillEnv)
+		}
+		h.fill = &heldFill{fan: os.NewFile(uintptr(first), "fanotify")}
+		for i := range n {
+			h.fill.copies = append(h.fill.copies, os.NewFile(uintptr(first+1+i), "copy"))
+		}
+	}
+	return h, nil
 }
 
 // handUp sends a new mount's connection to the keeper named by $AIFS_KEEPER_FD, if any, or
 // says it has none (conn nil: a mount without Handover). The keeper holds the connection from
 // then on: a crash of this process no longer ends the mount.
-func handUp(conn *fs.Conn, plane, fuseAt string) error {
+//
+// fill, if not nil, is the kernel plane over S3's Filler: its descriptors follow (fillBatch a
+// message), and the keeper holds them too.
+func handUp(conn *fs.Conn, plane, fuseAt string, fill *kernel.Filler) error {
 	fd, err := strconv.Atoi(os.Getenv(keeperEnv))
 	if err != nil {
 		return nil
@@ -99,6 +130,18 @@ func handUp(conn *fs.Conn, plane, fuseAt string) error {
 	}
 	if err := unix.Sendmsg(fd, msg, rights, nil, 0); err != nil {
 		return fmt.Errorf("handing the FUSE connection to the keeper: %w", err)
+	}
+	if conn == nil || fill == nil {
+		return nil
+	}
+	fan, copies := fill.FDs()
+	fds := append([]int{fan}, copies...)
+	for len(fds) > 0 {
+		n := min(len(fds), fillBatch)
+		if err := unix.Sendmsg(fd, []byte("fill\n"), unix.UnixRights(fds[:n]...), nil, 0); err != nil {
+			return fmt.Errorf("handing the kernel plane's filler to the keeper: %w", err)
+		}
+		fds = fds[n:]
 	}
 	return nil
 }
@@ -117,7 +160,8 @@ type child struct {
 type handed struct {
 	conn   *fs.Conn
 	plane  string
-	fuseAt string // the FUSE mount's path: the mountpoint, or the kernel plane's control mount
+	fuseAt string    // the FUSE mount's path: the mountpoint, or the kernel plane's control mount
+	fill   *heldFill // the kernel plane over S3's Filler, if any
 }
 
 // startChild starts this binary (exe, as on disk now) as a serving daemon with args; with h it
@@ -148,6 +192,13 @@ func startChild(exe string, args []string, dir string, h *handover, metrics *os.
 		cmd.ExtraFiles = append(cmd.ExtraFiles, h.conn.File)
 		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d,%s,%s", handoverEnv, 2+len(cmd.ExtraFiles), h.plane, hex.EncodeToString(h.conn.Init)),
 			fmt.Sprintf("%s=%d", restartsEnv, h.restarts))
+		if f := h.fill; f != nil {
+			// Passing the group makes it blocking (File.Fd), for every holder: AdoptFiller makes it
+			// non-blocking again.
+			cmd.ExtraFiles = append(cmd.ExtraFiles, f.fan)
+			cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d,%d", fillEnv, 2+len(cmd.ExtraFiles), len(f.copies)))
+			cmd.ExtraFiles = append(cmd.ExtraFiles, f.copies...)
+		}
 	}
 	// Setpgid: the terminal's ^C reaches the keeper, which passes it on. Pdeathsig: a keeper
 	// killed (systemd's kill of a unit's main process, kill -9) takes its daemon with it, and
@@ -220,26 +271,47 @@ func procPID(pid int) (int, bool) {
 	return 0, false
 }
 
-// receiveConn reads the one message of a daemon on sock, the keeper's end, and closes sock: the
-// connection it mounted, or none (handed.conn nil) if it says it has none or ends first.
+// receiveConn reads the messages of a daemon on sock, the keeper's end, until the daemon closes
+// it, and closes sock: the connection it mounted and its Filler, or none (handed.conn nil) if it
+// says it has none or ends first.
 func receiveConn(sock *os.File) handed {
 	defer sock.Close()
-	buf, oob := make([]byte, 1<<16), make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, 0)
-	if err != nil || n == 0 {
-		return handed{}
+	buf, oob := make([]byte, 1<<16), make([]byte, unix.CmsgSpace(4*fillBatch))
+	var h handed
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != nil || n == 0 {
+			if h.conn == nil && h.fill != nil { // a Filler with no mount: let it go
+				h.fill.fan.Close()
+				for _, f := range h.fill.copies {
+					f.Close()
+				}
+				h.fill = nil
+			}
+			return h
+		}
+		var fds []int
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+			fds, _ = unix.ParseUnixRights(&msgs[0])
+		}
+		if msg := string(buf[:n]); msg == "fill\n" {
+			for _, fd := range fds {
+				if h.fill == nil {
+					h.fill = &heldFill{fan: os.NewFile(uintptr(fd), "fanotify")}
+				} else {
+					h.fill.copies = append(h.fill.copies, os.NewFile(uintptr(fd), "copy"))
+				}
+			}
+		} else if h.conn == nil && len(fds) == 1 {
+			plane, rest, _ := strings.Cut(msg, "\n")
+			fuseAt, init, _ := strings.Cut(rest, "\n")
+			h.conn, h.plane, h.fuseAt = &fs.Conn{File: os.NewFile(uintptr(fds[0]), "/dev/fuse"), Init: []byte(init)}, plane, fuseAt
+		} else {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
 	}
-	plane, rest, _ := strings.Cut(string(buf[:n]), "\n")
-	fuseAt, init, _ := strings.Cut(rest, "\n")
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return handed{}
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		return handed{}
-	}
-	return handed{&fs.Conn{File: os.NewFile(uintptr(fds[0]), "/dev/fuse"), Init: []byte(init)}, plane, fuseAt}
 }
 
 // keep runs the keeper until the mount ends (see the top of this file). ready, if not nil, is
@@ -293,7 +365,7 @@ func (c *mountConfig) keep(ctx context.Context, args []string, ready *readyPipe)
 	if got.conn == nil { // a mount made without a connection to keep (not root)
 		return exitCode(<-cur.exited)
 	}
-	h := &handover{conn: got.conn, plane: got.plane}
+	h := &handover{conn: got.conn, plane: got.plane, fill: got.fill}
 	defer h.conn.File.Close()
 	if !c.foreground {
 		os.Chdir("/")
@@ -371,7 +443,7 @@ func (c *mountConfig) replace(log *zap.Logger, exe string, args []string, dir st
 	if !h.conn.CanResend() {
 		return nil, errors.New("the kernel has no FUSE_NOTIFY_RESEND (Linux 6.9+): the old daemon's requests would be lost")
 	}
-	next, err := startChild(exe, args, dir, &handover{conn: h.conn, plane: h.plane, restarts: h.restarts + 1}, metrics)
+	next, err := startChild(exe, args, dir, &handover{conn: h.conn, plane: h.plane, fill: h.fill, restarts: h.restarts + 1}, metrics)
 	if err != nil {
 		return nil, err
 	}

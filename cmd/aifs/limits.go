@@ -88,8 +88,9 @@ const defaultDiskCache = 100 << 30
 
 // diskCacheSize creates dir if needed and returns the disk cache budget: want, at most 9/10 of
 // the room in dir's file system, counting the chunks the cache already holds as room (a reused
-// cache keeps them; a budget below them would delete them).
-func diskCacheSize(log *zap.Logger, dir string, want int64) (int64, error) {
+// cache keeps them; a budget below them would delete them), and own, the bytes the kernel
+// plane's copies hold there, as room too.
+func diskCacheSize(log *zap.Logger, dir string, want, own int64) (int64, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return 0, fmt.Errorf("--cache-dir: %w", err)
 	}
@@ -101,7 +102,7 @@ func diskCacheSize(log *zap.Logger, dir string, want int64) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("--cache-dir: %w", err)
 	}
-	free := (int64(st.Bavail)*st.Bsize + held) / 10 * 9
+	free := (int64(st.Bavail)*st.Bsize + held + own) / 10 * 9
 	if want > free {
 		log.Warn("--cache-size is more than 9/10 of the room in --cache-dir (free space and the cache's own files); using that",
 			zap.Int64("cache_size", want), zap.Int64("using", free))

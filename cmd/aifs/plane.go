@@ -27,8 +27,8 @@ const (
 // is read and checked here (erofsmeta.Check): the image is written only from a checked index.
 func (c *mountConfig) kernelRefusal(src *source) string {
 	switch {
-	case src.s3 != nil:
-		return "the shards are in S3 (the kernel plane serves local shards)"
+	case src.s3 != nil && c.fillRefusal(src) != "":
+		return c.fillRefusal(src)
 	case c.verify:
 		return "verify=on checks every sample as the daemon reads it, and on the kernel plane the daemon reads none"
 	case c.kernelCache == fs.CacheOff:
@@ -61,27 +61,49 @@ type kernelPlane struct {
 	plane         *kernel.Plane
 	watcher       *kernel.Watcher // nil where reads are not observed (watchReads)
 	reason        string
-	fs            *fs.FS // the control mount's, which takes the plane's observations
+	fs            *fs.FS           // the control mount's, which takes the plane's observations
+	fill          *s3Fill          // the copies' Filler, where the set is in S3; else nil
+	end           *kernel.EndWatch // with fill: the plane's superblock's end, after which fill may close
 }
 
-// mountKernel builds (or finds) the EROFS image of src and mounts it at mnt. It returns an error
-// wrapping kernel.ErrUnsupported where the kernel refused the mount for want of a feature.
-func mountKernel(log *zap.Logger, src *source, mnt string) (*kernelPlane, error) {
-	image, bs, err := erofsmeta.Cached(src.x, src.name, buildRoom())
+// mountKernel builds (or finds) the EROFS image of src and mounts it at mnt: over its shard
+// files, or for a set in S3 over their copies in the cache directory, filled on the reads'
+// pre-content events (openFill). It returns an error wrapping kernel.ErrUnsupported where the
+// kernel refused the mount for want of a feature.
+func (c *mountConfig) mountKernel(ctx context.Context, log *zap.Logger, src *source, mnt string) (kp *kernelPlane, err error) {
+	devices, imageDir := shardPaths(src), src.name
+	var fill *s3Fill
+	if src.s3 != nil {
+		if fill, err = c.openFill(ctx, log, src, nil); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				fill.close()
+			}
+		}()
+		devices, imageDir = fill.paths, fill.dir
+	}
+	image, bs, err := erofsmeta.Cached(src.x, imageDir, buildRoom())
 	if err != nil {
 		return nil, fmt.Errorf("kernel plane: %w", err)
 	}
-	devices := shardPaths(src)
-	if err := kernel.Mount(image, devices, mnt, true); err != nil {
+	if err := kernel.Mount(image, devices, mnt, true); err != nil { // after the Filler's marks: EROFS opens the copies now
 		return nil, fmt.Errorf("kernel plane: %w", err)
 	}
-	dev, err := kernel.Dev(mnt)
+	kp = &kernelPlane{mnt: mnt, fill: fill}
+	if kp.dev, err = kernel.Dev(mnt); err == nil && fill != nil {
+		kp.end, err = kernel.WatchEnd(mnt)
+	}
 	if err == nil {
-		var ctl string
-		if ctl, err = kernel.MakeControlDir(dev); err == nil {
-			log.Debug("kernel plane mounted", zap.String("image", image), zap.Int("block_size", bs), zap.String("control", ctl))
-			return &kernelPlane{mnt: mnt, dev: dev, ctl: ctl, plane: kernel.NewPlane(mnt, src.x, devices)}, nil
+		if kp.ctl, err = kernel.MakeControlDir(kp.dev); err == nil {
+			log.Debug("kernel plane mounted", zap.String("image", image), zap.Int("block_size", bs), zap.String("control", kp.ctl))
+			kp.plane = kernel.NewPlane(mnt, src.x, devices)
+			return kp, nil
 		}
+	}
+	if kp.end != nil {
+		kp.end.Close()
 	}
 	kernel.Unmount(mnt)
 	return nil, fmt.Errorf("kernel plane: %w", err)
@@ -100,9 +122,9 @@ func shardPaths(src *source) []string {
 // choosePlane mounts the kernel plane at mnt when -o data asks for it and it can be, and
 // returns it (nil: the FUSE plane) and the reason for the choice, for the mount's first line and
 // the stats. data=kernel fails where the kernel plane cannot be; auto falls back to FUSE.
-func (c *mountConfig) choosePlane(log *zap.Logger, src *source, mnt string, h *handover) (*kernelPlane, string, error) {
+func (c *mountConfig) choosePlane(ctx context.Context, log *zap.Logger, src *source, mnt string, h *handover) (*kernelPlane, string, error) {
 	if h != nil {
-		return adoptKernel(log, src, mnt, h.plane)
+		return c.adoptKernel(ctx, log, src, mnt, h)
 	}
 	if c.data == dataFUSE {
 		return nil, "data=fuse", nil
@@ -111,8 +133,11 @@ func (c *mountConfig) choosePlane(log *zap.Logger, src *source, mnt string, h *h
 	var kp *kernelPlane
 	if why == "" {
 		var err error
-		kp, err = mountKernel(log, src, mnt)
+		kp, err = c.mountKernel(ctx, log, src, mnt)
 		switch {
+		case err == nil && kp.fill != nil:
+			kp.reason = "data=" + c.data + ": EROFS over local copies of the shards in S3, filled on first read (fanotify pre-content events, Linux 6.14+; root, aligned samples, a keeper)"
+			return kp, kp.reason, nil
 		case err == nil:
 			kp.reason = "data=" + c.data + ": EROFS over the local shards, mounted from files (root, aligned samples)"
 			return kp, kp.reason, nil
@@ -129,17 +154,33 @@ func (c *mountConfig) choosePlane(log *zap.Logger, src *source, mnt string, h *h
 
 // adoptKernel takes over the planes of a live mount from a daemon that served it before (a
 // keeper's restart or upgrade): with plane dataKernel, the EROFS mount at mnt and its control
-// directory; with dataFUSE, nothing (nil).
-func adoptKernel(log *zap.Logger, src *source, mnt, plane string) (*kernelPlane, string, error) {
+// directory, and for a set in S3 the Filler of its copies, whose group and descriptors the keeper
+// held (h.fill); with dataFUSE, nothing (nil).
+func (c *mountConfig) adoptKernel(ctx context.Context, log *zap.Logger, src *source, mnt string, h *handover) (*kernelPlane, string, error) {
 	const why = "taken over from an earlier daemon, with no remount"
-	if plane != dataKernel {
+	if h.plane != dataKernel {
 		return nil, "data=fuse: " + why, nil
 	}
 	dev, err := kernel.Dev(mnt)
 	if err != nil {
 		return nil, "", fmt.Errorf("kernel plane: taking over %s: %w", mnt, err)
 	}
-	kp := &kernelPlane{mnt: mnt, dev: dev, ctl: kernel.ControlDir(dev), plane: kernel.NewPlane(mnt, src.x, shardPaths(src)), reason: "kernel: " + why}
+	kp := &kernelPlane{mnt: mnt, dev: dev, ctl: kernel.ControlDir(dev), reason: "kernel: " + why}
+	devices := shardPaths(src)
+	if src.s3 != nil {
+		if h.fill == nil {
+			return nil, "", fmt.Errorf("kernel plane: taking over %s: the keeper holds no Filler of its copies", mnt)
+		}
+		if kp.fill, err = c.openFill(ctx, log, src, h); err != nil {
+			return nil, "", err
+		}
+		if kp.end, err = kernel.WatchEnd(mnt); err != nil {
+			kp.fill.close()
+			return nil, "", fmt.Errorf("kernel plane: taking over %s: %w", mnt, err)
+		}
+		devices = kp.fill.paths
+	}
+	kp.plane = kernel.NewPlane(mnt, src.x, devices)
 	log.Debug("kernel plane taken over", zap.String("control", kp.ctl))
 	return kp, kp.reason, nil
 }
@@ -174,6 +215,16 @@ func (kp *kernelPlane) watchReads(log *zap.Logger) {
 func (kp *kernelPlane) serve(ctx context.Context, log *zap.Logger, srv *fs.Server, done <-chan struct{}) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if kp.fill != nil {
+		fillCtx, stopFill := context.WithCancel(context.Background()) // not ctx: it outlives a signal (endFill)
+		defer kp.endFill(log, stopFill)
+		go kp.fill.persist(fillCtx, log)
+		go func() {
+			if err := kp.fill.filler.Run(fillCtx); err != nil {
+				log.Error("kernel plane: the filler stopped; reads of what is not filled yet wait for a new daemon", zap.Error(err))
+			}
+		}()
+	}
 	if kp.watcher != nil {
 		go func() {
 			if err := kp.watcher.Run(ctx, kp.fs.Seen); err != nil {
@@ -211,4 +262,18 @@ func (kp *kernelPlane) serve(ctx context.Context, log *zap.Logger, srv *fs.Serve
 	<-done
 	log.Info("unmounted", zap.String("mountpoint", kp.mnt))
 	return exitOK
+}
+
+// endFill waits, where the plane's files are still open (a detached plane), until its
+// superblock has ended before it stops the Filler: reads of holes after that would get zeros.
+func (kp *kernelPlane) endFill(log *zap.Logger, stop context.CancelFunc) {
+	defer stop()
+	if kp.end == nil {
+		return
+	}
+	if !kp.end.Ended() {
+		log.Info("kernel plane: files are open in the detached plane; filling their reads until they are closed")
+		kp.end.Wait()
+	}
+	kp.end.Close()
 }

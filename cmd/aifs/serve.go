@@ -13,6 +13,7 @@ import (
 	"github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/internal/memlimit"
 	"github.com/aifs/aifs/internal/mountinfo"
+	"github.com/aifs/aifs/kernel"
 	"github.com/aifs/aifs/prefetch"
 	"go.uber.org/zap"
 )
@@ -32,10 +33,14 @@ func (c *mountConfig) serve(ctx context.Context, ready *readyPipe, h *handover) 
 	srv, cleanup, err := c.mount(ctx, log, h)
 	if err == nil && h == nil {
 		plane, fuseAt := dataFUSE, c.mountpoint
+		var fill *kernel.Filler
 		if c.plane != nil {
 			plane, fuseAt = dataKernel, c.plane.ctl
+			if c.plane.fill != nil {
+				fill = c.plane.fill.filler
+			}
 		}
-		if err = handUp(srv.Conn(), plane, fuseAt); err != nil {
+		if err = handUp(srv.Conn(), plane, fuseAt, fill); err != nil {
 			srv.Unmount()
 			cleanup()
 		}
@@ -163,12 +168,24 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger, h *handover) (
 	if src.s3 != nil {
 		storage["s3"] = func() any { return src.s3.Stats() }
 	}
+	kp, reason, err := c.choosePlane(ctx, log, src, mnt, h)
+	if err != nil {
+		return nil, nil, err
+	}
+	if kp != nil {
+		closers = append(closers, func() error { return os.Remove(kp.ctl) })
+		if kp.fill != nil { // closed after the plane's unmount
+			closers = append(closers, kp.fill.close)
+			storage["kernel_fill"] = func() any { return kp.fill.filler.Stats() }
+		}
+		closers = append(closers, kp.unmount)
+	}
 	var dc *diskcache.Cache
-	if c.cacheDir != "" {
+	if c.cacheDir != "" && (kp == nil || kp.fill == nil) { // the kernel plane over S3 keeps its own copies there
 		if src.s3 == nil {
 			return nil, nil, fmt.Errorf("--cache-dir is for shard sets in S3; %s is read directly from local disk", src.name)
 		}
-		size, err := diskCacheSize(log, c.cacheDir, c.cacheSize)
+		size, err := diskCacheSize(log, c.cacheDir, c.cacheSize, 0)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -187,17 +204,12 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger, h *handover) (
 	po := prefetch.Options{CacheBytes: memCache, Verify: c.verify,
 		PageCache:  pageCacheBudget(c.pageCache, log.Named("page_cache")),
 		ChunkReads: c.chunkReads && c.cacheDir == "",     // with a disk cache, push_chunks pushes its chunks
-		StagePlans: c.cacheDir != "" && c.prefetchShards} // the disk cache stages what plans name
+		StagePlans: dc != nil && c.prefetchShards} // the disk cache stages what plans name
 	if src.s3 != nil {
 		po.ChunkBytes = diskcache.DefaultChunkSize // a GET costs a round trip: as large as the disk cache's chunks
 	}
-	kp, reason, err := c.choosePlane(log, src, mnt, h)
-	if err != nil {
-		return nil, nil, err
-	}
 	plane, fuseAt := fs.DataPlane{Plane: dataFUSE, Reason: reason, Mountpoint: mnt}, mnt
 	if kp != nil {
-		closers = append(closers, func() error { return os.Remove(kp.ctl) }, kp.unmount)
 		po.WillNeed, po.Drop, po.Misses = kp.plane.WillNeed, kp.plane.Drop, kp.plane.Misses
 		po.Quiet, po.StorageReads = kp.plane.Quiet, kp.plane.StorageReads
 		plane.Plane, fuseAt = dataKernel, kp.ctl

@@ -1,0 +1,349 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/sys/unix"
+
+	"github.com/aifs/aifs/backend/s3/s3test"
+	"github.com/aifs/aifs/plan"
+)
+
+// The kernel plane over sets in S3 (docs/kernel.md, "The plane over S3"): EROFS over sparse
+// local copies of the shards in the cache directory, filled from S3 on the reads' fanotify
+// pre-content events. These tests need what the kernel plane needs, and Linux 6.14+ (CI has
+// 6.18).
+
+// kernelS3Set packs n files of random bytes (3-63 KB) into shards of 4 MiB at prefix in srv's
+// bucket, and returns the source directory, the set's URL and its shards' bytes.
+func kernelS3Set(t *testing.T, srv *s3test.Server, prefix string, n int) (src, url string, size int64) {
+	return kernelS3SetSeed(t, srv, prefix, n, 11)
+}
+
+// kernelS3SetSeed is kernelS3Set with the random bytes' seed.
+func kernelS3SetSeed(t *testing.T, srv *s3test.Server, prefix string, n int, seed uint64) (src, url string, size int64) {
+	t.Helper()
+	src = t.TempDir()
+	for i := range n {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("c%d", i%8), fmt.Sprintf("s-%04d.bin", i)), randomBytes(uint64(i)+seed, 3000+(i*7919)%60000))
+	}
+	url = "s3://" + srv.Bucket + "/" + prefix
+	mustAifs(t, "pack", "--quiet", "--shard-size", "4M", src, url)
+	for obj := range srv.Client().ListObjects(t.Context(), srv.Bucket, minio.ListObjectsOptions{Prefix: prefix + "/", Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		if strings.HasSuffix(obj.Key, ".dat") {
+			size += obj.Size
+		}
+	}
+	return src, url, size
+}
+
+// mountKernelS3 mounts the set at url on the kernel plane with the cache directory cache (and
+// the options opts), checking that the plane is the kernel's over S3.
+func mountKernelS3(t *testing.T, url, cache, opts string) string {
+	t.Helper()
+	mnt := mountKernel(t, url, "-o", "cache_dir="+cache+opts)
+	s := readStats(t, filepath.Dir(plan.Control(mnt)))
+	if s.DataPlane.Plane != "kernel" || !strings.Contains(s.DataPlane.Reason, "S3") {
+		t.Fatalf("data plane %+v, want the kernel's over S3", s.DataPlane)
+	}
+	return mnt
+}
+
+// fillStat returns one figure of the kernel plane's Filler (storage.kernel_fill of the stats).
+func fillStat(t *testing.T, mnt, field string) int64 {
+	t.Helper()
+	return storageStat(t, filepath.Dir(plan.Control(mnt)), "kernel_fill", field)
+}
+
+// s3Stat returns one figure of the S3 backend's statistics of the kernel plane at mnt.
+func s3Stat(t *testing.T, mnt, field string) int64 {
+	t.Helper()
+	return storageStat(t, filepath.Dir(plan.Control(mnt)), "s3", field)
+}
+
+// TestKernelPlaneS3: over versitygw and MinIO (erasure-coded), the kernel plane of an S3 set
+// shows the source's tree and bytes; the first epoch fetches the set about once (chunks on
+// demand), and a mount again over the same cache fetches nothing and its reads reach no daemon
+// (every copy whole, unmarked).
+func TestKernelPlaneS3(t *testing.T) {
+	needKernelPlane(t)
+	for _, server := range []string{"versitygw", "minio"} {
+		t.Run(server, func(t *testing.T) {
+			srv := s3test.Start(t)
+			if server == "minio" {
+				srv = s3test.StartMinIO(t)
+			}
+			setS3Env(t, srv)
+			src, url, size := kernelS3Set(t, srv, "k", 600)
+			want := digest(sourceEntries(t, src, true))
+			cache := filepath.Join(t.TempDir(), "cache")
+			mnt := mountKernelS3(t, url, cache, "")
+			if d := digest(sourceEntries(t, mnt, true)); d != want {
+				t.Fatalf("the kernel plane over S3 differs from the source")
+			}
+			if got := s3Stat(t, mnt, "bytes"); got < size || float64(got) > 1.1*float64(size) {
+				t.Errorf("the first epoch fetched %d bytes from S3, want the set's %d (at most 1.1×)", got, size)
+			}
+			if n := fillStat(t, mnt, "demand_chunks"); n == 0 {
+				t.Errorf("no chunk filled on demand in the first epoch")
+			}
+			if n := fillStat(t, mnt, "failed"); n != 0 {
+				t.Errorf("%d reads failed", n)
+			}
+			unmount(t, mnt, daemonPID(t, mnt))
+
+			mnt = mountKernelS3(t, url, cache, "")
+			before := s3Stat(t, mnt, "bytes")
+			if d := digest(sourceEntries(t, mnt, true)); d != want {
+				t.Fatalf("the second mount over the same cache differs from the source")
+			}
+			if n := s3Stat(t, mnt, "bytes") - before; n != 0 {
+				t.Errorf("the second mount fetched %d bytes from S3, want 0", n)
+			}
+			if n := fillStat(t, mnt, "events"); n != 0 {
+				t.Errorf("reads of copies filled whole reached the daemon %d times, want 0", n)
+			}
+		})
+	}
+}
+
+// TestKernelPlaneS3Faults: never a hole's zeros. With S3 down a read of what is not filled
+// fails with EIO and succeeds once S3 is back; an object replaced in S3 after the mount is
+// refused (EIO), never served; with the cache directory's disk full a fill fails with EIO.
+func TestKernelPlaneS3Faults(t *testing.T) {
+	needKernelPlane(t)
+	srv := s3Server(t)
+	src, url, _ := kernelS3Set(t, srv, "faults", 400)
+	files := fileList(t, src)
+	cache := filepath.Join(t.TempDir(), "cache")
+	mnt := mountKernelS3(t, url, cache, ",s3_timeout=2s,s3_retries=1")
+
+	t.Run("S3 down", func(t *testing.T) {
+		srv.Stop()
+		victim := files[len(files)-1]
+		_, err := os.ReadFile(filepath.Join(mnt, victim))
+		srv.Start()
+		if !errors.Is(err, syscall.EIO) { // nothing was read before: its chunk is a hole
+			t.Errorf("reading %s with S3 down: %v, want EIO", victim, err)
+		}
+		sameFile(t, src, mnt, victim)
+	})
+
+	t.Run("object replaced", func(t *testing.T) {
+		// Another set's first shard put in place of this one's last: same name, other bytes.
+		_, otherURL, _ := kernelS3SetSeed(t, srv, "other", 400, 99)
+		obj := lastShard(t, srv, "faults")
+		info, err := srv.Client().CopyObject(t.Context(), minio.CopyDestOptions{Bucket: srv.Bucket, Object: obj},
+			minio.CopySrcOptions{Bucket: srv.Bucket, Object: strings.TrimPrefix(otherURL, "s3://"+srv.Bucket+"/") + "/" + filepath.Base(obj)})
+		if err != nil {
+			t.Fatalf("replacing %s: %v (%+v)", obj, err, info)
+		}
+		var failed, wrong int
+		for _, f := range files {
+			got, err := os.ReadFile(filepath.Join(mnt, f))
+			want, _ := os.ReadFile(filepath.Join(src, f))
+			switch {
+			case errors.Is(err, syscall.EIO):
+				failed++
+			case err != nil:
+				t.Fatalf("%s: %v", f, err)
+			case !bytes.Equal(got, want):
+				wrong++
+			}
+		}
+		if wrong != 0 || failed == 0 {
+			t.Errorf("after the object was replaced: %d files read wrong, %d failed; want none wrong and the replaced shard's unfilled files failed", wrong, failed)
+		}
+	})
+
+	t.Run("disk full", func(t *testing.T) {
+		// A mount of another set with its copies on a small ext4 (tmpfs has no pre-content
+		// events), filled up once the plane is mounted.
+		full, img := filepath.Join(t.TempDir(), "full"), filepath.Join(t.TempDir(), "full.img")
+		mkdir(t, full)
+		for _, cmd := range [][]string{{"truncate", "-s", "100M", img}, {"mkfs.ext4", "-q", "-F", img}, {"mount", "-o", "loop", img, full}} {
+			if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+				t.Fatalf("%v: %v: %s", cmd, err, out)
+			}
+		}
+		t.Cleanup(func() { syscall.Unmount(full, syscall.MNT_DETACH) })
+		_, fullURL, _ := kernelS3SetSeed(t, srv, "full", 400, 7)
+		mnt2 := mountKernelS3(t, fullURL, full, ",cache_size=64M")
+		fill, err := os.Create(filepath.Join(full, "filler"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for err == nil {
+			_, err = fill.Write(make([]byte, 1<<20))
+		}
+		fill.Close()
+		var failed int
+		for _, f := range fileList(t, mnt2)[:50] {
+			got, err := os.ReadFile(filepath.Join(mnt2, f))
+			if err == nil && bytes.Count(got, []byte{0}) == len(got) && len(got) > 0 {
+				t.Fatalf("%s read as zeros with the disk full", f)
+			}
+			if errors.Is(err, syscall.EIO) {
+				failed++
+			}
+		}
+		if failed == 0 {
+			t.Errorf("no read failed with the cache's disk full")
+		}
+	})
+}
+
+// TestKernelPlaneS3Evict: with a cache of a quarter of the set, three shuffled epochs of 8
+// readers read the source's bytes every time while the copies are kept within the cache's size
+// by punching chunks out; the chunks kept are the same from epoch to epoch (a stable subset),
+// so later epochs fetch less than the set.
+func TestKernelPlaneS3Evict(t *testing.T) {
+	needKernelPlane(t)
+	srv := s3Server(t)
+	src, url, size := kernelS3Set(t, srv, "evict", 8000) // about 260 MB
+	cacheSize := size / 4
+	cache := filepath.Join(t.TempDir(), "cache")
+	mnt := mountKernelS3(t, url, cache, fmt.Sprintf(",cache_size=%d", cacheSize))
+	var fetched []int64
+	for epoch := range 3 {
+		before := s3Stat(t, mnt, "bytes")
+		errs, _, _ := epochUnder(t, src, mnt, nil)
+		for _, err := range errs[:min(len(errs), 5)] {
+			t.Errorf("epoch %d: %v", epoch, err)
+		}
+		fetched = append(fetched, s3Stat(t, mnt, "bytes")-before)
+		dropPlanePages(t, mnt)
+	}
+	onDisk := func() (n int64) {
+		entries, _ := filepath.Glob(filepath.Join(cache, "kernel", "*", "*.shard"))
+		for _, e := range entries {
+			var st syscall.Stat_t
+			if syscall.Stat(e, &st) == nil {
+				n += st.Blocks * 512
+			}
+		}
+		return n
+	}
+	// What is filled may pass the budget by what is filled within the grace (docs/kernel.md):
+	// once the readers stop, the copies come back within it.
+	slack := int64(4 << 20)
+	for end := time.Now().Add(15 * time.Second); onDisk() > cacheSize+slack && time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := onDisk(); n > cacheSize+slack {
+		t.Errorf("the copies take %d bytes on disk, want at most the cache's %d (+%d)", n, cacheSize, slack)
+	}
+	if n := fillStat(t, mnt, "punched_chunks"); n == 0 {
+		t.Errorf("no chunk punched with a cache of a quarter of the set")
+	}
+	if fetched[2] >= size {
+		t.Errorf("epochs fetched %v bytes from S3 with a cache of %d: want the later ones below the set's %d", fetched, cacheSize, size)
+	}
+	t.Logf("S3 bytes per epoch %v (set %d, cache %d); copies on disk %d", fetched, size, cacheSize, onDisk())
+}
+
+// TestKernelPlaneS3Killed: kill -9 of the daemon, twice, during a cold epoch of 8 readers of
+// the kernel plane over S3: the keeper holds the Filler's fanotify group, so the reads waiting
+// for fills wait for the next daemon, which takes the group over; no reader ever gets a hole's
+// zeros or another file's bytes (a read the dead daemon had taken may fail with EIO).
+func TestKernelPlaneS3Killed(t *testing.T) {
+	needKernelPlane(t)
+	srv := s3Server(t)
+	src, url, _ := kernelS3Set(t, srv, "killed", 3000)
+	mnt := mountKernelS3(t, url, filepath.Join(t.TempDir(), "cache"), "")
+	keeper := daemonPID(t, mnt)
+	at := []int{1 + rand.IntN(4), 5 + rand.IntN(4)}
+	var killed []int
+	var killMu sync.Mutex
+	errs, _, longest := epochUnder(t, src, mnt, func(k int) {
+		if k != at[0] && k != at[1] {
+			return
+		}
+		killMu.Lock()
+		defer killMu.Unlock()
+		pid := servingPID(t, mnt)
+		if pid == keeper || len(killed) > 0 && killed[len(killed)-1] == pid {
+			return
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+		killed = append(killed, pid)
+	})
+	var eio atomic.Int64
+	for _, err := range errs {
+		if errors.Is(err, syscall.EIO) {
+			eio.Add(1)
+			continue
+		}
+		t.Errorf("a reader: %v", err)
+	}
+	if len(killed) != 2 {
+		t.Fatalf("killed %d daemons, want 2", len(killed))
+	}
+	// Every file again, after the takeovers: the source's bytes.
+	if errs, _, _ := epochUnder(t, src, mnt, nil); len(errs) != 0 {
+		t.Errorf("after the takeovers: %v", errs[0])
+	}
+	t.Logf("2 daemons killed at tenths %v; %d reads failed with EIO; the longest read %v", at, eio.Load(), longest)
+}
+
+// fileList returns the regular files under root, relative to it, shuffled.
+func fileList(t *testing.T, root string) []string {
+	t.Helper()
+	var files []string
+	for _, e := range sourceEntries(t, root, false) {
+		if !e.dir {
+			files = append(files, e.path)
+		}
+	}
+	rand.Shuffle(len(files), func(i, j int) { files[i], files[j] = files[j], files[i] })
+	return files
+}
+
+// lastShard returns the key of the last shard object under prefix.
+func lastShard(t *testing.T, srv *s3test.Server, prefix string) string {
+	t.Helper()
+	var last string
+	for obj := range srv.Client().ListObjects(t.Context(), srv.Bucket, minio.ListObjectsOptions{Prefix: prefix + "/", Recursive: true}) {
+		if strings.HasSuffix(obj.Key, ".dat") && obj.Key > last {
+			last = obj.Key
+		}
+	}
+	if last == "" {
+		t.Fatalf("no shard under %s", prefix)
+	}
+	return last
+}
+
+// dropPlanePages drops the plane's pages of every file under mnt, so the next epoch reads the
+// copies again.
+func dropPlanePages(t *testing.T, mnt string) {
+	t.Helper()
+	filepath.WalkDir(mnt, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if f, err := os.Open(p); err == nil {
+				unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+				f.Close()
+			}
+		}
+		return nil
+	})
+	time.Sleep(10 * time.Millisecond)
+}
