@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -346,4 +347,79 @@ func dropPlanePages(t *testing.T, mnt string) {
 		return nil
 	})
 	time.Sleep(10 * time.Millisecond)
+}
+
+// TestKernelPlaneS3Refusals: data=auto over an S3 set mounts FUSE, saying why, where the kernel
+// plane over S3 cannot be: no cache directory, no keeper (restart=off), a cache directory on a
+// file system without pre-content events (tmpfs); data=kernel fails there with the reason.
+func TestKernelPlaneS3Refusals(t *testing.T) {
+	needKernelPlane(t)
+	srv := s3Server(t)
+	_, url, _ := kernelS3Set(t, srv, "refused", 50)
+	tmpfs := filepath.Join(t.TempDir(), "tmpfs")
+	mkdir(t, tmpfs)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=200M", "tmpfs", tmpfs).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { syscall.Unmount(tmpfs, syscall.MNT_DETACH) })
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	mkdir(t, mnt)
+	for _, c := range []struct{ opts, why string }{
+		{"", "--cache-dir"},
+		{",cache_dir=" + filepath.Join(t.TempDir(), "c") + ",restart=off", "restart=off"},
+		{",cache_dir=" + tmpfs, "pre-content"},
+	} {
+		r := mustAifs(t, "mount", "-o", "data=auto"+c.opts, url, mnt)
+		pid := daemonPID(t, mnt)
+		s := readStats(t, mnt)
+		if s.DataPlane.Plane != "fuse" || !strings.Contains(s.DataPlane.Reason, c.why) {
+			t.Errorf("-o data=auto%s: data plane %+v, want fuse because of %q", c.opts, s.DataPlane, c.why)
+		}
+		if !strings.Contains(r.stderr, "data plane: fuse") {
+			t.Errorf("-o data=auto%s: the mount did not say which plane and why: %s", c.opts, r)
+		}
+		unmount(t, mnt, pid)
+		if r := aifs(t, "mount", "-o", "data=kernel"+c.opts, url, mnt); r.code == 0 || !strings.Contains(r.stderr, c.why) {
+			t.Errorf("-o data=kernel%s: want a refusal naming %q, got %s", c.opts, c.why, r)
+			if isMounted(mnt) {
+				unmount(t, mnt, daemonPID(t, mnt))
+			}
+		}
+	}
+}
+
+// TestKernelPlaneS3Detached: SIGTERM to the mount while a file of the plane is open (and not
+// yet read): the plane is detached, and the daemon goes on filling its reads, which get the
+// source's bytes, until the file is closed; then the daemon ends.
+func TestKernelPlaneS3Detached(t *testing.T) {
+	needKernelPlane(t)
+	srv := s3Server(t)
+	src, url, _ := kernelS3Set(t, srv, "detached", 200)
+	mnt := mountKernelS3(t, url, filepath.Join(t.TempDir(), "cache"), "")
+	keeper := daemonPID(t, mnt)
+	files := fileList(t, src)
+	f, err := os.Open(filepath.Join(mnt, files[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syscall.Kill(keeper, syscall.SIGTERM)
+	for end := time.Now().Add(5 * time.Second); isMounted(mnt); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s is still mounted 5 s after SIGTERM", mnt)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // past the daemon's end, if it ended with the file open
+	got, err := io.ReadAll(f)
+	want, _ := os.ReadFile(filepath.Join(src, files[0]))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("reading a file of the detached plane: %v (%d bytes, want the source's %d)", err, len(got), len(want))
+	}
+	if waitExit(keeper, 300*time.Millisecond) {
+		t.Errorf("the mount's processes ended while a file of the plane was open")
+	}
+	f.Close()
+	if !waitExit(keeper, 10*time.Second) {
+		t.Errorf("the mount's processes did not end once the last file of the detached plane was closed")
+	}
 }
