@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/aifs/aifs/backend/s3/s3test"
+	"github.com/aifs/aifs/plan"
 )
 
 // A simulated training cluster on one machine (the multi-node issue, docs/multinode.md): 4
@@ -119,13 +120,28 @@ type nodeEpoch struct {
 // sample of want exactly once with the source's bytes, and returns each node's traffic per
 // epoch.
 func runCluster(t *testing.T, url, endpoint, sampler string, want map[string]fileSum, cacheSize int64) [][]nodeEpoch {
+	return runClusterOn(t, "fuse", url, endpoint, sampler, want, cacheSize)
+}
+
+// runClusterOn is runCluster on the data plane plane: "fuse" (the disk cache, prefetch_shards=on)
+// or "kernel" (EROFS over copies in the cache directory; its fills stand for the disk cache's
+// fetches, and reads that waited for one for its misses).
+func runClusterOn(t *testing.T, plane, url, endpoint, sampler string, want map[string]fileSum, cacheSize int64) [][]nodeEpoch {
 	t.Helper()
 	mnts := make([]string, clusterNodes)
+	stats := make([]string, clusterNodes) // the directory holding each node's .aifs
 	before := make([]nodeEpoch, clusterNodes)
 	for k := range mnts {
-		mnts[k] = mountSet(t, url, "--s3-endpoint", endpoint, "--cache-dir", filepath.Join(t.TempDir(), "cache"),
-			"--cache-size", strconv.FormatInt(cacheSize, 10), "-o", "prefetch_shards=on")
-		s := readStats(t, mnts[k])
+		cache := filepath.Join(t.TempDir(), "cache")
+		if plane == "kernel" {
+			mnts[k] = mountKernelS3(t, url, cache, ",s3_endpoint="+endpoint+",cache_size="+strconv.FormatInt(cacheSize, 10))
+			stats[k] = filepath.Dir(plan.Control(mnts[k]))
+		} else {
+			mnts[k] = mountSet(t, url, "--s3-endpoint", endpoint, "--cache-dir", cache,
+				"--cache-size", strconv.FormatInt(cacheSize, 10), "-o", "prefetch_shards=on")
+			stats[k] = mnts[k]
+		}
+		s := readStats(t, stats[k])
 		before[k] = nodeEpoch{requests: int64(s.Storage["s3"].(map[string]any)["requests"].(float64))}
 	}
 	port := freePort(t)
@@ -141,7 +157,7 @@ func runCluster(t *testing.T, url, endpoint, sampler string, want map[string]fil
 	logs := make([]bytes.Buffer, world)
 	for r := range world {
 		k := r / clusterLocal
-		cmd := exec.CommandContext(ctx, torchPython, script, "--root", mnts[k], "--stats", mnts[k], "--sampler", sampler,
+		cmd := exec.CommandContext(ctx, torchPython, script, "--root", mnts[k], "--stats", stats[k], "--sampler", sampler,
 			"--epochs", strconv.Itoa(clusterEpochs), "--batch", "16", "--workers", "1", "--seed", "3",
 			"--out", filepath.Join(out, fmt.Sprintf("rank-%d.json", r)))
 		cmd.Env = append(os.Environ(), "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(world),
@@ -197,7 +213,14 @@ func runCluster(t *testing.T, url, endpoint, sampler string, want map[string]fil
 					t.Errorf("epoch %d: rank %d read %s: %v bytes, CRC %v; the source has %+v (known: %v)", e+1, r, path, size, sum, w, ok)
 				}
 			}
-			if ep.Stats != nil {
+			if ep.Stats != nil && plane == "kernel" {
+				s3, kf := ep.Stats.Storage["s3"], ep.Stats.Storage["kernel_fill"]
+				traffic[k][e].requests = int64(s3["requests"])
+				traffic[k][e].fetched = int64(kf["demand_bytes"] + kf["ahead_bytes"])
+				traffic[k][e].hits, traffic[k][e].misses = int64(kf["events"]-kf["waited"]), int64(kf["waited"])
+				traffic[k][e].evictions, traffic[k][e].used = int64(kf["punched_chunks"]), int64(kf["filled_bytes"])
+				traffic[k][e].prefetch = fmt.Sprintf("prefetch %s, plans %s, epoch %s", ep.Stats.Prefetch, ep.Stats.Plans, ep.Stats.Epoch)
+			} else if ep.Stats != nil {
 				s3, dc := ep.Stats.Storage["s3"], ep.Stats.Storage["disk_cache"]
 				traffic[k][e].requests = int64(s3["requests"])
 				traffic[k][e].fetched = int64(dc["fetched_bytes"])
@@ -319,4 +342,18 @@ func TestClusterMinIO(t *testing.T) {
 	url := "s3://" + srv.Bucket + "/cluster"
 	mustAifs(t, "pack", "--quiet", "--align", "0", "--shard-size", "16M", src, url) // end to end: the set's bytes are the files'
 	checkShardAware(t, runCluster(t, url, srv.Endpoint, "aifs", want, data/3), data)
+}
+
+// TestClusterKernel is TestClusterS3's run with aifs_plan.DistributedSampler on the kernel data
+// plane over S3 (docs/kernel.md, "The plane over S3"): each node fills the copies of its range
+// only, the set about once across the nodes, and from epoch 2 sends no S3 request.
+func TestClusterKernel(t *testing.T) {
+	needKernelPlane(t)
+	srv := s3Server(t)
+	src, want, data := clusterSource(t)
+	url := "s3://" + srv.Bucket + "/cluster-kernel"
+	mustAifs(t, "pack", "--quiet", "--shard-size", "16M", src, url) // aligned, for EROFS
+	set := shardBytes(t, srv, "cluster-kernel")                      // the files' bytes and their alignment
+	t.Logf("the set: %.1f MB of files in %.1f MB of shards", float64(data)/1e6, float64(set)/1e6)
+	checkShardAware(t, runClusterOn(t, "kernel", url, srv.Endpoint, "aifs", want, data/3), set)
 }

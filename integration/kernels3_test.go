@@ -45,6 +45,12 @@ func kernelS3SetSeed(t *testing.T, srv *s3test.Server, prefix string, n int, see
 	}
 	url = "s3://" + srv.Bucket + "/" + prefix
 	mustAifs(t, "pack", "--quiet", "--shard-size", "4M", src, url)
+	return src, url, shardBytes(t, srv, prefix)
+}
+
+// shardBytes returns the bytes of the shard objects of the set at prefix in srv's bucket.
+func shardBytes(t *testing.T, srv *s3test.Server, prefix string) (size int64) {
+	t.Helper()
 	for obj := range srv.Client().ListObjects(t.Context(), srv.Bucket, minio.ListObjectsOptions{Prefix: prefix + "/", Recursive: true}) {
 		if obj.Err != nil {
 			t.Fatal(obj.Err)
@@ -53,7 +59,7 @@ func kernelS3SetSeed(t *testing.T, srv *s3test.Server, prefix string, n int, see
 			size += obj.Size
 		}
 	}
-	return src, url, size
+	return size
 }
 
 // mountKernelS3 mounts the set at url on the kernel plane with the cache directory cache (and
