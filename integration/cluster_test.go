@@ -353,7 +353,7 @@ func TestClusterKernel(t *testing.T) {
 	src, want, data := clusterSource(t)
 	url := "s3://" + srv.Bucket + "/cluster-kernel"
 	mustAifs(t, "pack", "--quiet", "--shard-size", "16M", src, url) // aligned, for EROFS
-	set := shardBytes(t, srv, "cluster-kernel")                      // the files' bytes and their alignment
+	set := shardBytes(t, srv, "cluster-kernel")                     // the files' bytes and their alignment
 	t.Logf("the set: %.1f MB of files in %.1f MB of shards", float64(data)/1e6, float64(set)/1e6)
 	checkShardAware(t, runClusterOn(t, "kernel", url, srv.Endpoint, "aifs", want, data/3), set)
 }
