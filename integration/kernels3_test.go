@@ -394,39 +394,44 @@ func TestKernelPlaneS3Refusals(t *testing.T) {
 	}
 }
 
-// TestKernelPlaneS3Detached: SIGTERM to the mount while a file of the plane is open (and not
-// yet read): the plane is detached, and the daemon goes on filling its reads, which get the
-// source's bytes, until the file is closed; then the daemon ends.
+// TestKernelPlaneS3Detached: SIGTERM to the mount, or kill -9 of its keeper (the daemon then
+// gets SIGTERM), while a file of the plane is open and not yet read: the plane is detached, and
+// the daemon goes on filling its reads, which get the source's bytes, until the file is closed;
+// then the daemon ends.
 func TestKernelPlaneS3Detached(t *testing.T) {
 	needKernelPlane(t)
 	srv := s3Server(t)
 	src, url, _ := kernelS3Set(t, srv, "detached", 200)
-	mnt := mountKernelS3(t, url, filepath.Join(t.TempDir(), "cache"), "")
-	keeper := daemonPID(t, mnt)
-	files := fileList(t, src)
-	f, err := os.Open(filepath.Join(mnt, files[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syscall.Kill(keeper, syscall.SIGTERM)
-	for end := time.Now().Add(5 * time.Second); isMounted(mnt); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("%s is still mounted 5 s after SIGTERM", mnt)
-		}
-	}
-	time.Sleep(200 * time.Millisecond) // past the daemon's end, if it ended with the file open
-	got, err := io.ReadAll(f)
-	want, _ := os.ReadFile(filepath.Join(src, files[0]))
-	if err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("reading a file of the detached plane: %v (%d bytes, want the source's %d)", err, len(got), len(want))
-	}
-	if waitExit(keeper, 300*time.Millisecond) {
-		t.Errorf("the mount's processes ended while a file of the plane was open")
-	}
-	f.Close()
-	if !waitExit(keeper, 10*time.Second) {
-		t.Errorf("the mount's processes did not end once the last file of the detached plane was closed")
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			mnt := mountKernelS3(t, url, filepath.Join(t.TempDir(), "cache"), "")
+			keeper, daemon := daemonPID(t, mnt), servingPID(t, mnt)
+			files := fileList(t, src)
+			f, err := os.Open(filepath.Join(mnt, files[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			syscall.Kill(keeper, sig)
+			for end := time.Now().Add(5 * time.Second); isMounted(mnt); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatalf("%s is still mounted 5 s after %v to the keeper", mnt, sig)
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // past the daemon's end, if it ended with the file open
+			got, err := io.ReadAll(f)
+			want, _ := os.ReadFile(filepath.Join(src, files[0]))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("reading a file of the detached plane: %v (%d bytes, want the source's %d)", err, len(got), len(want))
+			}
+			if waitExit(daemon, 300*time.Millisecond) {
+				t.Errorf("the daemon ended while a file of the plane was open")
+			}
+			f.Close()
+			if !waitExit(daemon, 10*time.Second) || !waitExit(keeper, 10*time.Second) {
+				t.Errorf("the mount's processes did not end once the last file of the detached plane was closed")
+			}
+		})
 	}
 }
 

@@ -201,9 +201,11 @@ func startChild(exe string, args []string, dir string, h *handover, metrics *os.
 		}
 	}
 	// Setpgid: the terminal's ^C reaches the keeper, which passes it on. Pdeathsig: a keeper
-	// killed (systemd's kill of a unit's main process, kill -9) takes its daemon with it, and
-	// the mount ends as a lone daemon's would.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// killed (systemd's kill of a unit's main process, kill -9) ends its daemon as SIGTERM
+	// does: the mount is unmounted, or detached and served until its last file is closed. Not
+	// SIGKILL: on the kernel plane over S3 the daemon is then the last holder of the Filler's
+	// group, whose end would let reads of holes through as zeros (docs/kernel.md).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		repR.Close()
 		mine.Close()
