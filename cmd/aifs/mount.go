@@ -74,8 +74,10 @@ Mount options (-o, comma-separated, repeatable):
                             the kernel gives it the requests the dead one was serving (Linux
                             6.9+), so readers see a pause, not an error; 'aifs upgrade
                             MOUNTPOINT' replaces the daemon with the binary on disk the same
-                            way (docs/reliability.md). off: one process; if it dies, the mount
-                            answers ENOTCONN until it is mounted again
+                            way (docs/reliability.md); a keeper killed ends its daemon as
+                            SIGTERM does. off: one process; if it dies, the mount answers
+                            ENOTCONN until it is mounted again (the kernel plane over S3
+                            needs on)
   allow_other               let all users read the mount, as the files' modes allow
                             (non-root mounters need user_allow_other in /etc/fuse.conf);
                             without it only the mounting user can, not even root
