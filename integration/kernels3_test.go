@@ -460,3 +460,38 @@ func TestKernelPlaneS3Plan(t *testing.T) {
 		t.Errorf("reading the planned samples filled %d chunks on demand, want 0 (filled ahead)", n)
 	}
 }
+
+// TestKernelPlaneS3Upgrade: aifs upgrade mid-epoch on the kernel plane over S3: the new daemon
+// adopts the Filler while the old one still serves, then the old one is killed; no reader gets
+// another file's bytes or a hole's zeros, and the new daemon serves.
+func TestKernelPlaneS3Upgrade(t *testing.T) {
+	needKernelPlane(t)
+	srv := s3Server(t)
+	src, url, _ := kernelS3Set(t, srv, "upgrade", 2000)
+	mnt := mountKernelS3(t, url, filepath.Join(t.TempDir(), "cache"), "")
+	old := servingPID(t, mnt)
+	var upgraded atomic.Bool
+	errs, _, longest := epochUnder(t, src, mnt, func(k int) {
+		if k != 3 || upgraded.Swap(true) {
+			return
+		}
+		if out, err := exec.Command(aifsBin, "upgrade", mnt).CombinedOutput(); err != nil {
+			t.Errorf("aifs upgrade: %v: %s", err, out)
+		}
+	})
+	var eio int
+	for _, err := range errs {
+		if errors.Is(err, syscall.EIO) {
+			eio++
+			continue
+		}
+		t.Errorf("a reader: %v", err)
+	}
+	if now := servingPID(t, mnt); now == old {
+		t.Errorf("after aifs upgrade the daemon is still pid %d", old)
+	}
+	if errs, _, _ := epochUnder(t, src, mnt, nil); len(errs) != 0 {
+		t.Errorf("after the upgrade: %v", errs[0])
+	}
+	t.Logf("upgrade mid-epoch: %d reads failed with EIO; the longest read %v", eio, longest)
+}

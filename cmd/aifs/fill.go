@@ -100,13 +100,14 @@ func (c *mountConfig) openFill(ctx context.Context, log *zap.Logger, src *source
 	if f.lock, err = os.OpenFile(filepath.Join(f.dir, fillLockName), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 		return nil, fmt.Errorf("--cache-dir: %w", err)
 	}
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) { // a daemon that died lets it go as it ends
-		if err = unix.Flock(int(f.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil || h == nil || time.Since(start) > 10*time.Second {
-			break
-		}
+	if err = unix.Flock(int(f.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil && h == nil {
+		return nil, fmt.Errorf("the kernel plane's copies of %s in %s are in use by another mount (%v)", src.name, f.dir, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("the kernel plane's copies of %s in %s are in use by another mount (%v)", src.name, f.dir, err)
+		// Taking over: the holder is the daemon this one replaces, dying or (aifs upgrade)
+		// ending once this one serves. The lock is this daemon's once it has ended.
+		go unix.Flock(int(f.lock.Fd()), unix.LOCK_EX)
+		err = nil
 	}
 	keep := map[string]bool{fillLockName: true}
 	for i, s := range src.x.Shards() {
