@@ -26,9 +26,12 @@ const (
 // in this process, or "" if it can as far as can be told before mounting. x's every index block
 // is read and checked here (erofsmeta.Check): the image is written only from a checked index.
 func (c *mountConfig) kernelRefusal(src *source) string {
+	if src.s3 != nil {
+		if why := c.fillRefusal(src); why != "" {
+			return why
+		}
+	}
 	switch {
-	case src.s3 != nil && c.fillRefusal(src) != "":
-		return c.fillRefusal(src)
 	case c.verify:
 		return "verify=on checks every sample as the daemon reads it, and on the kernel plane the daemon reads none"
 	case c.kernelCache == fs.CacheOff:
