@@ -20,7 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aifs/aifs/fs"
-	"github.com/aifs/aifs/kernel"
 )
 
 // The keeper (docs/reliability.md, "Daemon restarts"). With -o restart=on (the default for root)
@@ -115,9 +114,9 @@ func handoverFromEnv() (*handover, error) {
 // says it has none (conn nil: a mount without Handover). The keeper holds the connection from
 // then on: a crash of this process no longer ends the mount.
 //
-// fill, if not nil, is the kernel plane over S3's Filler: its descriptors follow (fillBatch a
-// message), and the keeper holds them too.
-func handUp(conn *fs.Conn, plane, fuseAt string, fill *kernel.Filler) error {
+// fill, if not empty, is the kernel plane over S3's Filler's descriptors (kernel.Filler.FDs:
+// the group, then the copies): they follow, fillBatch a message, and the keeper holds them too.
+func handUp(conn *fs.Conn, plane, fuseAt string, fill []int) error {
 	fd, err := strconv.Atoi(os.Getenv(keeperEnv))
 	if err != nil {
 		return nil
@@ -131,12 +130,10 @@ func handUp(conn *fs.Conn, plane, fuseAt string, fill *kernel.Filler) error {
 	if err := unix.Sendmsg(fd, msg, rights, nil, 0); err != nil {
 		return fmt.Errorf("handing the FUSE connection to the keeper: %w", err)
 	}
-	if conn == nil || fill == nil {
+	if conn == nil {
 		return nil
 	}
-	fan, copies := fill.FDs()
-	fds := append([]int{fan}, copies...)
-	for len(fds) > 0 {
+	for fds := fill; len(fds) > 0; {
 		n := min(len(fds), fillBatch)
 		if err := unix.Sendmsg(fd, []byte("fill\n"), unix.UnixRights(fds[:n]...), nil, 0); err != nil {
 			return fmt.Errorf("handing the kernel plane's filler to the keeper: %w", err)

@@ -13,7 +13,6 @@ import (
 	"github.com/aifs/aifs/fs"
 	"github.com/aifs/aifs/internal/memlimit"
 	"github.com/aifs/aifs/internal/mountinfo"
-	"github.com/aifs/aifs/kernel"
 	"github.com/aifs/aifs/prefetch"
 	"go.uber.org/zap"
 )
@@ -33,11 +32,12 @@ func (c *mountConfig) serve(ctx context.Context, ready *readyPipe, h *handover) 
 	srv, cleanup, err := c.mount(ctx, log, h)
 	if err == nil && h == nil {
 		plane, fuseAt := dataFUSE, c.mountpoint
-		var fill *kernel.Filler
+		var fill []int
 		if c.plane != nil {
 			plane, fuseAt = dataKernel, c.plane.ctl
 			if c.plane.fill != nil {
-				fill = c.plane.fill.filler
+				fan, copies := c.plane.fill.filler.FDs()
+				fill = append([]int{fan}, copies...)
 			}
 		}
 		if err = handUp(srv.Conn(), plane, fuseAt, fill); err != nil {
