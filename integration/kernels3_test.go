@@ -437,27 +437,32 @@ func TestKernelPlaneS3Detached(t *testing.T) {
 
 // TestKernelPlaneS3Plan: a plan sent to the kernel plane over S3 has its samples filled from S3
 // ahead of their reads (the daemon's reads ahead raise the pre-content events, counted apart
-// from the readers'), so reading them then fills nothing on demand.
+// from the readers'; with prefetch_shards=on the plan's chunks are also staged by the Filler),
+// so reading them then fills nothing on demand.
 func TestKernelPlaneS3Plan(t *testing.T) {
 	needKernelPlane(t)
 	srv := s3Server(t)
 	src, url, _ := kernelS3Set(t, srv, "plan", 600)
-	mnt := mountKernelS3(t, url, filepath.Join(t.TempDir(), "cache"), "")
-	files := fileList(t, src)
-	planned := files[:6]
-	planFile := filepath.Join(t.TempDir(), "plan")
-	writeFile(t, planFile, []byte(plan.HeaderPaths+"\n"+strings.Join(planned, "\n")+"\n"))
-	mustAifs(t, "plan", mnt, planFile)
-	for end := time.Now().Add(10 * time.Second); fillStat(t, mnt, "ahead_chunks") == 0 || readStats(t, filepath.Dir(plan.Control(mnt))).Prefetch.Stored < uint64(len(planned)); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("the plan's samples were not read ahead in 10 s: ahead_chunks %d", fillStat(t, mnt, "ahead_chunks"))
-		}
-	}
-	for _, f := range planned {
-		sameFile(t, src, mnt, f)
-	}
-	if n := fillStat(t, mnt, "demand_chunks"); n != 0 {
-		t.Errorf("reading the planned samples filled %d chunks on demand, want 0 (filled ahead)", n)
+	for _, opts := range []string{"", ",prefetch_shards=on"} {
+		t.Run(map[string]string{"": "plain", ",prefetch_shards=on": "staged"}[opts], func(t *testing.T) { // no comma in a path of -o
+			mnt := mountKernelS3(t, url, filepath.Join(t.TempDir(), "cache"), opts)
+			files := fileList(t, src)
+			planned := files[:6]
+			planFile := filepath.Join(t.TempDir(), "plan")
+			writeFile(t, planFile, []byte(plan.HeaderPaths+"\n"+strings.Join(planned, "\n")+"\n"))
+			mustAifs(t, "plan", mnt, planFile)
+			for end := time.Now().Add(10 * time.Second); fillStat(t, mnt, "ahead_chunks") == 0 || readStats(t, filepath.Dir(plan.Control(mnt))).Prefetch.Stored < uint64(len(planned)); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatalf("the plan's samples were not read ahead in 10 s: ahead_chunks %d", fillStat(t, mnt, "ahead_chunks"))
+				}
+			}
+			for _, f := range planned {
+				sameFile(t, src, mnt, f)
+			}
+			if n := fillStat(t, mnt, "demand_chunks"); n != 0 {
+				t.Errorf("reading the planned samples filled %d chunks on demand, want 0 (filled ahead)", n)
+			}
+		})
 	}
 }
 

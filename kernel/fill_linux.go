@@ -50,7 +50,9 @@ type Filler struct {
 
 	mu sync.Mutex // guards marks and persists
 
-	filled atomic.Int64 // bytes of the chunks filled
+	filled  atomic.Int64      // bytes of the chunks filled
+	stageQ  chan *sparseShard // copies with chunks to stage (Stage, StageShards)
+	planned atomic.Bool       // Stage has been called: reads no longer stage whole copies
 
 	// Counters for Stats.
 	events, waited, failed, whole  atomic.Uint64
@@ -75,7 +77,10 @@ type FillOptions struct {
 	// and for the direct I/O under it (ext4, XFS); the grace is the time that thread may wait
 	// for a CPU, microseconds to milliseconds on a loaded machine, many times over.
 	Grace time.Duration
-	Fetch Fetch
+	// StageShards fills a copy whole in the background once it is first read, until Stage is
+	// first called (a plan says what this node reads): prefetch_shards, as the disk cache.
+	StageShards bool
+	Fetch       Fetch
 }
 
 // DefaultGrace is FillOptions.Grace's default.
@@ -93,6 +98,10 @@ type sparseShard struct {
 	dirty    atomic.Bool    // chunks filled or punched since the last Persist
 	used     []atomic.Int64 // a chunk's last read allowed or fill, in Unix ns
 	wmu      sync.Mutex     // orders a chunk's write and its punch
+	index    int            // the shard's number
+	want     bitset.Atomic  // chunks to stage
+	queued   atomic.Bool    // in Filler.stageQ
+	touched  atomic.Bool    // read once (StageShards)
 }
 
 // chunkKey names a chunk of a shard.
@@ -200,7 +209,7 @@ func (o *FillOptions) check() error {
 }
 
 func newFiller(fan int, opt FillOptions) *Filler {
-	fl := &Filler{fan: fan, opt: opt, byIno: map[[2]uint64]int{}, self: uint32(os.Getpid())}
+	fl := &Filler{fan: fan, opt: opt, byIno: map[[2]uint64]int{}, self: uint32(os.Getpid()), stageQ: make(chan *sparseShard, stageQueue)}
 	fl.flying.Init(func(k chunkKey) uint { return uint(k.shard)*31 + uint(k.chunk) })
 	return fl
 }
@@ -224,7 +233,7 @@ func (fl *Filler) add(path string, f *os.File, size int64, fresh bool) error {
 	}
 	fl.byIno[[2]uint64{st.Dev, st.Ino}] = len(fl.shards) - 1
 	n := (size + chunk - 1) / chunk
-	s.filled, s.used = bitset.NewAtomic(int(n)), make([]atomic.Int64, n)
+	s.filled, s.used, s.want, s.index = bitset.NewAtomic(int(n)), make([]atomic.Int64, n), bitset.NewAtomic(int(n)), len(fl.shards)-1
 	s.holes.Store(n)
 	if b, err := os.ReadFile(path + FilledSuffix); err == nil && int64(len(b)) == (n+7)/8 {
 		for i := range n {
@@ -305,6 +314,9 @@ func (fl *Filler) Run(ctx context.Context) error {
 	if fl.opt.Budget > 0 {
 		go fl.evict(ctx)
 	}
+	for range stagers {
+		go fl.stager(ctx)
+	}
 	return eachEvent(ctx, fl.fan, func(ev []byte) {
 		fd := int(int32(binary.NativeEndian.Uint32(ev[16:20])))
 		if fd < 0 {
@@ -358,6 +370,8 @@ func (fl *Filler) answer(ctx context.Context, fd int, off, count int64, ahead bo
 	if err != nil {
 		fl.failed.Add(1)
 		resp = denyEIO
+	} else if i, ok := fl.byIno[[2]uint64{st.Dev, st.Ino}]; ok && !ahead {
+		fl.touch(fl.shards[i])
 	}
 	var r [8]byte
 	binary.NativeEndian.PutUint32(r[0:4], uint32(fd))
@@ -565,6 +579,81 @@ func (fl *Filler) victims(bytes int64) []chunkKey {
 		bytes -= fl.shards[r.k.shard].chunkLen(r.k.chunk, fl.opt.Chunk)
 	}
 	return out
+}
+
+// stagers is how many copies are staged at once, each a chunk at a time; stageQueue, how many
+// copies wait (more wait for the next Stage).
+const (
+	stagers    = 4
+	stageQueue = 1024
+)
+
+// Stage asks for the chunks of shard that [off, off+n) covers to be filled in the background,
+// soon, before their reads (backend.Stager: the samples a plan names). It only marks them: it
+// never blocks. From its first call on, reads no longer stage whole copies (StageShards): the
+// plans say what this node reads.
+func (fl *Filler) Stage(shard int, off, n int64) {
+	s := fl.shards[shard]
+	if off < 0 || n <= 0 || off >= s.size {
+		return
+	}
+	if !fl.planned.Load() {
+		fl.planned.Store(true)
+	}
+	for c := off / fl.opt.Chunk; c <= (min(off+n, s.size)-1)/fl.opt.Chunk; c++ {
+		if !s.want.Has(uint64(c)) && !s.filled.Has(uint64(c)) {
+			s.want.Add(uint64(c))
+		}
+	}
+	fl.queue(s)
+}
+
+// touch stages the whole of copy s at its first read by a reader, with StageShards and until a
+// plan has staged chunks.
+func (fl *Filler) touch(s *sparseShard) {
+	if !fl.opt.StageShards || fl.planned.Load() || s.holes.Load() == 0 || s.touched.Load() || s.touched.Swap(true) {
+		return
+	}
+	s.want.Fill()
+	fl.queue(s)
+}
+
+// queue puts s in the stagers' queue unless it is there; a full queue leaves it for the next
+// Stage.
+func (fl *Filler) queue(s *sparseShard) {
+	if s.queued.Load() || s.queued.Swap(true) {
+		return
+	}
+	select {
+	case fl.stageQ <- s:
+	default:
+		s.queued.Store(false)
+	}
+}
+
+// stager fills the chunks wanted of the copies queued, in order, until ctx is done; chunks the
+// budget has no room for are let go (the stable subset keeps what it keeps on its reads).
+func (fl *Filler) stager(ctx context.Context) {
+	for {
+		var s *sparseShard
+		select {
+		case <-ctx.Done():
+			return
+		case s = <-fl.stageQ:
+		}
+		s.queued.Store(false) // chunks wanted from now on queue s again
+		for c := range int64(len(s.used)) {
+			if !s.want.Remove(uint64(c)) || s.filled.Has(uint64(c)) {
+				continue
+			}
+			if fl.opt.Budget > 0 && fl.filled.Load()+fl.opt.Chunk > fl.opt.Budget {
+				continue
+			}
+			if _, err := fl.fill(ctx, s.index, c*fl.opt.Chunk, 1, true); err != nil && ctx.Err() != nil {
+				return
+			}
+		}
+	}
 }
 
 // Persist records which chunks of each copy are filled, once their data is on disk (fdatasync),

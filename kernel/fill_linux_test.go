@@ -416,3 +416,85 @@ func TestFillerAdopt(t *testing.T) {
 		}
 	}
 }
+
+// TestFillerStage: with StageShards, a reader's first read of a copy has the whole copy filled
+// in the background; once Stage is called (a plan), reads stage no more whole copies, and what
+// Stage names is filled ahead of any read.
+func TestFillerStage(t *testing.T) {
+	files, set, x, image := fillSet(t)
+	dir := t.TempDir()
+	var copies []string
+	var sizes []int64
+	for _, s := range x.Shards() {
+		copies = append(copies, filepath.Join(dir, filepath.Base(layout.ShardPath(set, s))))
+		sizes = append(sizes, int64(s.Size))
+	}
+	origs := openShards(t, set, x)
+	fl, err := NewFiller(copies, sizes, FillOptions{Chunk: 64 << 10, StageShards: true,
+		Fetch: func(_ context.Context, shard int, off int64, p []byte) error {
+			_, err := origs[shard].ReadAt(p, off)
+			return err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fl.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		fl.Close()
+	}()
+	mnt := t.TempDir()
+	if err := Mount(image, copies, mnt, true); err != nil {
+		t.Fatal(err)
+	}
+	defer Unmount(mnt)
+	shardOf := func(name string) int {
+		id, _ := x.LookupPath(name)
+		return int(x.Entry(id).Shard)
+	}
+	whole := func(shard int) bool { return fl.shards[shard].holes.Load() == 0 }
+	wait := func(what string, ok func() bool) {
+		t.Helper()
+		for end := time.Now().Add(5 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: not within 5 s (stats %+v)", what, fl.Stats())
+			}
+		}
+	}
+	names := slices.Sorted(maps.Keys(files))
+	first := names[0]
+	if out, err := exec.Command("cat", filepath.Join(mnt, first)).Output(); err != nil || !bytes.Equal(out, files[first]) {
+		t.Fatalf("cat %s: %v", first, err)
+	}
+	wait("the copy first read filled whole", func() bool { return whole(shardOf(first)) })
+
+	last := len(x.Shards()) - 1
+	if whole(last) {
+		t.Fatalf("shard %d whole before any read of it", last)
+	}
+	fl.Stage(last, 0, sizes[last])
+	wait("the copy a plan names filled whole", func() bool { return whole(last) })
+	var other string // a file of a shard neither read nor staged
+	for _, name := range names {
+		if s := shardOf(name); s != shardOf(first) && s != last && !whole(s) {
+			other = name
+			break
+		}
+	}
+	if other == "" {
+		t.Fatal("no shard left to read")
+	}
+	if out, err := exec.Command("cat", filepath.Join(mnt, other)).Output(); err != nil || !bytes.Equal(out, files[other]) {
+		t.Fatalf("cat %s: %v", other, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if whole(shardOf(other)) {
+		t.Errorf("a read after a plan staged its whole copy (%s, shard %d)", other, shardOf(other))
+	}
+	if st := fl.Stats(); st.Ahead == 0 || st.Demand == 0 {
+		t.Errorf("stats %+v: want chunks filled on demand and ahead", st)
+	}
+}

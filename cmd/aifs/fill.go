@@ -19,6 +19,7 @@ import (
 	"github.com/aifs/aifs/backend"
 	"github.com/aifs/aifs/backend/diskcache"
 	"github.com/aifs/aifs/kernel"
+	"github.com/aifs/aifs/layout"
 )
 
 // s3Fill is the filling half of the kernel plane over a set in S3 (docs/kernel.md, "The plane
@@ -138,7 +139,7 @@ func (c *mountConfig) openFill(ctx context.Context, log *zap.Logger, src *source
 	if err != nil {
 		return nil, err
 	}
-	opt := kernel.FillOptions{Chunk: diskcache.DefaultChunkSize, Budget: budget, Fetch: f.fetcher(log)}
+	opt := kernel.FillOptions{Chunk: diskcache.DefaultChunkSize, Budget: budget, StageShards: c.prefetchShards, Fetch: f.fetcher(log)}
 	if h != nil && h.fill != nil {
 		// The Filler gets its own descriptor of the group: the File's would close with it.
 		fan, err := unix.FcntlInt(h.fill.fan.Fd(), unix.F_DUPFD_CLOEXEC, 0)
@@ -231,3 +232,39 @@ func (f *s3Fill) close() error {
 	}
 	return err
 }
+
+// staging returns be, the control mount's backend, with shards that stage through the Filler
+// (backend.Stager), so that with prefetch_shards=on the Loader's plans fill the copies of the
+// samples they name, in the background and ahead of their reads, as far as the budget goes.
+func (f *s3Fill) staging(be backend.Backend, x *layout.Index) backend.Backend {
+	index := make(map[string]int, len(x.Shards()))
+	for i, s := range x.Shards() {
+		index[s.Name] = i
+	}
+	return stagingBackend{Backend: be, filler: f.filler, index: index}
+}
+
+// stagingBackend is a Backend whose shards stage through a Filler.
+type stagingBackend struct {
+	backend.Backend
+	filler *kernel.Filler
+	index  map[string]int // a shard's number by name
+}
+
+func (b stagingBackend) Open(ctx context.Context, s layout.Shard) (backend.Shard, error) {
+	sh, err := b.Backend.Open(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return stagingShard{Shard: sh, filler: b.filler, shard: b.index[s.Name]}, nil
+}
+
+// stagingShard is a Shard that stages through a Filler.
+type stagingShard struct {
+	backend.Shard
+	filler *kernel.Filler
+	shard  int
+}
+
+// Stage implements backend.Stager.
+func (s stagingShard) Stage(off, n int64) { s.filler.Stage(s.shard, off, n) }

@@ -203,8 +203,11 @@ func (c *mountConfig) mount(ctx context.Context, log *zap.Logger, h *handover) (
 	setMemoryLimit(log, src.indexBytes, memCache)
 	po := prefetch.Options{CacheBytes: memCache, Verify: c.verify,
 		PageCache:  pageCacheBudget(c.pageCache, log.Named("page_cache")),
-		ChunkReads: c.chunkReads && c.cacheDir == "", // with a disk cache, push_chunks pushes its chunks
-		StagePlans: dc != nil && c.prefetchShards}    // the disk cache stages what plans name
+		ChunkReads: c.chunkReads && c.cacheDir == "",                               // with a disk cache, push_chunks pushes its chunks
+		StagePlans: c.prefetchShards && (dc != nil || kp != nil && kp.fill != nil)} // the disk cache, or the copies, stage what plans name
+	if kp != nil && kp.fill != nil && c.prefetchShards {
+		be = kp.fill.staging(be, src.x)
+	}
 	if src.s3 != nil {
 		po.ChunkBytes = diskcache.DefaultChunkSize // a GET costs a round trip: as large as the disk cache's chunks
 	}
