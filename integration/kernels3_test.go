@@ -357,7 +357,8 @@ func dropPlanePages(t *testing.T, mnt string) {
 
 // TestKernelPlaneS3Refusals: data=auto over an S3 set mounts FUSE, saying why, where the kernel
 // plane over S3 cannot be: no cache directory, no keeper (restart=off), a cache directory on a
-// file system without pre-content events (tmpfs); data=kernel fails there with the reason.
+// file system without pre-content events (tmpfs), copies another mount holds; data=kernel fails
+// there with the reason.
 func TestKernelPlaneS3Refusals(t *testing.T) {
 	needKernelPlane(t)
 	srv := s3Server(t)
@@ -391,6 +392,18 @@ func TestKernelPlaneS3Refusals(t *testing.T) {
 				unmount(t, mnt, daemonPID(t, mnt))
 			}
 		}
+	}
+	// A second mount on the copies another mount of the set holds.
+	cache := filepath.Join(t.TempDir(), "shared")
+	mountKernelS3(t, url, cache, "")
+	r := mustAifs(t, "mount", "-o", "data=auto,cache_dir="+cache, url, mnt)
+	s := readStats(t, mnt)
+	if s.DataPlane.Plane != "fuse" || !strings.Contains(s.DataPlane.Reason, "in use") {
+		t.Errorf("data=auto over copies in use: data plane %+v (%s), want fuse because they are in use", s.DataPlane, r)
+	}
+	unmount(t, mnt, daemonPID(t, mnt))
+	if r := aifs(t, "mount", "-o", "data=kernel,cache_dir="+cache, url, mnt); r.code == 0 || !strings.Contains(r.stderr, "in use") {
+		t.Errorf("data=kernel over copies in use: want a refusal saying so, got %s", r)
 	}
 }
 

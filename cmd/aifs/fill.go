@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,6 +35,10 @@ type s3Fill struct {
 	lock   *os.File
 	filler *kernel.Filler
 }
+
+// errCopiesInUse: another mount holds the kernel plane's copies of the set in this cache
+// directory (data=auto then mounts FUSE).
+var errCopiesInUse = errors.New("the kernel plane's copies of the set are in use by another mount")
 
 // fillLockName is the file in a plane's copies directory that one daemon at a time holds
 // (flock): two Fillers over the same copies would each fill and record them.
@@ -102,7 +107,7 @@ func (c *mountConfig) openFill(ctx context.Context, log *zap.Logger, src *source
 		return nil, fmt.Errorf("--cache-dir: %w", err)
 	}
 	if err = unix.Flock(int(f.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil && h == nil {
-		return nil, fmt.Errorf("the kernel plane's copies of %s in %s are in use by another mount (%v)", src.name, f.dir, err)
+		return nil, fmt.Errorf("%w: %s in %s (%v)", errCopiesInUse, src.name, f.dir, err)
 	}
 	if err != nil {
 		// Taking over: the holder is the daemon this one replaces, dying or (aifs upgrade)

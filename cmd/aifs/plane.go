@@ -144,7 +144,7 @@ func (c *mountConfig) choosePlane(ctx context.Context, log *zap.Logger, src *sou
 		case err == nil:
 			kp.reason = "data=" + c.data + ": EROFS over the local shards, mounted from files (root, aligned samples)"
 			return kp, kp.reason, nil
-		case c.data == dataKernel || !errors.Is(err, kernel.ErrUnsupported) && !errors.As(err, new(*erofsmeta.NotServable)):
+		case c.data == dataKernel || !errors.Is(err, kernel.ErrUnsupported) && !errors.As(err, new(*erofsmeta.NotServable)) && !errors.Is(err, errCopiesInUse):
 			return nil, "", err
 		}
 		why = err.Error()
