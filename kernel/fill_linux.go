@@ -364,7 +364,13 @@ func (fl *Filler) answer(ctx context.Context, fd int, off, count int64, ahead bo
 			if count < 0 {
 				off, count = 0, fl.shards[i].size
 			}
-			waited, err = fl.fill(ctx, i, off, count, ahead)
+			for err == nil {
+				var w bool
+				w, err = fl.fill(ctx, i, off, count, ahead)
+				if waited = waited || w; err == nil && fl.held(i, off, count) {
+					break
+				}
+			}
 		}
 	}
 	if err != nil {
@@ -385,6 +391,25 @@ func (fl *Filler) answer(ctx context.Context, fd int, off, count int64, ahead bo
 	}
 }
 
+// held stamps the chunks of shard that [off, off+n) covers as used now and reports whether all
+// are still filled, right before their read is allowed: evict, which takes a chunk back by
+// clearing its bit first, then punches it only a grace after its last stamp, so a read allowed
+// after held saw the bits set finds the bytes; if it saw one cleared, the range is filled again.
+func (fl *Filler) held(shard int, off, n int64) bool {
+	s := fl.shards[shard]
+	if n <= 0 || off >= s.size {
+		return true
+	}
+	now := time.Now().UnixNano()
+	for c := off / fl.opt.Chunk; c <= (min(off+n, s.size)-1)/fl.opt.Chunk; c++ {
+		s.used[c].Store(now)
+		if !s.filled.Has(uint64(c)) {
+			return false
+		}
+	}
+	return true
+}
+
 // Fill makes the chunks of shard that [off, off+n) covers filled, fetching and writing those
 // that are not, each once however many callers want it (reads' events, plans ahead of them).
 // Once the copy is whole its mark is removed.
@@ -394,8 +419,8 @@ func (fl *Filler) Fill(ctx context.Context, shard int, off, n int64) error {
 }
 
 // fill is Fill, which also says whether it waited for a fetch; ahead counts the fetches as
-// reads ahead, not on demand. Each chunk's use is stamped before its bit is looked at, so that a
-// chunk evict has taken back is either seen as a hole here or punched only after the grace.
+// reads ahead, not on demand. Each chunk's use is stamped before its bit is looked at (a read's
+// answer stamps them again, held, after the last fetch).
 func (fl *Filler) fill(ctx context.Context, shard int, off, n int64, ahead bool) (waited bool, err error) {
 	s := fl.shards[shard]
 	if n <= 0 || off >= s.size {

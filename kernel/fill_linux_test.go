@@ -498,3 +498,79 @@ func TestFillerStage(t *testing.T) {
 		t.Errorf("stats %+v: want chunks filled on demand and ahead", st)
 	}
 }
+
+// TestFillerHeldAfterFetch: a read over two chunks, one filled and one a hole whose fetch is
+// slow, while the filled one is taken back and punched (a budget of nothing, a short grace):
+// the read is allowed only once both are filled again, and gets the source's bytes, not the
+// punched chunk's zeros.
+func TestFillerHeldAfterFetch(t *testing.T) {
+	files, set, x, image := fillSet(t)
+	const chunk = 64 << 10
+	var name string // a file across a chunk boundary
+	for n := range files {
+		id, _ := x.LookupPath(n)
+		if e := x.Entry(id); e.Offset/chunk != (e.Offset+e.Size-1)/chunk {
+			name = n
+			break
+		}
+	}
+	if name == "" {
+		t.Fatal("no file crosses a chunk boundary")
+	}
+	id, _ := x.LookupPath(name)
+	e := x.Entry(id)
+	first := int64(e.Offset) / chunk
+	dir := t.TempDir()
+	var copies []string
+	var sizes []int64
+	for _, s := range x.Shards() {
+		copies = append(copies, filepath.Join(dir, filepath.Base(layout.ShardPath(set, s))))
+		sizes = append(sizes, int64(s.Size))
+	}
+	origs := openShards(t, set, x)
+	release := make(chan struct{})
+	fl, err := NewFiller(copies, sizes, FillOptions{Chunk: chunk, Budget: 1, Grace: 10 * time.Millisecond,
+		Fetch: func(_ context.Context, shard int, off int64, p []byte) error {
+			if shard == int(e.Shard) && off == (first+1)*chunk {
+				<-release // the second chunk's fetch waits while the first is punched
+			}
+			_, err := origs[shard].ReadAt(p, off)
+			return err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Fill(context.Background(), int(e.Shard), first*chunk, 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fl.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		fl.Close()
+	}()
+	mnt := t.TempDir()
+	if err := Mount(image, copies, mnt, true); err != nil {
+		t.Fatal(err)
+	}
+	defer Unmount(mnt)
+	cat := exec.Command("cat", filepath.Join(mnt, name))
+	var out bytes.Buffer
+	cat.Stdout = &out
+	if err := cat.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(5 * time.Second); fl.Stats().Punched == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			close(release)
+			t.Fatalf("the filled chunk was not punched in 5 s: %+v", fl.Stats())
+		}
+	}
+	close(release)
+	if err := cat.Wait(); err != nil || !bytes.Equal(out.Bytes(), files[name]) {
+		t.Fatalf("cat %s: %v (%d bytes, want the source's %d; zeros: %v)", name, err, out.Len(), len(files[name]),
+			bytes.Count(out.Bytes(), []byte{0}) > len(files[name])/2)
+	}
+}
