@@ -51,6 +51,7 @@ type Filler struct {
 	mu sync.Mutex // guards marks and persists
 
 	filled  atomic.Int64      // bytes of the chunks filled
+	keepMax atomic.Uint64     // the highest rank evict kept: a chunk ranked above it is read through when the budget is full
 	stageQ  chan *sparseShard // copies with chunks to stage (Stage, StageShards)
 	planned atomic.Bool       // Stage has been called: reads no longer stage whole copies
 
@@ -60,6 +61,7 @@ type Filler struct {
 	demand, demandBytes            atomic.Uint64
 	ahead, aheadBytes              atomic.Uint64
 	punched, punchedBytes, punchFl atomic.Uint64
+	through, throughBytes          atomic.Uint64
 	wait                           latency.Histogram // ns a read waited for its chunks
 }
 
@@ -90,18 +92,20 @@ const DefaultGrace = time.Second
 type sparseShard struct {
 	path     string
 	size     int64
-	f        *os.File       // opened read-write before the mark: its writes raise no event
-	filled   bitset.Atomic  // a bit per chunk
-	holes    atomic.Int64   // chunks not filled
-	marked   bool           // under Filler.mu
-	markedAt time.Time      // under Filler.mu: when it was last marked
-	dirty    atomic.Bool    // chunks filled or punched since the last Persist
-	used     []atomic.Int64 // a chunk's last read allowed or fill, in Unix ns
-	wmu      sync.Mutex     // orders a chunk's write and its punch
-	index    int            // the shard's number
-	want     bitset.Atomic  // chunks to stage
-	queued   atomic.Bool    // in Filler.stageQ
-	touched  atomic.Bool    // read once (StageShards)
+	f        *os.File        // opened read-write before the mark: its writes raise no event
+	filled   bitset.Atomic   // a bit per chunk
+	holes    atomic.Int64    // chunks not filled
+	marked   bool            // under Filler.mu
+	markedAt time.Time       // under Filler.mu: when it was last marked
+	dirty    atomic.Bool     // chunks filled or punched since the last Persist
+	used     []atomic.Int64  // a chunk's last read allowed or fill, in Unix ns
+	wmu      sync.Mutex      // orders a chunk's write and its punch
+	index    int             // the shard's number
+	through  bitset.Atomic   // chunks holding ranges written for reads only, not filled (fillThrough)
+	gen      []atomic.Uint32 // a chunk's take-backs of its through ranges
+	want     bitset.Atomic   // chunks to stage
+	queued   atomic.Bool     // in Filler.stageQ
+	touched  atomic.Bool     // read once (StageShards)
 }
 
 // chunkKey names a chunk of a shard.
@@ -129,6 +133,8 @@ type FillStats struct {
 	Punched      uint64  `json:"punched_chunks"`
 	PunchedBytes uint64  `json:"punched_bytes"`
 	PunchFailed  uint64  `json:"punch_failed"`
+	Through      uint64  `json:"through_reads"`
+	ThroughBytes uint64  `json:"through_bytes"`
 	FilledBytes  int64   `json:"filled_bytes"`
 	BudgetBytes  int64   `json:"budget_bytes"`
 }
@@ -210,6 +216,7 @@ func (o *FillOptions) check() error {
 
 func newFiller(fan int, opt FillOptions) *Filler {
 	fl := &Filler{fan: fan, opt: opt, byIno: map[[2]uint64]int{}, self: uint32(os.Getpid()), stageQ: make(chan *sparseShard, stageQueue)}
+	fl.keepMax.Store(^uint64(0))
 	fl.flying.Init(func(k chunkKey) uint { return uint(k.shard)*31 + uint(k.chunk) })
 	return fl
 }
@@ -234,6 +241,7 @@ func (fl *Filler) add(path string, f *os.File, size int64, fresh bool) error {
 	fl.byIno[[2]uint64{st.Dev, st.Ino}] = len(fl.shards) - 1
 	n := (size + chunk - 1) / chunk
 	s.filled, s.used, s.want, s.index = bitset.NewAtomic(int(n)), make([]atomic.Int64, n), bitset.NewAtomic(int(n)), len(fl.shards)-1
+	s.through, s.gen = bitset.NewAtomic(int(n)), make([]atomic.Uint32, n)
 	s.holes.Store(n)
 	if b, err := os.ReadFile(path + FilledSuffix); err == nil && int64(len(b)) == (n+7)/8 {
 		for i := range n {
@@ -366,8 +374,9 @@ func (fl *Filler) answer(ctx context.Context, fd int, off, count int64, ahead bo
 			}
 			for err == nil {
 				var w bool
-				w, err = fl.fill(ctx, i, off, count, ahead)
-				if waited = waited || w; err == nil && fl.held(i, off, count) {
+				var refs []throughRef
+				w, refs, err = fl.fill(ctx, i, off, count, ahead, true)
+				if waited = waited || w; err == nil && fl.held(i, off, count, refs) {
 					break
 				}
 			}
@@ -392,10 +401,11 @@ func (fl *Filler) answer(ctx context.Context, fd int, off, count int64, ahead bo
 }
 
 // held stamps the chunks of shard that [off, off+n) covers as used now and reports whether all
-// are still filled, right before their read is allowed: evict, which takes a chunk back by
-// clearing its bit first, then punches it only a grace after its last stamp, so a read allowed
-// after held saw the bits set finds the bytes; if it saw one cleared, the range is filled again.
-func (fl *Filler) held(shard int, off, n int64) bool {
+// still hold their bytes (filled, or read through by this read: refs), right before their read is
+// allowed: evict, which takes a chunk back by clearing its bit (or, read through, by counting a
+// take-back) first, then punches it only a grace after its last stamp, so a read allowed after
+// held saw its bytes there finds them; if held did not, the range is filled again.
+func (fl *Filler) held(shard int, off, n int64, refs []throughRef) bool {
 	s := fl.shards[shard]
 	if n <= 0 || off >= s.size {
 		return true
@@ -403,28 +413,43 @@ func (fl *Filler) held(shard int, off, n int64) bool {
 	now := time.Now().UnixNano()
 	for c := off / fl.opt.Chunk; c <= (min(off+n, s.size)-1)/fl.opt.Chunk; c++ {
 		s.used[c].Store(now)
-		if !s.filled.Has(uint64(c)) {
+		if s.filled.Has(uint64(c)) {
+			continue
+		}
+		ok := false
+		for _, r := range refs {
+			ok = ok || r.chunk == c && s.through.Has(uint64(c)) && s.gen[c].Load() == r.gen
+		}
+		if !ok {
 			return false
 		}
 	}
 	return true
 }
 
+// throughRef is a chunk whose range a read wrote (fillThrough), with the chunk's take-backs then.
+type throughRef struct {
+	chunk int64
+	gen   uint32
+}
+
 // Fill makes the chunks of shard that [off, off+n) covers filled, fetching and writing those
 // that are not, each once however many callers want it (reads' events, plans ahead of them).
 // Once the copy is whole its mark is removed.
 func (fl *Filler) Fill(ctx context.Context, shard int, off, n int64) error {
-	_, err := fl.fill(ctx, shard, off, n, true)
+	_, _, err := fl.fill(ctx, shard, off, n, true, false)
 	return err
 }
 
 // fill is Fill, which also says whether it waited for a fetch; ahead counts the fetches as
 // reads ahead, not on demand. Each chunk's use is stamped before its bit is looked at (a read's
-// answer stamps them again, held, after the last fetch).
-func (fl *Filler) fill(ctx context.Context, shard int, off, n int64, ahead bool) (waited bool, err error) {
+// answer stamps them again, held, after the last fetch). With read (a read's event), a chunk the
+// budget would not keep (admit) is not filled: only the read's range of it is fetched and
+// written, and its refs returned for held.
+func (fl *Filler) fill(ctx context.Context, shard int, off, n int64, ahead, read bool) (waited bool, refs []throughRef, err error) {
 	s := fl.shards[shard]
 	if n <= 0 || off >= s.size {
-		return false, nil
+		return false, nil, nil
 	}
 	now := time.Now().UnixNano()
 	first, last := off/fl.opt.Chunk, (min(off+n, s.size)-1)/fl.opt.Chunk
@@ -434,6 +459,14 @@ func (fl *Filler) fill(ctx context.Context, shard int, off, n int64, ahead bool)
 			continue
 		}
 		waited = true
+		if read && !fl.admit(s, c) {
+			ref, err := fl.fillThrough(ctx, s, c, off, n, ahead)
+			if err != nil {
+				return waited, nil, err
+			}
+			refs = append(refs, ref)
+			continue
+		}
 		k := chunkKey{shard, c}
 		f, leader := fl.flying.JoinAwait(k)
 		if leader {
@@ -442,13 +475,52 @@ func (fl *Filler) fill(ctx context.Context, shard int, off, n int64, ahead bool)
 		select {
 		case <-f.Done():
 		case <-ctx.Done():
-			return waited, ctx.Err()
+			return waited, nil, ctx.Err()
 		}
 		if _, err := f.Result(); err != nil {
-			return waited, err
+			return waited, nil, err
 		}
 	}
-	return waited, nil
+	return waited, refs, nil
+}
+
+// admit reports whether chunk c of s is to be filled whole and kept: with no budget, while the
+// budget has room, and when full for a chunk ranked no higher than the highest evict keeps (the
+// stable subset). Another is read through: fetching it whole for one read, to punch it out again
+// soon, would fetch each chunk of a set larger than the budget once per sample read from it.
+func (fl *Filler) admit(s *sparseShard, c int64) bool {
+	return fl.opt.Budget <= 0 || fl.filled.Load()+fl.opt.Chunk <= fl.opt.Budget || rank(s.index, c) <= fl.keepMax.Load()
+}
+
+// rank places chunk c of shard in the stable subset's order: the lowest ranks are kept.
+func rank(shard int, c int64) uint64 { return subset.Rank(uint64(shard)<<32 | uint64(c)) }
+
+// fillThrough fetches and writes only the pages of chunk c of s that the read of [off, off+n)
+// covers, for that read: the chunk stays a hole to the Filler (not filled) and is punched out
+// again a grace after its last use (evict). It returns the chunk with its take-backs, for held.
+func (fl *Filler) fillThrough(ctx context.Context, s *sparseShard, c, off, n int64, ahead bool) (throughRef, error) {
+	const page = 4096
+	start, end := c*fl.opt.Chunk, c*fl.opt.Chunk+s.chunkLen(c, fl.opt.Chunk)
+	lo, hi := max(off, start)/page*page, min((min(off+n, end)+page-1)/page*page, end)
+	buf := make([]byte, hi-lo)
+	if err := fl.opt.Fetch(ctx, s.index, lo, buf); err != nil {
+		return throughRef{}, fmt.Errorf("kernel: fetching %s [%d, %d): %w", s.path, lo, hi, err)
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if _, err := s.f.WriteAt(buf, lo); err != nil {
+		return throughRef{}, fmt.Errorf("kernel: filling %s [%d, %d): %w", s.path, lo, hi, err)
+	}
+	s.through.Add(uint64(c))
+	s.used[c].Store(time.Now().UnixNano())
+	fl.through.Add(1)
+	fl.throughBytes.Add(uint64(len(buf)))
+	if ahead {
+		fl.aheadBytes.Add(uint64(len(buf)))
+	} else {
+		fl.demandBytes.Add(uint64(len(buf)))
+	}
+	return throughRef{c, s.gen[c].Load()}, nil
 }
 
 // fillChunk fetches chunk c of shard (s) and writes it into the copy through the descriptor
@@ -467,6 +539,7 @@ func (fl *Filler) fillChunk(ctx context.Context, s *sparseShard, shard int, c in
 	if err == nil {
 		s.used[c].Store(time.Now().UnixNano())
 		s.dirty.Store(true)
+		s.through.Remove(uint64(c)) // its ranges are part of the chunk now
 		if s.filled.Add(uint64(c)) {
 			fl.filled.Add(int64(len(buf)))
 			if s.holes.Add(-1) == 0 {
@@ -544,6 +617,21 @@ func (fl *Filler) evict(ctx context.Context) {
 				s.wmu.Unlock()
 			}
 		}
+		// Chunks read through, unused for a grace: taken back (a take-back counted, so that no
+		// read is held over them from then on), then punched a grace after their last use.
+		for _, sh := range fl.shards {
+			for c := range int64(len(sh.used)) {
+				if !sh.through.Has(uint64(c)) || time.Now().UnixNano() < sh.used[c].Load()+int64(fl.opt.Grace) {
+					continue
+				}
+				sh.wmu.Lock()
+				if sh.through.Remove(uint64(c)) && !sh.filled.Has(uint64(c)) {
+					sh.gen[c].Add(1)
+					pending = append(pending, victim{sh, c, sh.used[c].Load() + int64(fl.opt.Grace)})
+				}
+				sh.wmu.Unlock()
+			}
+		}
 		if !recorded { // a hole recorded filled would be served as zeros after a crash
 			recorded = fl.Persist() == nil
 		}
@@ -563,11 +651,12 @@ func (fl *Filler) evict(ctx context.Context) {
 	}
 }
 
-// punch makes chunk c of s a hole again, unless a read filled it since evict took it back.
+// punch makes chunk c of s a hole again, unless a read filled it (or read through it) since
+// evict took it back.
 func (fl *Filler) punch(s *sparseShard, c int64) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.filled.Has(uint64(c)) {
+	if s.filled.Has(uint64(c)) || s.through.Has(uint64(c)) { // written again since it was taken back
 		return
 	}
 	n := s.chunkLen(c, fl.opt.Chunk)
@@ -590,7 +679,7 @@ func (fl *Filler) victims(bytes int64) []chunkKey {
 	for i, s := range fl.shards {
 		for c := range int64(len(s.used)) {
 			if s.filled.Has(uint64(c)) {
-				all = append(all, ranked{chunkKey{i, c}, subset.Rank(uint64(i)<<32 | uint64(c))})
+				all = append(all, ranked{chunkKey{i, c}, rank(i, c)})
 			}
 		}
 	}
@@ -598,6 +687,7 @@ func (fl *Filler) victims(bytes int64) []chunkKey {
 	var out []chunkKey
 	for _, r := range all {
 		if bytes <= 0 {
+			fl.keepMax.Store(r.rank) // the highest rank kept: above it, chunks are read through
 			break
 		}
 		out = append(out, r.k)
@@ -674,7 +764,7 @@ func (fl *Filler) stager(ctx context.Context) {
 			if fl.opt.Budget > 0 && fl.filled.Load()+fl.opt.Chunk > fl.opt.Budget {
 				continue
 			}
-			if _, err := fl.fill(ctx, s.index, c*fl.opt.Chunk, 1, true); err != nil && ctx.Err() != nil {
+			if _, _, err := fl.fill(ctx, s.index, c*fl.opt.Chunk, 1, true, false); err != nil && ctx.Err() != nil {
 				return
 			}
 		}
@@ -748,7 +838,7 @@ func (fl *Filler) Stats() FillStats {
 	return FillStats{Events: fl.events.Load(), Waited: fl.waited.Load(), WaitP50us: q[0] / 1e3, WaitP99us: q[1] / 1e3,
 		Demand: fl.demand.Load(), DemandBytes: fl.demandBytes.Load(), Ahead: fl.ahead.Load(), AheadBytes: fl.aheadBytes.Load(),
 		Failed: fl.failed.Load(), Orphans: fl.orphans.Load(), Whole: fl.whole.Load(), Punched: fl.punched.Load(), PunchedBytes: fl.punchedBytes.Load(),
-		PunchFailed: fl.punchFl.Load(), FilledBytes: fl.filled.Load(), BudgetBytes: fl.opt.Budget}
+		PunchFailed: fl.punchFl.Load(), Through: fl.through.Load(), ThroughBytes: fl.throughBytes.Load(), FilledBytes: fl.filled.Load(), BudgetBytes: fl.opt.Budget}
 }
 
 // Close persists what is filled and closes the copies and the group. Reads of holes after it
