@@ -241,7 +241,8 @@ func openShards(t *testing.T, set string, x *layout.Index) []*os.File {
 }
 
 // TestFillerEvict: with a budget of a third of the set, reading it three times through the
-// plane punches chunks out again, keeps what is filled (and the copies' blocks on disk) near
+// plane punches chunks out again, reads chunks outside the stable subset through (their pages
+// only), keeps what is filled (and the copies' blocks on disk) near
 // the budget, and every read still gets the source's bytes, never a hole's zeros.
 func TestFillerEvict(t *testing.T) {
 	files, set, x, image := fillSet(t)
@@ -295,8 +296,8 @@ func TestFillerEvict(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	st := fl.Stats()
-	if st.Punched == 0 || st.FilledBytes > budget || st.PunchFailed != 0 || st.Failed != 0 {
-		t.Fatalf("stats %+v: want chunks punched and at most %d bytes filled", st, budget)
+	if st.Punched == 0 || st.FilledBytes > budget || st.PunchFailed != 0 || st.Failed != 0 || st.Through == 0 {
+		t.Fatalf("stats %+v: want chunks punched, reads through chunks outside the subset, and at most %d bytes filled", st, budget)
 	}
 	onDisk := func() (n int64) {
 		for _, c := range copies {
