@@ -111,7 +111,7 @@ cpu_poll() {
 		line=$EPOCHREALTIME
 		for p in "$@"; do
 			f=()
-			read -r -a f <"/proc/$p/stat" 2>/dev/null || true
+			read -r -a f 2>/dev/null <"/proc/$p/stat" || true
 			line="$line $((${f[13]:-0} + ${f[14]:-0}))"
 		done
 		echo "$line" >>"$file"

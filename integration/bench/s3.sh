@@ -16,7 +16,7 @@
 #      answers in well under a millisecond; an in-region S3 GET takes about 10-30 ms), which a
 #      client pays per request, and so per file in the per-file layout;
 #   2. later epochs of aifs from its disk cache (--cache-dir on the same disk, filled by one cold
-#      epoch) against aifs mounting the very same shard files from the local disk (target ≥ 0.8×),
+#      epoch) against aifs mounting the same tree packed on the local disk (target ≥ 0.8×),
 #      with the bytes fetched from S3 meanwhile (should be 0); in the same epochs (one aifs bench
 #      over all of them) the kernel plane from its copies, filled by one cold epoch of its own
 #      (WARM_KERNEL);
@@ -85,9 +85,9 @@ out "s3.sh: $(date -u +%Y-%m-%dT%H:%MZ), $(machine), FILES=$FILES JOBS=\"$JOBS\"
 
 # --- the disk, the server, the data ---------------------------------------------------------------
 # Room for the per-file tree, its shard set (twice while versitygw assembles a multipart upload),
-# the disk cache, and NAMES inline-data inodes with their shard set and index.
+# the same set packed on the disk (part 2), the disk caches and the kernel plane's copies, and NAMES inline-data inodes with their shard set and index.
 DISK=$RUN/disk ROOT=$RUN/disk/root
-truncate -s "$((FILES * 112640 * 6 / 1048576 + NAMES / 200 + 2048))M" "$RUN/disk.img"
+truncate -s "$((FILES * 112640 * 8 / 1048576 + NAMES / 200 + 2048))M" "$RUN/disk.img"
 mkfs.ext4 -q -F -O inline_data -N $((NAMES + FILES + 100000)) "$RUN/disk.img"
 mkdir -p "$DISK"
 loopmount "$RUN/disk.img" "$DISK"
@@ -288,7 +288,10 @@ fi
 rm -rf "$DISK/cache/warm" "$DISK/cache/warm-kernel"
 mkdir -p "$DISK/cache/warm" "$RUN/mnt-cached" "$RUN/mnt-local"
 "$AIFS" mount s3://aifs/data "$RUN/mnt-cached" --cache-dir "$DISK/cache/warm" --cache-size $((DATA * 2)) -o mem_cache=64M
-"$AIFS" mount "$ROOT/aifs/data" "$RUN/mnt-local" -o mem_cache=64M # the same shard files, from the disk
+# The same tree packed on the disk: the objects versitygw keeps are files too, but their mtimes
+# are the uploads', not those the index records, and the local backend refuses them.
+"$AIFS" pack --quiet "$ROOT/perfile" "$DISK/localset"
+"$AIFS" mount "$DISK/localset" "$RUN/mnt-local" -o mem_cache=64M # the same samples, from the disk
 WARM_DIRS=("$RUN/mnt-cached" "$RUN/mnt-local")
 if [[ -n $WARM_KERNEL ]]; then
 	mkdir -p "$DISK/cache/warm-kernel"
