@@ -301,7 +301,7 @@ if [[ -n $WARM_KERNEL ]]; then
 	KERNEL_ROWS=()
 fi
 out ""
-out "Later shuffled epochs (caches dropped before each): aifs over S3 from its disk cache, filled by one cold epoch, against aifs mounting the same shard files from the local disk; files/s, median of $RUNS epochs:"
+out "Later shuffled epochs (caches dropped before each): aifs over S3 from its disk cache, filled by one cold epoch, against aifs mounting the same tree packed on the local disk; files/s, median of $RUNS epochs:"
 out ""
 out "| readers | first epoch over S3 (fills the cache) | later epochs from the disk cache | local disk backend | cache / local (target ≥ 0.8) | S3 bytes fetched in the later epochs | disk cache hits / misses in them |"
 out "|---|---|---|---|---|---|---|"
