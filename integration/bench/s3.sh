@@ -2,8 +2,10 @@
 # s3.sh — the figures of the S3 issue, side by side in one run, every system on one disk and one
 # S3 server (versitygw, posix backend, on 127.0.0.1):
 #   1. cold shuffled epoch over S3 at each reader count in JOBS: aifs mounting the shard set from
-#      s3:// (a fresh mount with an empty --cache-dir; also with -o prefetch_shards=on, and with
-#      no disk cache at all) against s3fs-fuse and `rclone mount` reading the same files stored
+#      s3:// (a fresh mount with an empty --cache-dir; also with -o prefetch_shards=on, with no
+#      disk cache at all, and on the kernel data plane: -o data=kernel with an empty cache
+#      directory, EROFS over sparse copies of the shards filled from S3 on the reads' fanotify
+#      events, docs/kernel.md "The plane over S3") against s3fs-fuse and `rclone mount` reading the same files stored
 #      one object per file (target: aifs ≥ 5× the better of the two). Each run mounts every
 #      system afresh and drops the kernel's caches: nothing is cached anywhere but the names
 #      (aifs bench lists the tree, timed, drops the caches and lists it again, untimed, before
@@ -14,8 +16,10 @@
 #      answers in well under a millisecond; an in-region S3 GET takes about 10-30 ms), which a
 #      client pays per request, and so per file in the per-file layout;
 #   2. later epochs of aifs from its disk cache (--cache-dir on the same disk, filled by one cold
-#      epoch) against aifs mounting the very same shard files from the local disk (target ≥ 0.8×),
-#      with the bytes fetched from S3 meanwhile (should be 0);
+#      epoch) against aifs mounting the same tree packed on the local disk (target ≥ 0.8×),
+#      with the bytes fetched from S3 meanwhile (should be 0); in the same epochs (one aifs bench
+#      over all of them) the kernel plane from its copies, filled by one cold epoch of its own
+#      (WARM_KERNEL);
 #   3. time from `aifs mount s3://...` to a torchvision ImageFolder over NAMES samples in 1,000
 #      classes (tiny files: only the names matter), against listing the same names stored one
 #      object per file (`rclone lsf -R --fast-list`, the quickest per-file listing measured), and
@@ -28,8 +32,10 @@
 # Environment (defaults in brackets):
 #   FILES [10000] (mean 110 KiB, log-normal)   JOBS ["8 32"]   RUNS [3] (median of RUNS runs)
 #   DELAY [10ms] ("" skips part 1b)   NAMES [1280000] (0 skips part 3)   NAMES_MOUNT_RUNS [1] (0 skips the ImageFolder over rclone)
-#   SYSTEMS ["aifs aifs-staged aifs-nocache s3fs rclone"] (part 1's columns; the first three are
-#   aifs with an empty disk cache, with prefetch_shards=on, and without a disk cache)
+#   SYSTEMS ["aifs aifs-staged aifs-nocache aifs-kernel s3fs rclone"] (part 1's columns; the first
+#   four are aifs with an empty disk cache, with prefetch_shards=on, without a disk cache, and on
+#   the kernel plane with an empty cache directory)   WARM_KERNEL [1] ("" leaves the kernel plane
+#   out of part 2)
 #   WORKDIR [/var/tmp]   RESULTS [$WORKDIR/aifs-s3-results.md]
 set -euo pipefail
 
@@ -39,6 +45,7 @@ RUNS=${RUNS:-3}
 NAMES=${NAMES:-1280000}
 DELAY=${DELAY-10ms}
 NAMES_MOUNT_RUNS=${NAMES_MOUNT_RUNS:-1}
+WARM_KERNEL=${WARM_KERNEL-1}
 WORKDIR=${WORKDIR:-/var/tmp}
 RESULTS=${RESULTS:-$WORKDIR/aifs-s3-results.md}
 NAME=s3
@@ -78,9 +85,9 @@ out "s3.sh: $(date -u +%Y-%m-%dT%H:%MZ), $(machine), FILES=$FILES JOBS=\"$JOBS\"
 
 # --- the disk, the server, the data ---------------------------------------------------------------
 # Room for the per-file tree, its shard set (twice while versitygw assembles a multipart upload),
-# the disk cache, and NAMES inline-data inodes with their shard set and index.
+# the same set packed on the disk (part 2), the disk caches and the kernel plane's copies, and NAMES inline-data inodes with their shard set and index.
 DISK=$RUN/disk ROOT=$RUN/disk/root
-truncate -s "$((FILES * 112640 * 6 / 1048576 + NAMES / 200 + 2048))M" "$RUN/disk.img"
+truncate -s "$((FILES * 112640 * 8 / 1048576 + NAMES / 200 + 2048))M" "$RUN/disk.img"
 mkfs.ext4 -q -F -O inline_data -N $((NAMES + FILES + 100000)) "$RUN/disk.img"
 mkdir -p "$DISK"
 loopmount "$RUN/disk.img" "$DISK"
@@ -130,6 +137,16 @@ mount_s3fs() { # BUCKET MNT — defaults: no local data cache (no use_cache), st
 	for _ in $(seq 100); do mountpoint -q "$2" && return 0; sleep 0.1; done
 	die "s3fs mount of $1 did not come up"
 }
+# mount_kernel MNT CACHE_DIR [FLAG...] mounts the set on the kernel data plane with CACHE_DIR (the
+# copies of the shards) and checks that the plane is the kernel's: -o data=kernel falls back to
+# nothing, but the check says which plane a reader would be measuring.
+mount_kernel() {
+	local mnt=$1 cache=$2
+	shift 2
+	mkdir -p "$mnt"
+	"$AIFS" mount s3://aifs/data "$mnt" "$@" --cache-dir "$cache" --cache-size $((DATA * 2)) -o data=kernel
+	[[ $(findmnt -n -o FSTYPE "$mnt") == erofs ]] || die "$mnt: not the kernel plane ($(findmnt -n -o FSTYPE "$mnt"))"
+}
 unmount() { # MNT: ends its daemon too
 	fusermount3 -u "$1"
 	for _ in $(seq 100); do mountpoint -q "$1" || return 0; sleep 0.1; done
@@ -167,6 +184,7 @@ one_cold() {
 	aifs) "$AIFS" mount s3://aifs/data "$mnt" --s3-endpoint "$CUR_EP" --cache-dir "$DISK/cache/cold" --cache-size $((DATA * 2)) ;;
 	aifs-staged) "$AIFS" mount s3://aifs/data "$mnt" --s3-endpoint "$CUR_EP" --cache-dir "$DISK/cache/cold" --cache-size $((DATA * 2)) -o prefetch_shards=on ;;
 	aifs-nocache) "$AIFS" mount s3://aifs/data "$mnt" --s3-endpoint "$CUR_EP" ;;
+	aifs-kernel) mount_kernel "$mnt" "$DISK/cache/cold" --s3-endpoint "$CUR_EP" ;;
 	s3fs) mount_s3fs perfile "$mnt" ;;
 	rclone) mount_rclone perfile "$mnt" ;;
 	esac
@@ -181,9 +199,14 @@ one_cold() {
 		mb=$(($(stat_of "$mnt" s3 bytes) / 1000000))
 	fi
 	echo "$(files_per_s "$RUN/bench.json") $(list_s "$RUN/bench.json") $(((t1 - t0) * 1000 / HZ)) $req $mb $(busy_percent "$b0" "$i0" "$b1" "$i1")" >>"$RUN/cold$tag-$sys-$j"
-	unmount "$mnt"
+	if [[ $sys == aifs-kernel ]]; then
+		# the next epoch's mount takes the cache directory's lock, which this daemon holds
+		unmount_daemon "$mnt" "$(daemon_pid "$mnt")"
+	else
+		unmount "$mnt"
+	fi
 }
-COLD_SYSTEMS=${SYSTEMS:-aifs aifs-staged aifs-nocache s3fs rclone}
+COLD_SYSTEMS=${SYSTEMS:-aifs aifs-staged aifs-nocache aifs-kernel s3fs rclone}
 col() { awk -v c="$1" '{print $c}' "$2" | median; } # median of column C of a cold-* file
 icol() { printf "%.0f" "$(col "$@")"; }                # the same, rounded
 label() {
@@ -191,6 +214,7 @@ label() {
 	aifs) echo "aifs (empty --cache-dir)" ;;
 	aifs-staged) echo "aifs, prefetch_shards=on" ;;
 	aifs-nocache) echo "aifs, no disk cache" ;;
+	aifs-kernel) echo "aifs, kernel plane (empty cache_dir)" ;;
 	rclone) echo "rclone mount" ;;
 	*) echo "$1" ;;
 	esac
@@ -260,33 +284,68 @@ fi
 # --- 2. later epochs from the disk cache against the local disk ------------------------------------
 # Both mounts keep aifs's memory cache small, so that a later epoch is served by the disk cache
 # (and the local backend), not from memory; drop_caches empties the kernel's page cache.
-rm -rf "$DISK/cache/warm"
+# The kernel plane (WARM_KERNEL) has no memory cache of its own: drop_caches leaves it its copies.
+rm -rf "$DISK/cache/warm" "$DISK/cache/warm-kernel"
 mkdir -p "$DISK/cache/warm" "$RUN/mnt-cached" "$RUN/mnt-local"
 "$AIFS" mount s3://aifs/data "$RUN/mnt-cached" --cache-dir "$DISK/cache/warm" --cache-size $((DATA * 2)) -o mem_cache=64M
-"$AIFS" mount "$ROOT/aifs/data" "$RUN/mnt-local" -o mem_cache=64M # the same shard files, from the disk
+# The same tree packed on the disk: the objects versitygw keeps are files too, but their mtimes
+# are the uploads', not those the index records, and the local backend refuses them.
+"$AIFS" pack --quiet "$ROOT/perfile" "$DISK/localset"
+"$AIFS" mount "$DISK/localset" "$RUN/mnt-local" -o mem_cache=64M # the same samples, from the disk
+WARM_DIRS=("$RUN/mnt-cached" "$RUN/mnt-local")
+if [[ -n $WARM_KERNEL ]]; then
+	mkdir -p "$DISK/cache/warm-kernel"
+	mount_kernel "$RUN/mnt-kernel" "$DISK/cache/warm-kernel"
+	KERNEL_PID=$(daemon_pid "$RUN/mnt-kernel")
+	WARM_DIRS+=("$RUN/mnt-kernel")
+	KERNEL_ROWS=()
+fi
 out ""
-out "Later shuffled epochs (caches dropped before each): aifs over S3 from its disk cache, filled by one cold epoch, against aifs mounting the same shard files from the local disk; files/s, median of $RUNS epochs:"
+out "Later shuffled epochs (caches dropped before each): aifs over S3 from its disk cache, filled by one cold epoch, against aifs mounting the same tree packed on the local disk; files/s, median of $RUNS epochs:"
 out ""
 out "| readers | first epoch over S3 (fills the cache) | later epochs from the disk cache | local disk backend | cache / local (target ≥ 0.8) | S3 bytes fetched in the later epochs | disk cache hits / misses in them |"
 out "|---|---|---|---|---|---|---|"
 first=1
 for j in $JOBS; do
-	fill="—"
+	fill="—" kfill="—"
 	if [[ $first -eq 1 ]]; then
 		"$AIFS" bench --json --drop-caches --relist -j "$j" "$RUN/mnt-cached" >"$RUN/bench.json"
 		check_digest "$RUN/bench.json" "aifs (filling the disk cache)"
 		fill=$(files_per_s "$RUN/bench.json")
+		if [[ -n $WARM_KERNEL ]]; then
+			"$AIFS" bench --json --drop-caches --relist -j "$j" "$RUN/mnt-kernel" >"$RUN/bench.json"
+			check_digest "$RUN/bench.json" "aifs, kernel plane (filling its copies)"
+			kfill=$(files_per_s "$RUN/bench.json")
+		fi
 		first=0
 	fi
 	b0=$(stat_of "$RUN/mnt-cached" s3 bytes) h0=$(stat_of "$RUN/mnt-cached" disk_cache hits) m0=$(stat_of "$RUN/mnt-cached" disk_cache misses)
-	"$AIFS" bench --json --drop-caches --epochs "$RUNS" --seed 7 -j "$j" "$RUN/mnt-cached" "$RUN/mnt-local" >"$RUN/bench.json"
-	check_digest "$RUN/bench.json" "aifs (disk cache / local)"
+	if [[ -n $WARM_KERNEL ]]; then
+		kb0=$(stat_of "$RUN/mnt-kernel" s3 bytes) ke0=$(stat_of "$RUN/mnt-kernel" kernel_fill events) kw0=$(stat_of "$RUN/mnt-kernel" kernel_fill waited)
+		kc0=$(cpu_ticks "$KERNEL_PID")
+	fi
+	"$AIFS" bench --json --drop-caches --epochs "$RUNS" --seed 7 -j "$j" "${WARM_DIRS[@]}" >"$RUN/bench.json"
+	check_digest "$RUN/bench.json" "aifs (disk cache / local / kernel plane)"
 	b1=$(stat_of "$RUN/mnt-cached" s3 bytes) h1=$(stat_of "$RUN/mnt-cached" disk_cache hits) m1=$(stat_of "$RUN/mnt-cached" disk_cache misses)
-	read -r c l < <(bench_medians "$RUN/bench.json")
+	read -r c l k < <(bench_medians "$RUN/bench.json")
 	out "| $j | $fill | $c | $l | **$(ratio "$c" "$l")** | $((b1 - b0)) | $((h1 - h0)) / $((m1 - m0)) |"
+	if [[ -n $WARM_KERNEL ]]; then
+		kc1=$(cpu_ticks "$KERNEL_PID")
+		kb1=$(stat_of "$RUN/mnt-kernel" s3 bytes) ke1=$(stat_of "$RUN/mnt-kernel" kernel_fill events) kw1=$(stat_of "$RUN/mnt-kernel" kernel_fill waited)
+		KERNEL_ROWS+=("| $j | $kfill | $k | $c | $l | **$(ratio "$k" "$l")** | **$(ratio "$k" "$c")** | $((kb1 - kb0)) | $((ke1 - ke0)) / $((kw1 - kw0)) | $(awk -v t=$((kc1 - kc0)) -v hz="$HZ" -v n=$((FILES * RUNS)) 'BEGIN{printf "%.1f", t / hz * 1e6 / n}') |")
+	fi
 done
 unmount "$RUN/mnt-cached"
 unmount "$RUN/mnt-local"
+if [[ -n $WARM_KERNEL ]]; then
+	unmount_daemon "$RUN/mnt-kernel" "$KERNEL_PID"
+	out ""
+	out "The kernel data plane in the same epochs (the same aifs bench reads the three mounts in turn): aifs -o data=kernel over S3 from its copies in the cache directory, filled by one cold epoch of its own; files/s, median of $RUNS epochs; S3 bytes fetched, fanotify pre-content events and those that waited for a fill from S3, and its daemon's CPU µs a sample, over the later epochs:"
+	out ""
+	out "| readers | first epoch over S3 (fills the copies) | later epochs from the copies | FUSE from its disk cache | local disk backend | kernel / local | kernel / FUSE cache | S3 bytes fetched in the later epochs | events / waited in them | daemon CPU µs / sample |"
+	out "|---|---|---|---|---|---|---|---|---|---|"
+	for row in "${KERNEL_ROWS[@]}"; do out "$row"; done
+fi
 
 # --- 3. mount-to-ImageFolder against listing the per-file layout ------------------------------------
 [[ $NAMES -gt 0 ]] || exit 0

@@ -12,7 +12,10 @@
 # Needs root.
 #
 # Environment (defaults in brackets):
-#   BINS ["cur=bin/aifs"]: LABEL=PATH of each build (build others with go build -o PATH ./cmd/aifs)
+#   BINS ["cur=bin/aifs"]: LABEL=PATH of each build (build others with go build -o PATH ./cmd/aifs);
+#              a LABEL ending in -kernel mounts with -o data=kernel (the kernel data plane over
+#              S3: EROFS over copies of the shards in the --cache-dir, docs/kernel.md), e.g.
+#              BINS="cur=bin/aifs cur-kernel=bin/aifs"
 #   FILES [10000]   J [32]   ROUNDS [2]   DELAY [10ms] ("" for none)   WORKDIR [/var/tmp]
 #   PERF [""]: a directory; each epoch's daemon is also profiled (perf record -g) into
 #              PERF/LABEL-ROUND.data (perf report -i FILE); the profiling adds to its CPU.
@@ -38,8 +41,8 @@ export AWS_ACCESS_KEY_ID=aifsbench AWS_SECRET_ACCESS_KEY=aifsbenchsecret AWS_REG
 PIDS="" # the server and the proxy
 CACHES=""  # the disk caches' directory, when outside the run directory (CACHE_ROOT)
 s3cpu_cleanup() {
-	awk -v run="$RUN" 'index($2, run) == 1 && $3 ~ /^fuse/ { print $2 }' /proc/mounts |
-		while read -r m; do fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; done
+	awk -v run="$RUN" 'index($2, run) == 1 && ($3 ~ /^fuse/ || $3 == "erofs") { print $2 }' /proc/mounts |
+		while read -r m; do unmount_aifs "$m" 2>/dev/null || umount -l "$m"; done
 	for p in $PIDS; do kill "$p" 2>/dev/null || true; done
 	[[ -z $CACHES || $CACHES == "$RUN"/* ]] || rm -rf "$CACHES"
 	cleanup
@@ -78,7 +81,10 @@ for r in $(seq "$ROUNDS"); do
 		label=${b%%=*} bin=${b#*=} mnt=$RUN/mnt-${b%%=*} cache=$CACHES/cache-${b%%=*}
 		rm -rf "$cache"
 		mkdir -p "$cache" "$mnt"
-		"$bin" mount --cache-dir "$cache" s3://aifs/data "$mnt"
+		opts=()
+		[[ $label != *-kernel ]] || opts=(-o data=kernel)
+		"$bin" mount --cache-dir "$cache" "${opts[@]}" s3://aifs/data "$mnt"
+		[[ $label != *-kernel || $(findmnt -n -o FSTYPE "$mnt") == erofs ]] || die "$label: $mnt is not the kernel plane"
 		pid=$(daemon_pid "$mnt")
 		dropcaches
 		d0=$(cpu_ticks "$pid") v0=$(cpu_ticks "$VGW") x0=$([[ -n $PROXY ]] && cpu_ticks "$PROXY" || echo 0)
@@ -100,7 +106,7 @@ for r in $(seq "$ROUNDS"); do
 		rss=$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$pid/status")
 		read -r s3mb s3req reads pushed < <("$AIFS" stats --json "$mnt" | $PY -c 'import json,sys; j=json.load(sys.stdin); s=j["storage"]["s3"]; print(round(s["bytes"] / 1e6), s["requests"], j["ops"]["read"]["count"], j["prefetch"]["arrived"])')
 		echo "round $r, $label: $fps files/s; CPU µs a sample: daemon $(per_sample $((d1 - d0))), server $(per_sample $((v1 - v0))), proxy $(per_sample $((x1 - x0))), machine $(per_sample $((b1 - b0))) ($(busy_percent "$b0" "$i0" "$b1" "$i1")% busy); faults a sample $(awk -v f=$((f1 - f0)) -v n="$FILES" 'BEGIN{printf "%.1f", f / n}'); peak RSS ${rss} MB; from S3: $s3mb MB in $s3req requests; $reads READs, $pushed samples pushed (push_chunks)"
-		fusermount3 -u "$mnt"
+		unmount_aifs "$mnt"
 		for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done # the next mount starts on an idle machine
 	done
 done
