@@ -95,6 +95,32 @@ class SweepTest(unittest.TestCase):
         self.assertEqual(mlperf.largest_n({1: 0.95, 2: 0.88, 3: 0.91}, 0.90), 3)
 
 
+class UsageTest(unittest.TestCase):
+    """proc_usage reads a process's CPU and faults from /proc/PID/stat (the workers' figures of
+    the report)."""
+
+    def test_own_process(self):
+        user0, sys0, minflt0, _ = mlperf.proc_usage(os.getpid())
+        buf = bytearray(64 << 20)  # fresh anonymous pages: a minor fault each, when touched
+        for i in range(0, len(buf), 4096):
+            buf[i] = 1
+        t = os.times()
+        while os.times().user - t.user < 0.05:  # user CPU
+            pass
+        user1, sys1, minflt1, majflt1 = mlperf.proc_usage(os.getpid())
+        self.assertGreaterEqual(minflt1 - minflt0, 32)  # one a page, or one a 2 MiB huge page at least
+        self.assertGreater(user1, user0)
+        self.assertGreaterEqual(sys1, sys0)
+        self.assertGreaterEqual(majflt1, 0)
+
+    def test_gone(self):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        self.assertEqual(mlperf.proc_usage(pid), (0.0, 0.0, 0, 0))
+
+
 def run_line(system, n, step, aus, rate, daemon=False, stats=None):
     epochs = [{"epoch": 0, "warmup": True, "au": 0.2, "samples_per_s": rate / 2, "mib_per_s": 1.0, "samples": 100,
                "steps": 2, "cgroup": {"limit": 300 << 20, "peak": 0, "anon": 80 << 20, "mapped": 20 << 20}}]
