@@ -65,6 +65,8 @@
 #   PASSES [1] (each N's runs, and the no-compute runs, made PASSES times, the order of the
 #   systems moving by one each pass; the report takes the median over the passes and shows each
 #   pass's ratio of aifs's sampler to torch's)
+#   FIXED_MALLOC [0] (1: the readers run with glibc's mmap and trim thresholds fixed, 4 and 32
+#   MiB, so that no run's figures depend on the heap its ranks happen to leave their workers)
 #   PERF [0] (Hz: with PERF > 0 each run's processes are sampled by `perf record -g` at that rate,
 #   into OUT/mlperf-perf/)
 #   PPROF [0] (seconds: with PPROF > 0 each aifs daemon serves --metrics-addr and a CPU profile of
@@ -94,6 +96,18 @@ STOP=${STOP:-2}
 FIO_S=${FIO_S:-3}
 PASSES=${PASSES:-1}
 PERF=${PERF:-0}
+FIXED_MALLOC=${FIXED_MALLOC:-0}
+# FIXED_MALLOC=1: the readers' glibc keeps its mmap threshold at 4 MiB and gives the heap's top
+# back only past 32 MiB (setting them turns glibc's dynamic thresholds off), so that a sample's
+# buffers stay in the heap whatever heap the ranks leave their workers (docs/bench/mlperf.md,
+# "Findings": with the dynamic thresholds, RetinaNet's workers of some runs trim and refault
+# ~2 MB a sample, 10% of the CPU, by the luck of that heap).
+MALLOC_ENV=()
+case $FIXED_MALLOC in
+0) ;;
+1) MALLOC_ENV=(MALLOC_MMAP_THRESHOLD_=$((4 << 20)) MALLOC_TRIM_THRESHOLD_=$((32 << 20))) ;;
+*) die "FIXED_MALLOC=$FIXED_MALLOC: 0 or 1" ;;
+esac
 PPROF=${PPROF:-0}
 WORKDIR=${WORKDIR:-/var/tmp}
 OUT=${OUT:-}
@@ -143,7 +157,7 @@ meta machine "$(machine)"
 meta date "$(date -u +%F)"
 meta commit "$(commit_desc "$OUT")"
 meta shared "yes: another engineer builds and tests on this machine during the run (load average $(cut -d' ' -f1-3 /proc/loadavg) at the start)"
-for v in WORKLOADS SYSTEMS RESNET50_FILES RETINANET_FILES NS NOCOMPUTE_N EPOCHS WARMUP ACCEL SCALE THREADS PROC_MB RANK_MB STOP FIO_S PPROF PASSES PERF; do meta "$v" "${!v}"; done
+for v in WORKLOADS SYSTEMS RESNET50_FILES RETINANET_FILES NS NOCOMPUTE_N EPOCHS WARMUP ACCEL SCALE THREADS PROC_MB RANK_MB STOP FIO_S PPROF PASSES PERF FIXED_MALLOC; do meta "$v" "${!v}"; done
 
 # --- 1. the datasets ---------------------------------------------------------------------------
 mib=0
@@ -209,7 +223,7 @@ point() {
 		mkdir -p "$OUT/mlperf-perf"
 		perf=(perf record -q -F "$PERF" -g -o "$(mktemp -u "$OUT/mlperf-perf/$wl-${entry//:/-}-$n-$step.XXXXXX.data")" --)
 	fi
-	in_cg "$CG" "${perf[@]}" env LOCAL_WORLD_SIZE="$n" $PY "$DRIVER" run --root "$root" --sampler "$sampler" --n "$n" --batch "$batch" \
+	in_cg "$CG" "${perf[@]}" env LOCAL_WORLD_SIZE="$n" "${MALLOC_ENV[@]}" $PY "$DRIVER" run --root "$root" --sampler "$sampler" --n "$n" --batch "$batch" \
 		--step "$step" --threads "$THREADS" --epochs "$EPOCHS" --warmup "$WARMUP" --record "$rec" --decode "$decode" >"$out" ||
 		die "$wl $entry N=$n step $step: the run failed"
 	echo '{}' >"$stats"

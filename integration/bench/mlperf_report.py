@@ -194,7 +194,7 @@ def markdown(meta, runs, fio):
             out.append(f"- {k}: {meta[k]}")
     knobs = [f"{k}={meta[k]}" for k in ("WORKLOADS", "SYSTEMS", "RESNET50_FILES", "RETINANET_FILES", "NS", "NOCOMPUTE_N",
                                         "EPOCHS", "WARMUP", "ACCEL", "SCALE", "THREADS", "PROC_MB", "RANK_MB", "STOP", "FIO_S",
-                                        "PASSES")
+                                        "PASSES", "FIXED_MALLOC")
              if k in meta]
     if knobs:
         out.append("- knobs: " + ", ".join(f"`{k}`" for k in knobs))
