@@ -28,8 +28,9 @@ the ranks share one host, where a gloo barrier, a TCP exchange through the loopb
 each of 2 cores CPU every step that the readers need, with the same semantics.
 
 `run` prints one JSON object: the run's knobs and, for each epoch, the AU and throughput
-(`epoch_metrics`) and the bytes read, and the peak memory of the memory cgroup it runs in
-(`cgroup_memory`) at the end of each epoch.
+(`epoch_metrics`) and the bytes read, the peak memory of the memory cgroup it runs in
+(`cgroup_memory`) at the end of each epoch, and the CPU and faults of the ranks and of their
+workers over the epoch (USAGE_KEYS, summed over the ranks).
 """
 
 import json
@@ -230,8 +231,9 @@ def make_sampler(kind, dataset, world, rank, seed):
 
 def cgroup_memory():
     """The memory cgroup this process is in (v1 or v2): its limit, peak use, and what its
-    processes hold themselves (anonymous memory and mapped files: libraries, torch's), in bytes;
-    None outside a limited cgroup."""
+    processes hold themselves (anonymous memory and mapped files: libraries, torch's), in bytes,
+    and since its making the major faults of its processes and the file pages read again after
+    their eviction (refault_file); None outside a limited cgroup."""
     try:
         with open("/proc/self/cgroup") as f:
             lines = f.read().splitlines()
@@ -241,11 +243,12 @@ def cgroup_memory():
         _, controllers, path = line.split(":", 2)
         if controllers == "memory":
             d = "/sys/fs/cgroup/memory" + path
-            files = ("memory.limit_in_bytes", "memory.max_usage_in_bytes", "total_rss", "total_mapped_file")
+            files = ("memory.limit_in_bytes", "memory.max_usage_in_bytes", "total_rss", "total_mapped_file",
+                     "total_pgmajfault", "total_workingset_refault_file")
             break
         if controllers == "" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
             d = "/sys/fs/cgroup" + path
-            files = ("memory.max", "memory.peak", "anon", "file_mapped")
+            files = ("memory.max", "memory.peak", "anon", "file_mapped", "pgmajfault", "workingset_refault_file")
     else:
         return None
     try:
@@ -259,7 +262,35 @@ def cgroup_memory():
         return None
     if limit == "max" or int(limit) >= 1 << 60:
         return None
-    return {"limit": int(limit), "peak": peak, "anon": int(stat[files[2]]), "mapped": int(stat[files[3]])}
+    return {"limit": int(limit), "peak": peak, "anon": int(stat[files[2]]), "mapped": int(stat[files[3]]),
+            "majfault": int(stat.get(files[4], 0)), "refault_file": int(stat.get(files[5], 0))}
+
+
+def proc_usage(pid):
+    """A process's usage so far, from /proc/PID/stat: (user CPU seconds, system CPU seconds,
+    minor faults, major faults); zeros when it cannot be read (the process has exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return (0.0, 0.0, 0, 0)
+    # fields[k] is field k + 3 of proc(5): minflt 10, majflt 12, utime 14, stime 15.
+    tck = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) / tck, int(fields[12]) / tck, int(fields[7]), int(fields[9]))
+
+
+def loader_usage(loader):
+    """proc_usage of the rank's main process followed by proc_usage summed over its loader's
+    workers (their processes are the iterator's, kept by persistent_workers), as one tuple."""
+    workers = getattr(getattr(loader, "_iterator", None), "_workers", None) or []
+    ws = [proc_usage(w.pid) for w in workers]
+    return proc_usage(os.getpid()) + tuple(sum(w[k] for w in ws) for k in range(4))
+
+
+# What each epoch sums over the ranks (rank_main, in loader_usage's order): user and system CPU
+# seconds, minor and major faults of the ranks' main processes and of their loaders' workers.
+USAGE_KEYS = ("main_user_s", "main_sys_s", "main_minflt", "main_majflt",
+              "worker_user_s", "worker_sys_s", "worker_minflt", "worker_majflt")
 
 
 def rank_main(rank, args, dataset, barrier, results):
@@ -277,6 +308,7 @@ def rank_main(rank, args, dataset, barrier, results):
     for epoch in range(args["warmup"] + args["epochs"]):
         sampler.set_epoch(epoch)
         spent = sampler.spent
+        u0 = loader_usage(loader)
         barrier.wait()
         compute, first, nbytes = [], None, 0
         t0 = time.perf_counter()
@@ -293,8 +325,10 @@ def rank_main(rank, args, dataset, barrier, results):
             if len(compute) == steps:
                 break
         wall = time.perf_counter() - t0
+        u1 = loader_usage(loader)  # the workers start with the first epoch: u0 counts none of them
         results.put((rank, epoch, {"compute": compute, "first": first or 0.0, "wall": wall, "bytes": nbytes,
-                                   "sampler_s": sampler.spent - spent, "setup_s": setup}))
+                                   "sampler_s": sampler.spent - spent, "setup_s": setup,
+                                   **{k: b - a for k, a, b in zip(USAGE_KEYS, u0, u1)}}))
 
 
 def run(args):
@@ -337,6 +371,7 @@ def run(args):
             m.update(epoch=epoch, warmup=epoch < args["warmup"], bytes=sum(r["bytes"] for r in ranks),
                      sampler_s=max(r["sampler_s"] for r in ranks), sampler_setup_s=max(r["setup_s"] for r in ranks),
                      wall=max(r["wall"] for r in ranks), samples=n * m["steps"] * args["batch"],
+                     **{k: sum(r[k] for r in ranks) for k in USAGE_KEYS},
                      cgroup=cgroup_memory())
             epochs.append(m)
     for p in procs:

@@ -29,7 +29,8 @@
 #      for each aifs run, the daemon's CPU (/proc/PID/stat utime + stime) and the FUSE requests it
 #      answered (its .aifs/stats), per sample read, warm-up included, and the digest of its stats
 #      at the run's end (mlperf.py stats_digest: shard reads, read-ahead, plan read-ahead, the
-#      page cache's budget);
+#      page cache's budget) and its major faults; for every run, the CPU (user, system) and the
+#      minor and major faults of the ranks and of their DataLoader workers, each measured epoch;
 #   3. writes OUT/mlperf.md (integration/bench/mlperf_report.py: for each workload and system the
 #      largest N at the floor, samples/s there, the ceiling, ratios to ext4, requests and daemon
 #      CPU a sample; for each plane run with both samplers, aifs_plan's against torch's at each N:
@@ -61,6 +62,13 @@
 #   NOCOMPUTE_N [4] {2}  EPOCHS [5] {1} (measured, after WARMUP [1])  ACCEL [a100]  SCALE [8]
 #   THREADS [2]  PROC_MB [80] {400: a tiny dataset leaves no slack}  RANK_MB [115]
 #   STOP [2] {0: never}  FIO_S [3] {1} (seconds a fio run)
+#   PASSES [1] (each N's runs, and the no-compute runs, made PASSES times, the order of the
+#   systems moving by one each pass; the report takes the median over the passes and shows each
+#   pass's ratio of aifs's sampler to torch's)
+#   FIXED_MALLOC [0] (1: the readers run with glibc's mmap and trim thresholds fixed, 4 and 32
+#   MiB, so that no run's figures depend on the heap its ranks happen to leave their workers)
+#   PERF [0] (Hz: with PERF > 0 each run's processes are sampled by `perf record -g` at that rate,
+#   into OUT/mlperf-perf/)
 #   PPROF [0] (seconds: with PPROF > 0 each aifs daemon serves --metrics-addr and a CPU profile of
 #   its first PPROF seconds of each no-compute run is written to OUT/mlperf-pprof/)
 #   WORKDIR [/var/tmp]  OUT [docs/bench] {the run directory}
@@ -86,6 +94,20 @@ PROC_MB=${PROC_MB:-80}
 RANK_MB=${RANK_MB:-115}
 STOP=${STOP:-2}
 FIO_S=${FIO_S:-3}
+PASSES=${PASSES:-1}
+PERF=${PERF:-0}
+FIXED_MALLOC=${FIXED_MALLOC:-0}
+# FIXED_MALLOC=1: the readers' glibc keeps its mmap threshold at 4 MiB and gives the heap's top
+# back only past 32 MiB (setting them turns glibc's dynamic thresholds off), so that a sample's
+# buffers stay in the heap whatever heap the ranks leave their workers (docs/bench/mlperf.md,
+# "Findings": with the dynamic thresholds, RetinaNet's workers of some runs trim and refault
+# ~2 MB a sample, 10% of the CPU, by the luck of that heap).
+MALLOC_ENV=()
+case $FIXED_MALLOC in
+0) ;;
+1) MALLOC_ENV=(MALLOC_MMAP_THRESHOLD_=$((4 << 20)) MALLOC_TRIM_THRESHOLD_=$((32 << 20))) ;;
+*) die "FIXED_MALLOC=$FIXED_MALLOC: 0 or 1" ;;
+esac
 PPROF=${PPROF:-0}
 WORKDIR=${WORKDIR:-/var/tmp}
 OUT=${OUT:-}
@@ -100,6 +122,13 @@ fi
 mkdir -p "$OUT"
 started=$SECONDS
 DRIVER=integration/bench/mlperf.py
+# aifs_plan is imported from this checkout, in each rank: byte-compile it first, as pip does when
+# it installs the package. Compiled from source in a rank (no __pycache__, PYTHONDONTWRITEBYTECODE),
+# the compiler's freed memory left holes of ~1 MB in the rank's heap; the DataLoader workers forked
+# from it then gave their heap's top back to the kernel after each sample and faulted it in again
+# for the next (~330 minor faults a RetinaNet sample, 10% more CPU): issue 46's open case
+# (docs/bench/mlperf.md, "Findings").
+$PY -m compileall -q python/aifs >/dev/null || die "cannot byte-compile python/aifs"
 RESULTS=$RUN/results.jsonl
 
 # The workloads' shapes: record bytes, files, batch, step seconds, AU floor, decode.
@@ -128,7 +157,7 @@ meta machine "$(machine)"
 meta date "$(date -u +%F)"
 meta commit "$(commit_desc "$OUT")"
 meta shared "yes: another engineer builds and tests on this machine during the run (load average $(cut -d' ' -f1-3 /proc/loadavg) at the start)"
-for v in WORKLOADS SYSTEMS RESNET50_FILES RETINANET_FILES NS NOCOMPUTE_N EPOCHS WARMUP ACCEL SCALE THREADS PROC_MB RANK_MB STOP FIO_S PPROF; do meta "$v" "${!v}"; done
+for v in WORKLOADS SYSTEMS RESNET50_FILES RETINANET_FILES NS NOCOMPUTE_N EPOCHS WARMUP ACCEL SCALE THREADS PROC_MB RANK_MB STOP FIO_S PPROF PASSES PERF FIXED_MALLOC; do meta "$v" "${!v}"; done
 
 # --- 1. the datasets ---------------------------------------------------------------------------
 mib=0
@@ -155,7 +184,7 @@ echo "== datasets ready after $((SECONDS - started)) s" >&2
 # workload, system, limit, floor and, for aifs, the daemon's CPU ticks and FUSE requests over the
 # run. It sets POINT_AU to the run's median AU.
 point() {
-	local wl=$1 entry=$2 n=$3 step=$4 sys=${2%%:*} sampler=dlio rec files batch floor decode limit root mnt="" pid="" t0=0 q0=0 t1=0 q1=0 out
+	local wl=$1 entry=$2 n=$3 step=$4 sys=${2%%:*} sampler=dlio rec files batch floor decode limit root mnt="" pid="" t0=0 q0=0 t1=0 q1=0 f0=0 f1=0 out
 	local metrics=() prof="" profpid="" stats=$RUN/stats.json
 	[[ $entry != *:* ]] || sampler=${entry#*:}
 	read -r rec files batch _ floor decode <<<"$(shape "$wl")"
@@ -164,8 +193,7 @@ point() {
 	case $sys in
 	ext4 | xfs) root=$RUN/$sys/$wl/tree ;;
 	aifs | aifs-kernel)
-		mnt=$RUN/mnt-$wl-${entry//:/-}-$n-$step
-		mkdir "$mnt"
+		mnt=$(mktemp -d "$RUN/mnt-$wl-${entry//:/-}-$n-$step.XXXXXX") # PASSES > 1: one a pass
 		[[ $PPROF == 0 || $step != 0 ]] || metrics=(--metrics-addr 127.0.0.1:6946)
 		if [[ $sys == aifs ]]; then
 			in_cg "$CG" "$AIFS" mount "${metrics[@]}" "$RUN/ext4/$wl/set" "$mnt"
@@ -180,6 +208,7 @@ point() {
 	dropcaches
 	if [[ -n $pid ]]; then
 		t0=$(cpu_ticks "$pid")
+		f0=$(awk '{print $12}' "/proc/$pid/stat")
 		q0=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$(stats_file "$mnt")")
 	fi
 	out=$RUN/point.json
@@ -189,19 +218,25 @@ point() {
 		curl -s -o "$prof" "http://127.0.0.1:6946/debug/pprof/profile?seconds=$PPROF" &
 		profpid=$!
 	fi
-	in_cg "$CG" env LOCAL_WORLD_SIZE="$n" $PY "$DRIVER" run --root "$root" --sampler "$sampler" --n "$n" --batch "$batch" \
+	local perf=()
+	if [[ $PERF != 0 ]]; then
+		mkdir -p "$OUT/mlperf-perf"
+		perf=(perf record -q -F "$PERF" -g -o "$(mktemp -u "$OUT/mlperf-perf/$wl-${entry//:/-}-$n-$step.XXXXXX.data")" --)
+	fi
+	in_cg "$CG" "${perf[@]}" env LOCAL_WORLD_SIZE="$n" "${MALLOC_ENV[@]}" $PY "$DRIVER" run --root "$root" --sampler "$sampler" --n "$n" --batch "$batch" \
 		--step "$step" --threads "$THREADS" --epochs "$EPOCHS" --warmup "$WARMUP" --record "$rec" --decode "$decode" >"$out" ||
 		die "$wl $entry N=$n step $step: the run failed"
 	echo '{}' >"$stats"
 	if [[ -n $pid ]]; then
 		t1=$(cpu_ticks "$pid")
+		f1=$(awk '{print $12}' "/proc/$pid/stat")
 		cat "$(stats_file "$mnt")" >"$stats"
 		q1=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$stats")
 		[[ -z $profpid ]] || wait "$profpid" || echo "== $wl $entry N=$n: no CPU profile" >&2
 		unmount_daemon "$mnt" "$pid"
 	fi
 	$PY "$DRIVER" record "$RESULTS" workload="$wl" system="$entry" floor="$floor" limit="$limit" \
-		dataset_bytes="${BYTES[$wl]}" daemon_ticks=$((t1 - t0)) requests=$((q1 - q0)) clk_tck="$(getconf CLK_TCK)" \
+		dataset_bytes="${BYTES[$wl]}" daemon_ticks=$((t1 - t0)) daemon_majflt=$((f1 - f0)) requests=$((q1 - q0)) clk_tck="$(getconf CLK_TCK)" \
 		daemon="$([[ -n $pid ]] && echo 1 || echo 0)" stats=@"$stats" <"$out"
 	POINT_AU=$($PY -c 'import json,sys,statistics as s; print(s.median(e["au"] for e in json.load(open(sys.argv[1]))["epochs"] if not e["warmup"]))' "$out")
 	echo "== $wl $entry N=$n step $step: AU $POINT_AU after $((SECONDS - started)) s" >&2
@@ -225,21 +260,25 @@ for wl in $WORKLOADS; do
 	k=0
 	for n in $NS; do
 		ran=0
-		for i in "${!systems[@]}"; do
-			e=${systems[(i + k) % ${#systems[@]}]}
-			[[ $STOP == 0 || ${failed[$e]:-0} -lt $STOP ]] || continue
-			point "$wl" "$e" "$n" "$step"
-			ran=1
-			if awk -v a="$POINT_AU" -v f="$floor" 'BEGIN{exit !(a < f)}'; then
-				failed[$e]=$((${failed[$e]:-0} + 1))
-			else
-				failed[$e]=0
-			fi
+		for _ in $(seq "$PASSES"); do
+			for i in "${!systems[@]}"; do
+				e=${systems[(i + k) % ${#systems[@]}]}
+				[[ $STOP == 0 || ${failed[$e]:-0} -lt $STOP ]] || continue
+				point "$wl" "$e" "$n" "$step"
+				ran=1
+				if awk -v a="$POINT_AU" -v f="$floor" 'BEGIN{exit !(a < f)}'; then
+					failed[$e]=$((${failed[$e]:-0} + 1))
+				else
+					failed[$e]=0
+				fi
+			done
+			k=$((k + 1))
 		done
 		[[ $ran == 0 ]] || fio_point "$wl" "$n" # none ran: the sweep is over
-		k=$((k + 1))
 	done
-	for e in "${systems[@]}"; do point "$wl" "$e" "$NOCOMPUTE_N" 0; done
+	for p in $(seq "$PASSES"); do
+		for i in "${!systems[@]}"; do point "$wl" "${systems[(i + p - 1) % ${#systems[@]}]}" "$NOCOMPUTE_N" 0; done
+	done
 	[[ -n ${FIOED[$wl-$NOCOMPUTE_N]:-} ]] || fio_point "$wl" "$NOCOMPUTE_N"
 	unset failed
 done

@@ -62,7 +62,12 @@ def summarize(run):
         "requests_per_sample": None, "daemon_us_per_sample": None,
         "procs_peak": None, "limit": run.get("limit"), "cache_ratio": None,
         "shard_bytes": None, "budget": None, "plan_readahead": None,
+        "worker_ms_per_sample": None, "worker_faults_per_sample": None, "passes": 1, "pass_rates": None,
     }
+    if measured and all("worker_minflt" in e for e in measured):
+        n = sum(e["samples"] for e in measured)
+        row["worker_ms_per_sample"] = sum(e["worker_user_s"] + e["worker_sys_s"] for e in measured) * 1e3 / n
+        row["worker_faults_per_sample"] = sum(e["worker_minflt"] for e in measured) / n
     stats = run.get("stats") or {}
     if "backend" in stats:
         row["shard_bytes"] = stats["backend"]["bytes"]
@@ -79,6 +84,40 @@ def summarize(run):
         room = cgs[0]["limit"] - row["procs_peak"]
         row["cache_ratio"] = run["dataset_bytes"] / room if room > 0 else float("inf")
     return row
+
+
+# The figures of a row that merge_passes takes the median of over the passes.
+MEDIAN_FIELDS = ("au", "samples_per_s", "mib_per_s", "requests_per_sample", "daemon_us_per_sample", "procs_peak",
+                 "cache_ratio", "shard_bytes", "budget", "worker_ms_per_sample", "worker_faults_per_sample")
+
+
+def merge_passes(rows):
+    """One row for each (workload, system, N, step) of the runs (PASSES > 1 runs each more than
+    once): the median over its passes of each of MEDIAN_FIELDS (over the passes that have it),
+    the lowest and highest AU of any epoch, and `pass_rates`, each pass's samples/s in the order
+    of the run. Rows appear in the order of their first pass."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["workload"], r["system"], r["n"], r["step"]), []).append(r)
+    out = []
+    for rs in groups.values():
+        row = dict(rs[-1])
+        for k in MEDIAN_FIELDS:
+            vals = [r[k] for r in rs if r[k] is not None]
+            row[k] = statistics.median(vals) if vals else None
+        row.update(au_min=min(r["au_min"] for r in rs), au_max=max(r["au_max"] for r in rs), passes=len(rs),
+                   pass_rates=[r["samples_per_s"] for r in rs])
+        out.append(row)
+    return out
+
+
+def pass_ratios(torch_row, plan_row):
+    """plan ÷ torch samples/s of each pass (pass i of one against pass i of the other: the
+    systems of a pass ran one after the other), as text: "—" with one pass."""
+    a, b = torch_row["pass_rates"] or [], plan_row["pass_rates"] or []
+    if min(len(a), len(b)) < 2:
+        return "—"
+    return ", ".join(f"{p / t:.2f}" for t, p in zip(a, b))
 
 
 def systems_of(rows):
@@ -137,7 +176,11 @@ def ratio(a, b):
     return fmt(a / b, 2) if a is not None and b else "—"
 
 
-def markdown(meta, rows, fio):
+def markdown(meta, runs, fio):
+    """The report: `runs` are summarize's rows, one a run (each pass); the tables of the sweep
+    and of the samplers take the median over the passes (merge_passes), the table of every run
+    lists each."""
+    rows = merge_passes(runs)
     out = [f"# {TITLE}", ""]
     out.append("Written by `sudo integration/bench/mlperf.sh` (integration/bench/mlperf_report.py). DLIO's PyTorch "
                "training loop, written for this harness (integration/bench/mlperf.py): N simulated accelerators, each a "
@@ -150,7 +193,8 @@ def markdown(meta, rows, fio):
         if k in meta:
             out.append(f"- {k}: {meta[k]}")
     knobs = [f"{k}={meta[k]}" for k in ("WORKLOADS", "SYSTEMS", "RESNET50_FILES", "RETINANET_FILES", "NS", "NOCOMPUTE_N",
-                                        "EPOCHS", "WARMUP", "ACCEL", "SCALE", "THREADS", "PROC_MB", "RANK_MB", "STOP", "FIO_S")
+                                        "EPOCHS", "WARMUP", "ACCEL", "SCALE", "THREADS", "PROC_MB", "RANK_MB", "STOP", "FIO_S",
+                                        "PASSES", "FIXED_MALLOC")
              if k in meta]
     if knobs:
         out.append("- knobs: " + ", ".join(f"`{k}`" for k in knobs))
@@ -195,32 +239,43 @@ def markdown(meta, rows, fio):
         if pairs:
             out.append("aifs's sampler against torch's (issue 46: `aifs_plan.DistributedSampler` must never be slower "
                        "than torch's `DistributedSampler` on the same plane; samples/s and AU are medians over the "
-                       "epochs; shard bytes and the page-cache budget come from the mount's stats at the run's end, "
+                       "epochs, and over the passes with PASSES > 1, each pass's ratio beside; the workers' CPU "
+                       "(user + system) and minor faults count the DataLoader workers of every rank over the "
+                       "measured epochs; shard bytes and the page-cache budget come from the mount's stats at the run's end, "
                        "warm-up included; read ahead by plans: samples delivered / wasted, and whether plans still "
                        "read ahead at the end):")
             out.append("")
-            out.append("| plane | N | step s | torch samples/s | plan samples/s | plan ÷ torch | torch AU | plan AU "
-                       "| shard GB torch / plan | page-cache budget MB torch / plan | read ahead by plans |")
-            out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+            out.append("| plane | N | step s | passes | torch samples/s | plan samples/s | plan ÷ torch | each pass "
+                       "| torch AU | plan AU | shard GB torch / plan | page-cache budget MB torch / plan "
+                       "| read ahead by plans | workers' CPU ms a sample torch / plan "
+                       "| workers' minor faults a sample torch / plan |")
+            out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
             for plane, n, step, t, pl in pairs:
                 gb = "—" if t["shard_bytes"] is None or pl["shard_bytes"] is None else \
                     f"{t['shard_bytes'] / 1e9:.2f} / {pl['shard_bytes'] / 1e9:.2f}"
                 mb = "—" if t["budget"] is None or pl["budget"] is None else \
                     f"{t['budget'] / 1e6:,.0f} / {pl['budget'] / 1e6:,.0f}"
-                out.append(f"| {plane} | {n} | {step} | {fmt(t['samples_per_s'])} | {fmt(pl['samples_per_s'])} "
-                           f"| {ratio(pl['samples_per_s'], t['samples_per_s'])} | {t['au']:.3f} | {pl['au']:.3f} "
-                           f"| {gb} | {mb} | {readahead(pl)} |")
+                out.append(f"| {plane} | {n} | {step} | {min(t['passes'], pl['passes'])} | {fmt(t['samples_per_s'])} "
+                           f"| {fmt(pl['samples_per_s'])} | {ratio(pl['samples_per_s'], t['samples_per_s'])} "
+                           f"| {pass_ratios(t, pl)} | {t['au']:.3f} | {pl['au']:.3f} "
+                           f"| {gb} | {mb} | {readahead(pl)} "
+                           f"| {fmt(t['worker_ms_per_sample'], 2)} / {fmt(pl['worker_ms_per_sample'], 2)} "
+                           f"| {fmt(t['worker_faults_per_sample'], 1)} / {fmt(pl['worker_faults_per_sample'], 1)} |")
             out.append("")
-        out.append("Every run (requests and daemon CPU a sample count the warm-up epoch; memory is the processes' peak "
-                   "anonymous + mapped bytes in the cgroup):")
+        out.append("Every run, each pass (requests and daemon CPU a sample count the warm-up epoch; the workers' CPU "
+                   "and faults the measured epochs; memory is the processes' peak anonymous + mapped bytes in the "
+                   "cgroup):")
         out.append("")
         out.append("| system | N | step s | AU (min–max) | samples/s | MiB/s | requests a sample | daemon µs a sample "
-                   "| processes MiB | limit MiB | dataset ÷ room |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
-        for r in sorted(mine, key=lambda r: (systems_of(mine).index(r["system"]), r["step"] == 0, r["n"])):
+                   "| workers' CPU ms a sample | workers' minor faults a sample | processes MiB | limit MiB "
+                   "| dataset ÷ room |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        each = [r for r in runs if r["workload"] == wl]
+        for r in sorted(each, key=lambda r: (systems_of(mine).index(r["system"]), r["step"] == 0, r["n"])):
             out.append(f"| {r['system']} | {r['n']} | {r['step']} | {r['au']:.3f} ({r['au_min']:.3f}–{r['au_max']:.3f}) "
                        f"| {fmt(r['samples_per_s'])} | {fmt(r['mib_per_s'])} | {fmt(r['requests_per_sample'], 2)} "
-                       f"| {fmt(r['daemon_us_per_sample'])} | {fmt(r['procs_peak'] and r['procs_peak'] / 2**20)} "
+                       f"| {fmt(r['daemon_us_per_sample'])} | {fmt(r['worker_ms_per_sample'], 2)} "
+                       f"| {fmt(r['worker_faults_per_sample'], 1)} | {fmt(r['procs_peak'] and r['procs_peak'] / 2**20)} "
                        f"| {fmt(r['limit'] and r['limit'] / 2**20)} | {fmt(r['cache_ratio'], 1)} |")
         out.append("")
         fios = [f for f in fio if f["workload"] == wl]
@@ -240,7 +295,7 @@ def mlperf_record(wl):
 
 TSV_FIELDS = ("workload", "system", "n", "step", "batch", "epochs", "au", "au_min", "au_max", "samples_per_s",
               "mib_per_s", "requests_per_sample", "daemon_us_per_sample", "procs_peak", "limit", "cache_ratio",
-              "shard_bytes", "budget")
+              "shard_bytes", "budget", "worker_ms_per_sample", "worker_faults_per_sample")
 
 
 def tsv(rows, fio):
@@ -296,7 +351,7 @@ def main(argv):
         f.write(md)
     with open(os.path.join(argv[1], "mlperf.tsv"), "w") as f:
         f.write(tsv(rows, fio))
-    plot(rows, os.path.join(argv[1], "mlperf.png"))
+    plot(merge_passes(rows), os.path.join(argv[1], "mlperf.png"))
 
 
 if __name__ == "__main__":

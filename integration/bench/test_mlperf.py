@@ -95,6 +95,32 @@ class SweepTest(unittest.TestCase):
         self.assertEqual(mlperf.largest_n({1: 0.95, 2: 0.88, 3: 0.91}, 0.90), 3)
 
 
+class UsageTest(unittest.TestCase):
+    """proc_usage reads a process's CPU and faults from /proc/PID/stat (the workers' figures of
+    the report)."""
+
+    def test_own_process(self):
+        user0, sys0, minflt0, _ = mlperf.proc_usage(os.getpid())
+        buf = bytearray(64 << 20)  # fresh anonymous pages: a minor fault each, when touched
+        for i in range(0, len(buf), 4096):
+            buf[i] = 1
+        t = os.times()
+        while os.times().user - t.user < 0.05:  # user CPU
+            pass
+        user1, sys1, minflt1, majflt1 = mlperf.proc_usage(os.getpid())
+        self.assertGreaterEqual(minflt1 - minflt0, 32)  # one a page, or one a 2 MiB huge page at least
+        self.assertGreater(user1, user0)
+        self.assertGreaterEqual(sys1, sys0)
+        self.assertGreaterEqual(majflt1, 0)
+
+    def test_gone(self):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        self.assertEqual(mlperf.proc_usage(pid), (0.0, 0.0, 0, 0))
+
+
 def run_line(system, n, step, aus, rate, daemon=False, stats=None):
     epochs = [{"epoch": 0, "warmup": True, "au": 0.2, "samples_per_s": rate / 2, "mib_per_s": 1.0, "samples": 100,
                "steps": 2, "cgroup": {"limit": 300 << 20, "peak": 0, "anon": 80 << 20, "mapped": 20 << 20}}]
@@ -169,8 +195,40 @@ class SamplerPairsTest(unittest.TestCase):
         pairs = mlperf_report.sampler_pairs(rows, "resnet50")
         self.assertEqual([(p[0], p[1], p[2]) for p in pairs], [("aifs", 1, 0.05), ("aifs", 4, 0)])
         md = mlperf_report.markdown({}, rows, [])
-        self.assertIn("| aifs | 1 | 0.05 | 1,000 | 870 | 0.87 | 0.950 | 0.940 | 4.07 / 4.86 | 205 / 168 | 900 / 300, off |", md)
-        self.assertIn("| aifs | 4 | 0 | 6,500 | 5,700 | 0.88 | 0.000 | 0.000 | — | — | — |", md)
+        self.assertIn("| aifs | 1 | 0.05 | 1 | 1,000 | 870 | 0.87 | — | 0.950 | 0.940 | 4.07 / 4.86 | 205 / 168 "
+                      "| 900 / 300, off | — / — | — / — |", md)
+        self.assertIn("| aifs | 4 | 0 | 1 | 6,500 | 5,700 | 0.88 | — | 0.000 | 0.000 | — | — | — |", md)
+
+    def test_passes(self):
+        """PASSES > 1: the pair compares the medians over the passes, each pass's ratio beside, and
+        the workers' CPU and minor faults a sample (what showed the cause of issue 46's open case:
+        the plan's workers faulting their heap in again for every sample)."""
+
+        def with_workers(line, cpu_s, faults):
+            for e in line["epochs"]:  # 100 samples an epoch
+                e.update(worker_user_s=cpu_s * 0.75, worker_sys_s=cpu_s * 0.25, worker_minflt=faults,
+                         main_user_s=0.1, main_sys_s=0.0, main_minflt=0, main_majflt=0, worker_majflt=0)
+            return line
+
+        runs = [with_workers(run_line("aifs:torch", 4, 0, [0], 500), 1.0, 100),
+                with_workers(run_line("aifs:plan", 4, 0, [0], 450), 1.2, 33_000),
+                with_workers(run_line("aifs:plan", 4, 0, [0], 460), 1.2, 33_000),
+                with_workers(run_line("aifs:torch", 4, 0, [0], 520), 1.0, 200),
+                with_workers(run_line("aifs:torch", 4, 0, [0], 510), 1.0, 150),
+                with_workers(run_line("aifs:plan", 4, 0, [0], 520), 1.0, 100)]
+        rows = [mlperf_report.summarize(r) for r in runs]
+        self.assertEqual(rows[0]["worker_ms_per_sample"], 10.0)
+        self.assertEqual(rows[1]["worker_faults_per_sample"], 330.0)
+        merged = mlperf_report.merge_passes(rows)
+        self.assertEqual([(r["system"], r["passes"], r["samples_per_s"]) for r in merged],
+                         [("aifs:torch", 3, 510), ("aifs:plan", 3, 460)])
+        self.assertEqual(merged[0]["pass_rates"], [500, 520, 510])
+        self.assertEqual(mlperf_report.pass_ratios(merged[0], merged[1]), "0.90, 0.88, 1.02")
+        md = mlperf_report.markdown({}, rows, [])
+        self.assertIn("| aifs | 4 | 0 | 3 | 510 | 460 | 0.90 | 0.90, 0.88, 1.02 | 0.000 | 0.000 | — | — | — "
+                      "| 10.00 / 12.00 | 1.5 / 330.0 |", md)
+        # every pass keeps its row in the table of every run
+        self.assertEqual(md.count("| aifs:plan | 4 | 0 |"), 3)
 
 
 if __name__ == "__main__":
