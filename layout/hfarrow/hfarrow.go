@@ -308,6 +308,15 @@ type window struct {
 	buf   []byte
 }
 
+// held returns the file's bytes [off, off+n) if the window holds them, valid until the next
+// call of bytes.
+func (w *window) held(off, n int64) ([]byte, bool) {
+	if off < w.off || n < 0 || off+n > w.off+int64(len(w.buf)) {
+		return nil, false
+	}
+	return w.buf[off-w.off : off-w.off+n], true
+}
+
 // bytes returns the file's bytes [off, off+n), valid until the next call.
 func (w *window) bytes(off, n int64) ([]byte, error) {
 	if off < 0 || n < 0 || off > w.size-n {
@@ -336,6 +345,10 @@ func (s *Scanner) readAt(off, n int64, what string) ([]byte, error) {
 		return nil, s.errorf("%s [%d,+%d) is outside the file's %d bytes", what, off, n, s.size)
 	}
 	b := s.batch.alloc(int(n))
+	if w, ok := s.win.held(off, n); ok { // read already, with the image bytes before it
+		copy(b, w)
+		return b, nil
+	}
 	if n < readAhead/2 {
 		w, err := s.ahead.bytes(off, n)
 		if err != nil {
