@@ -1,5 +1,5 @@
-// Package view builds the tree an index in place presents (a Node per file, layout.Number and
-// layout.EncodeIndex then encode it) from the records of the source files that a format's
+// Package view builds the tree an index in place presents (a Node per file, which
+// layout.TreeWriter or layout.EncodeIndex encodes) from the records of the source files that a format's
 // indexer read: a tar's members (layout/tarindex), a ZIP's (layout/zipindex), and so on. It holds
 // what every such format shares: the views, the rule for a path taken twice, and how labels name
 // class directories. It imports layout and the standard library.
@@ -12,15 +12,16 @@
 // the order of the index's shard table: Record.Source is not given, the call says it), with that
 // source's records in the order the source holds them (a later record of one path replaces an
 // earlier one). Add copies what it keeps, so the caller may reuse the slice and the records'
-// backing arrays (not the strings). Nodes then returns the tree numbered in index order, with
-// counts, and EncodeIndex writes it with the sources as shards:
+// backing arrays (not the strings). Index then returns the index, with the sources as shards,
+// and counts. The Tree view encodes each source's directory as soon as it and those whose
+// directories sort before it are added (layout.TreeWriter), the other views the whole tree at
+// Index (layout.EncodeIndex):
 //
 //	b := view.New(srcs, view.Options{Kind: view.ImageFolder, Warn: warn})
 //	for i := range srcs {
 //		if err := b.Add(i, recordsOf(i)); err != nil { ... }
 //	}
-//	nodes, res, err := b.Nodes()
-//	index := layout.EncodeIndex(nodes, shards, noChecksums)
+//	index, res, err := b.Index(shards, noChecksums)
 //
 // A Record is one file or directory of a source: its path (cleaned: components that ValidName
 // accepts, joined by "/", no "." or ".."), where its bytes lie in the source file (Offset, Size),
