@@ -59,8 +59,12 @@ const (
 	maxMeta = 64 << 20
 	// maxPage bounds a Parquet page, read whole.
 	maxPage = 1 << 30
-	// windowSize is the size of the reads that bring the image bytes in for their checksums.
-	windowSize = 8 << 20
+	// windowSize is the size of the reads that bring the image bytes in for their checksums
+	// (and a Parquet file's image chunks): small enough that what a read brings is still in
+	// a core's L2 cache (2 MiB here) when the rows are parsed and summed after it. At 8 MiB,
+	// following a Parquet page's PLAIN lengths missed the cache at every value: 0.3 CPU s of
+	// a run of 1.28 M rows (docs/bench/formats-notes.md#parquet-reads).
+	windowSize = 1 << 20
 	// readAhead is the least a read of metadata (Arrow messages' metadata and the buffers of
 	// offsets, paths and labels) reads: the buffers after a batch's image bytes, the next
 	// message's metadata and the buffers before its image bytes then take one read, not ten,
