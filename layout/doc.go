@@ -1,7 +1,8 @@
 // Package layout is the aifs shard-set format (FORMAT.md): data shards holding sample bytes, and
 // one index file describing the directory tree and where each file's bytes lie. This package
 // reads an index (Load, Parse: an Index answering lookups, listings and extents from memory),
-// writes one (IndexWriter entry by entry, or EncodeIndex of a tree of Nodes built in memory) and
+// writes one (IndexWriter entry by entry; EncodeIndex of a tree of Nodes built in memory, or
+// TreeWriter a subtree of its root at a time) and
 // checks a shard set against its index (Verify). It knows nothing of FUSE, backends or caching.
 //
 // # Packages
@@ -40,8 +41,8 @@
 // layout/<format>index, reads the files with it and gives each file's records (path, extent,
 // checksum, label) to a layout/view Builder, which builds the tree of Nodes of the view asked for
 // (a directory per file, one merged tree, or an ImageFolder) with the rules every format shares:
-// the last of a path wins, labels name class directories. Number and EncodeIndex turn the tree
-// into an index with the source files as shards (Shard: kind 1, named by path, in FORMAT.md;
+// the last of a path wins, labels name class directories. TreeWriter (a directory per file,
+// encoded as each is read) or Number and EncodeIndex turn the tree into an index with the source files as shards (Shard: kind 1, named by path, in FORMAT.md;
 // Shard.Checksum says whether the entries hold CRC32C, computed while indexing, or a checksum the
 // format records, CRC-32/IEEE for ZIP). A format that is converted into new shards instead is a
 // source of layout/pack.

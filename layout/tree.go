@@ -36,19 +36,25 @@ func (n *Node) IsDir() bool { return n.Mode&ModeType == ModeDir }
 // one contiguous block, directories expanded depth first in name order. It returns the nodes in
 // id order.
 func Number(root *Node) []*Node {
-	count := 1
-	var walk func(d *Node)
-	walk = func(d *Node) {
-		count += len(d.Children)
-		for _, c := range d.Children {
-			if c.IsDir() {
-				walk(c)
-			}
+	order := make([]*Node, 1, 1+descendants(root)) // sized first: growing allocates 5 times its size
+	order[0] = root
+	return numberUnder(root, 0, order)
+}
+
+// descendants counts the nodes under d.
+func descendants(d *Node) int {
+	count := len(d.Children)
+	for _, c := range d.Children {
+		if c.IsDir() {
+			count += descendants(c)
 		}
 	}
-	walk(root)
-	order := make([]*Node, 1, count) // sized first: growing allocates 5 times its size
-	order[0] = root
+	return count
+}
+
+// numberUnder numbers the nodes under d (numbered) in index order, as Number does, and appends
+// them to order: the node appended at order[i] takes id base+i.
+func numberUnder(d *Node, base ID, order []*Node) []*Node {
 	var expand func(d *Node)
 	expand = func(d *Node) {
 		byName := func(x, y *Node) int { return strings.Compare(x.Name, y.Name) }
@@ -56,7 +62,7 @@ func Number(root *Node) []*Node {
 			slices.SortFunc(d.Children, byName)
 		}
 		for _, c := range d.Children {
-			c.ID, c.Parent = ID(len(order)), d.ID
+			c.ID, c.Parent = base+ID(len(order)), d.ID
 			order = append(order, c)
 		}
 		for _, c := range d.Children {
@@ -65,7 +71,7 @@ func Number(root *Node) []*Node {
 			}
 		}
 	}
-	expand(root)
+	expand(d)
 	return order
 }
 
@@ -88,21 +94,29 @@ func EncodeIndex(nodes []*Node, shards []Shard, noCRC bool) []byte {
 	out := NewBuffer(IndexSize(len(nodes), dirs, len(nodes)-dirs, names, shards))
 	w := NewIndexWriter(out, len(nodes), noCRC)
 	for _, n := range nodes {
-		e := Entry{Parent: n.Parent, Mode: n.Mode, MTime: n.MTime}
-		if n.IsDir() {
-			if len(n.Children) > 0 {
-				e.FirstChild, e.NumChildren = n.Children[0].ID, uint32(len(n.Children))
-			}
-		} else {
-			e.Shard, e.Offset, e.Size, e.CRC = n.Shard, n.Offset, n.Size, n.CRC
-		}
-		w.Add(unsafe.Slice(unsafe.StringData(n.Name), len(n.Name)), e) // Add only reads it
+		w.Add(nodeName(n), nodeEntry(n))
 	}
 	if _, err := w.Finish(shards, <-orderc); err != nil {
 		panic(fmt.Sprintf("layout: encoding an index in memory: %v", err)) // the nodes are numbered by Number
 	}
 	return out.Bytes()
 }
+
+// nodeEntry returns the entry of node n, numbered.
+func nodeEntry(n *Node) Entry {
+	e := Entry{Parent: n.Parent, Mode: n.Mode, MTime: n.MTime}
+	if n.IsDir() {
+		if len(n.Children) > 0 {
+			e.FirstChild, e.NumChildren = n.Children[0].ID, uint32(len(n.Children))
+		}
+	} else {
+		e.Shard, e.Offset, e.Size, e.CRC = n.Shard, n.Offset, n.Size, n.CRC
+	}
+	return e
+}
+
+// nodeName returns n's name as bytes, without a copy: IndexWriter.Add only reads it.
+func nodeName(n *Node) []byte { return unsafe.Slice(unsafe.StringData(n.Name), len(n.Name)) }
 
 // IndexSize returns at least the size of the index IndexWriter writes for n entries, dirs of
 // them directories, whose names take names bytes, with shards and an extent order of order ids
@@ -137,9 +151,22 @@ func (m *Buffer) WriteAt(p []byte, off int64) (int, error) {
 		// those bytes twice.
 		m.b = m.b[:end]
 	default:
-		m.b = append(m.b, make([]byte, end-len(m.b))...)
+		// Doubled, not grown by append's quarter: a TreeWriter's Buffer grows from empty, and
+		// the bytes copied as it grows are then at most its size.
+		b := make([]byte, end, max(end, 2*cap(m.b)))
+		copy(b, m.b)
+		m.b = b
 	}
 	return copy(m.b[off:], p), nil
+}
+
+// reserve makes the Buffer's capacity at least n bytes, and if it grows, n and a quarter more.
+func (m *Buffer) reserve(n int) {
+	if cap(m.b) < n {
+		b := make([]byte, len(m.b), n+n/4)
+		copy(b, m.b)
+		m.b = b
+	}
 }
 
 // extentOrder returns the extent order for nodes (id order), or nil when the files' extents

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"slices"
 	"unsafe"
 )
@@ -19,6 +20,7 @@ import (
 type IndexWriter struct {
 	w                    io.WriterAt
 	n                    uint64
+	open                 bool // n is not known yet (newOpenIndexWriter): n is 0 until Finish
 	noCRC                bool
 	perBlock, blockBytes uint64
 	entries              entryBlocks
@@ -42,16 +44,29 @@ func NewIndexWriter(w io.WriterAt, entries int, noCRC bool) *IndexWriter {
 	tableOff := headerSize3 + entrySize*iw.n
 	iw.entries = entryBlocks{w: iw, held: map[uint64]*heldBlock{},
 		sums: make([]byte, 4*((iw.n+iw.perBlock-1)/iw.perBlock))}
-	iw.table = blockWriter{w: iw, off: tableOff, size: iw.blockBytes}
-	iw.names = blockWriter{w: iw, off: tableOff + 4*tableSlots(iw.n), size: iw.blockBytes}
+	iw.table = blockWriter{w: iw, dst: w, off: tableOff, size: iw.blockBytes}
+	iw.names = blockWriter{w: iw, dst: w, off: tableOff + 4*tableSlots(iw.n), size: iw.blockBytes}
+	return iw
+}
+
+// newOpenIndexWriter starts an index whose entry count is known only at Finish (TreeWriter):
+// the entries are written to w as NewIndexWriter's, whose offsets do not depend on the count;
+// the lookup table and names, whose offsets do, are kept in memory until Finish writes them to
+// w. Their blocks' checksums are those of the same blocks at the final offsets.
+func newOpenIndexWriter(w io.WriterAt, noCRC bool) *IndexWriter {
+	iw := &IndexWriter{w: w, open: true, noCRC: noCRC, perBlock: defaultPerBlock, blockBytes: defaultBlockBytes}
+	iw.entries = entryBlocks{w: iw, held: map[uint64]*heldBlock{}}
+	iw.table = blockWriter{w: iw, dst: &Buffer{}, size: iw.blockBytes}
+	iw.names = blockWriter{w: iw, dst: &Buffer{}, size: iw.blockBytes}
 	return iw
 }
 
 // blockWriter writes one section in blocks, keeping each block's CRC32C.
 type blockWriter struct {
 	w       *IndexWriter
-	off     uint64 // where the section starts
-	size    uint64 // bytes per block
+	dst     io.WriterAt // the index, or a Buffer of the section alone (newOpenIndexWriter)
+	off     uint64      // where the section starts in dst
+	size    uint64      // bytes per block
 	buf     []byte
 	written uint64
 	sums    []byte
@@ -73,7 +88,7 @@ func (b *blockWriter) flush() {
 		return
 	}
 	b.sums = le.AppendUint32(b.sums, crc32.Checksum(b.buf, castagnoli))
-	if _, err := b.w.w.WriteAt(b.buf, int64(b.off+b.written)); err != nil && b.w.err == nil {
+	if _, err := b.dst.WriteAt(b.buf, int64(b.off+b.written)); err != nil && b.w.err == nil {
 		b.w.err = fmt.Errorf("write index: %w", err)
 	}
 	b.written += uint64(len(b.buf))
@@ -140,6 +155,10 @@ func (b *entryBlocks) hint(dir uint64, nameOff uint64, nameLen int) {
 		return
 	}
 	r := h.buf[(dir%b.w.perBlock)*entrySize:]
+	if le.Uint16(r[eMode:]) == 0 {
+		b.w.fail(fmt.Errorf("layout: the children of entry %d come before SetDir gave its entry", dir))
+		return
+	}
 	put40(r[eShard:], nameOff)
 	r[eShard+5] = uint8(nameLen)
 	h.waiting--
@@ -148,9 +167,12 @@ func (b *entryBlocks) hint(dir uint64, nameOff uint64, nameLen int) {
 
 // flush writes block k if it is complete and waits for nothing.
 func (b *entryBlocks) flush(k uint64, h *heldBlock) {
-	full := uint64(len(h.buf)) == entrySize*min(b.w.perBlock, b.w.n-k*b.w.perBlock)
+	full := uint64(len(h.buf)) == entrySize*b.w.perBlock || !b.w.open && uint64(len(h.buf)) == entrySize*(b.w.n-k*b.w.perBlock)
 	if !full || h.waiting > 0 {
 		return
+	}
+	if need := 4 * (k + 1); uint64(len(b.sums)) < need { // an open writer's, grown as blocks come
+		b.sums = append(b.sums, make([]byte, need-uint64(len(b.sums)))...)
 	}
 	le.PutUint32(b.sums[4*k:], crc32.Checksum(h.buf, castagnoli))
 	if _, err := b.w.w.WriteAt(h.buf, int64(headerSize3+k*entrySize*b.w.perBlock)); err != nil {
@@ -170,30 +192,16 @@ func (b *entryBlocks) flush(k uint64, h *heldBlock) {
 // make the file unwritable.
 func (w *IndexWriter) Add(name []byte, e Entry) {
 	id := w.next
-	w.next++
-	if id >= w.n || len(name) > MaxNameLen || w.nameOff > maxU40 {
-		w.fail(fmt.Errorf("layout: entry %d (%q) is past the %d promised or its name is too long", id, name, w.n))
-		return
-	}
 	if !e.IsDir() && e.Size > maxU40 {
 		w.fail(fmt.Errorf("layout: %q is %d bytes: a sample may be at most 1 TiB", name, e.Size))
 		return
 	}
 	var r [entrySize]byte
-	put40(r[eName:], w.nameOff)
-	le.PutUint32(r[eParent:], uint32(e.Parent))
 	le.PutUint16(r[eMode:], uint16(e.Mode))
-	r[eNameLen] = uint8(len(name))
 	le.PutUint64(r[eMTime:], uint64(e.MTime))
 	if e.IsDir() {
 		le.PutUint64(r[eA:], uint64(e.FirstChild))
 		put40(r[eB:], uint64(e.NumChildren))
-		if k := len(w.runs); k > 0 && uint64(le.Uint32(w.runs[k-4:])) == id {
-			le.PutUint32(w.runs[k-4:], uint32(id+1))
-		} else {
-			w.runs = le.AppendUint32(le.AppendUint32(w.runs, uint32(id)), uint32(id+1))
-		}
-		w.dirs++
 	} else {
 		le.PutUint64(r[eA:], e.Offset)
 		put40(r[eB:], e.Size)
@@ -202,11 +210,66 @@ func (w *IndexWriter) Add(name []byte, e Entry) {
 		w.files++
 		w.fileBytes += e.Size
 	}
-	w.entries.add(id, r[:], e.IsDir() && e.NumChildren > 0)
-	if id > 0 && (e.Parent != w.parent || len(w.hashes) == 0) {
+	w.place(id, name, e.Parent, e.IsDir(), r[:], e.IsDir() && e.NumChildren > 0)
+}
+
+// AddDirLater adds the next entry, a directory child of parent whose entry is not known yet
+// (TreeWriter: a subtree of the root not read yet); SetDir gives it, before any of its
+// children is added. Its block is held until then.
+func (w *IndexWriter) AddDirLater(name []byte, parent ID) {
+	var r [entrySize]byte // mode 0 until SetDir: hint refuses children before it
+	w.place(w.next, name, parent, true, r[:], true)
+}
+
+// SetDir gives the entry of directory id, added by AddDirLater: Mode, MTime, FirstChild and
+// NumChildren (Parent is the one AddDirLater was given).
+func (w *IndexWriter) SetDir(id ID, e Entry) {
+	b := &w.entries
+	k := uint64(id) / w.perBlock
+	h := b.held[k]
+	if h == nil || uint64(len(h.buf)) < (uint64(id)%w.perBlock+1)*entrySize || !e.IsDir() {
+		w.fail(fmt.Errorf("layout: SetDir of entry %d, not a directory added by AddDirLater, or given twice", id))
+		return
+	}
+	r := h.buf[(uint64(id)%w.perBlock)*entrySize:]
+	if le.Uint16(r[eMode:]) != 0 {
+		w.fail(fmt.Errorf("layout: SetDir of entry %d given twice", id))
+		return
+	}
+	le.PutUint16(r[eMode:], uint16(e.Mode))
+	le.PutUint64(r[eMTime:], uint64(e.MTime))
+	le.PutUint64(r[eA:], uint64(e.FirstChild))
+	put40(r[eB:], uint64(e.NumChildren))
+	if e.NumChildren == 0 {
+		h.waiting-- // waits for nothing more; else, for its children's names hint
+	}
+	b.flush(k, h)
+}
+
+// place adds record r (its mode, mtime and extent or children set) of entry id, named name,
+// child of parent; waits holds its block until its children's names hint comes.
+func (w *IndexWriter) place(id uint64, name []byte, parent ID, dir bool, r []byte, waits bool) {
+	w.next++
+	if !w.open && id >= w.n || len(name) > MaxNameLen || w.nameOff > maxU40 || id > math.MaxUint32 {
+		w.fail(fmt.Errorf("layout: entry %d (%q) is past the %d promised or its name is too long", id, name, w.n))
+		return
+	}
+	put40(r[eName:], w.nameOff)
+	le.PutUint32(r[eParent:], uint32(parent))
+	r[eNameLen] = uint8(len(name))
+	if dir {
+		if k := len(w.runs); k > 0 && uint64(le.Uint32(w.runs[k-4:])) == id {
+			le.PutUint32(w.runs[k-4:], uint32(id+1))
+		} else {
+			w.runs = le.AppendUint32(le.AppendUint32(w.runs, uint32(id)), uint32(id+1))
+		}
+		w.dirs++
+	}
+	w.entries.add(id, r, waits)
+	if id > 0 && (parent != w.parent || len(w.hashes) == 0) {
 		w.placeChildren()
-		w.parent, w.first = e.Parent, ID(id)
-		w.entries.hint(uint64(e.Parent), w.nameOff, len(name))
+		w.parent, w.first = parent, ID(id)
+		w.entries.hint(uint64(parent), w.nameOff, len(name))
 	}
 	w.names.write(name)
 	w.nameOff += uint64(len(name))
@@ -232,6 +295,26 @@ func (w *IndexWriter) placeChildren() {
 	w.hashes = w.hashes[:0]
 }
 
+// settleCount ends an open writer's count (newOpenIndexWriter) at the entries added: it writes
+// the last block of entries, held as not full, and the lookup table and names, kept until
+// now, at their offsets.
+func (w *IndexWriter) settleCount() {
+	w.n, w.open = max(w.next, 1), false
+	for k, h := range w.entries.held {
+		w.entries.flush(k, h)
+	}
+	tableOff := headerSize3 + entrySize*w.n
+	for _, sec := range []struct {
+		b   *blockWriter
+		off uint64
+	}{{&w.table, tableOff}, {&w.names, tableOff + 4*tableSlots(w.n)}} {
+		if _, err := w.w.WriteAt(sec.b.dst.(*Buffer).Bytes(), int64(sec.off)); err != nil {
+			w.fail(fmt.Errorf("write index: %w", err))
+		}
+		sec.b.dst, sec.b.off = w.w, sec.off
+	}
+}
+
 func (w *IndexWriter) fail(err error) {
 	if w.err == nil {
 		w.err = err
@@ -243,7 +326,7 @@ func (w *IndexWriter) fail(err error) {
 // returns the index's size.
 func (w *IndexWriter) Finish(shards []Shard, order []ID) (int64, error) {
 	w.placeChildren()
-	if w.next != w.n {
+	if !w.open && w.next != w.n {
 		w.fail(fmt.Errorf("layout: %d entries added, %d promised", w.next, w.n))
 	}
 	var flags uint32
@@ -266,6 +349,9 @@ func (w *IndexWriter) Finish(shards []Shard, order []ID) (int64, error) {
 	}
 	w.names.flush()
 	w.table.flush()
+	if w.open {
+		w.settleCount()
+	}
 	if len(w.entries.held) > 0 {
 		w.fail(fmt.Errorf("layout: %d blocks of entries wait for directories' children that never came", len(w.entries.held)))
 	}
@@ -276,7 +362,7 @@ func (w *IndexWriter) Finish(shards []Shard, order []ID) (int64, error) {
 		flags |= flagNoChecksums
 	}
 	orderOff := w.names.off + w.names.written
-	ow := blockWriter{w: w, off: orderOff, size: w.blockBytes}
+	ow := blockWriter{w: w, dst: w.w, off: orderOff, size: w.blockBytes}
 	if order != nil {
 		flags |= flagExtentOrder
 		var b [4]byte

@@ -59,8 +59,12 @@ const (
 	maxMeta = 64 << 20
 	// maxPage bounds a Parquet page, read whole.
 	maxPage = 1 << 30
-	// windowSize is the size of the reads that bring the image bytes in for their checksums.
-	windowSize = 8 << 20
+	// windowSize is the size of the reads that bring the image bytes in for their checksums
+	// (and a Parquet file's image chunks): small enough that what a read brings is still in
+	// a core's L2 cache (2 MiB here) when the rows are parsed and summed after it. At 8 MiB,
+	// following a Parquet page's PLAIN lengths missed the cache at every value: 0.3 CPU s of
+	// a run of 1.28 M rows (docs/bench/formats-notes.md#parquet-reads).
+	windowSize = 1 << 20
 	// readAhead is the least a read of metadata (Arrow messages' metadata and the buffers of
 	// offsets, paths and labels) reads: the buffers after a batch's image bytes, the next
 	// message's metadata and the buffers before its image bytes then take one read, not ten,
@@ -308,6 +312,15 @@ type window struct {
 	buf   []byte
 }
 
+// held returns the file's bytes [off, off+n) if the window holds them, valid until the next
+// call of bytes.
+func (w *window) held(off, n int64) ([]byte, bool) {
+	if off < w.off || n < 0 || off+n > w.off+int64(len(w.buf)) {
+		return nil, false
+	}
+	return w.buf[off-w.off : off-w.off+n], true
+}
+
 // bytes returns the file's bytes [off, off+n), valid until the next call.
 func (w *window) bytes(off, n int64) ([]byte, error) {
 	if off < 0 || n < 0 || off > w.size-n {
@@ -336,6 +349,10 @@ func (s *Scanner) readAt(off, n int64, what string) ([]byte, error) {
 		return nil, s.errorf("%s [%d,+%d) is outside the file's %d bytes", what, off, n, s.size)
 	}
 	b := s.batch.alloc(int(n))
+	if w, ok := s.win.held(off, n); ok { // read already, with the image bytes before it
+		copy(b, w)
+		return b, nil
+	}
 	if n < readAhead/2 {
 		w, err := s.ahead.bytes(off, n)
 		if err != nil {

@@ -365,8 +365,17 @@ func (p *parquetSource) column(g int, l *pqLeaf, inPlace bool, bytesFn func(int,
 	if c.codec != pqUncompressed && c.codec != pqSnappy {
 		return fail("compressed with %s, which is not read (only UNCOMPRESSED and SNAPPY)", codec)
 	}
-	chunk, err := s.readAt(c.start, c.size, "column "+name)
-	if err != nil {
+	var chunk []byte
+	var err error
+	if inPlace && c.size <= windowSize {
+		// The image column's values are used before the next read, so its chunks are read
+		// through the window, in reads of windowSize that the label and path chunks after them
+		// are read from too: each byte of the file read once, not copied again
+		// (docs/bench/formats-notes.md#parquet-reads).
+		if chunk, err = s.win.bytes(c.start, c.size); err != nil {
+			return s.errorf("read column %s [%d,+%d): %w", name, c.start, c.size, err)
+		}
+	} else if chunk, err = s.readAt(c.start, c.size, "column "+name); err != nil {
 		return err
 	}
 	rows := int(p.groupRows[g])

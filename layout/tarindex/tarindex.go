@@ -128,14 +128,13 @@ func IndexTars(ctx context.Context, srcs []Source, opt Options) ([]byte, Result,
 	if err != nil {
 		return nil, Result{}, err
 	}
-	nodes, vres, err := b.Nodes()
+	index, vres, err := b.Index(shards, opt.NoChecksums)
 	if err != nil {
 		return nil, Result{}, err
 	}
 	res.Tars, res.TarBytes = len(srcs), ix.total
 	res.Files, res.Links, res.Dirs, res.Bytes, res.Replaced = vres.Files, vres.Links, vres.Dirs, vres.Bytes, vres.Replaced
 	res.Samples, res.Classes, res.NoLabel = vres.Samples, vres.Classes, res.NoLabel+vres.NoClass
-	index := layout.EncodeIndex(nodes, shards, opt.NoChecksums)
 	res.Duration = time.Since(start)
 	return index, res, nil
 }

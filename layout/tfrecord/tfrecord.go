@@ -51,9 +51,12 @@ import (
 )
 
 const (
-	headerSize = 12      // u64 length + u32 masked CRC of it
-	footerSize = 4       // u32 masked CRC of the data
-	bufSize    = 4 << 20 // the Scanner's buffer, and the size of its reads
+	headerSize = 12 // u64 length + u32 masked CRC of it
+	footerSize = 4  // u32 masked CRC of the data
+	// bufSize is the Scanner's buffer, and the size of its reads: small enough that a read's
+	// bytes are still in a core's L2 cache (2 MiB here) when its records are parsed and summed
+	// (docs/bench/formats-notes.md#tfrecord-reads).
+	bufSize = 1 << 20
 	// maxRecord bounds a record's data length; TensorFlow's own readers take no more in one
 	// string. The buffer grows to a record's length only as its bytes arrive.
 	maxRecord = 1 << 31

@@ -187,13 +187,6 @@ type nameEnd struct{ rec, end int }
 
 // Index finishes the tree and returns the index and its counts.
 func (x *RowIndexer) Index() ([]byte, RowResult, error) {
-	nodes, vres, err := x.b.Nodes()
-	if err != nil {
-		return nil, RowResult{}, err
-	}
-	res := x.res
-	res.Samples, res.Dirs, res.Bytes, res.Replaced, res.Classes = vres.Files, vres.Dirs, vres.Bytes, vres.Replaced, vres.Classes
-	res.NoLabel += int64(vres.NoClass)
 	shards := make([]layout.Shard, len(x.srcs))
 	for i, s := range x.srcs {
 		shards[i] = layout.Shard{Name: s.Name, Kind: layout.ShardTar, Size: uint64(s.Size), Version: s.Version, Checksum: layout.CRC32C, CRC: s.CRC}
@@ -201,7 +194,14 @@ func (x *RowIndexer) Index() ([]byte, RowResult, error) {
 			shards[i].CRC = 0
 		}
 	}
-	return layout.EncodeIndex(nodes, shards, x.opt.NoChecksums), res, nil
+	index, vres, err := x.b.Index(shards, x.opt.NoChecksums)
+	if err != nil {
+		return nil, RowResult{}, err
+	}
+	res := x.res
+	res.Samples, res.Dirs, res.Bytes, res.Replaced, res.Classes = vres.Files, vres.Dirs, vres.Bytes, vres.Replaced, vres.Classes
+	res.NoLabel += int64(vres.NoClass)
+	return index, res, nil
 }
 
 // Progressor returns the done function of Each or EachInOrder over sources of sizes that calls

@@ -1,5 +1,5 @@
-// Package view builds the tree an index in place presents (a Node per file, layout.Number and
-// layout.EncodeIndex then encode it) from the records of the source files that a format's
+// Package view builds the tree an index in place presents (a Node per file, which
+// layout.TreeWriter or layout.EncodeIndex encodes) from the records of the source files that a format's
 // indexer read: a tar's members (layout/tarindex), a ZIP's (layout/zipindex), and so on. It holds
 // what every such format shares: the views, the rule for a path taken twice, and how labels name
 // class directories. It imports layout and the standard library.
@@ -12,15 +12,16 @@
 // the order of the index's shard table: Record.Source is not given, the call says it), with that
 // source's records in the order the source holds them (a later record of one path replaces an
 // earlier one). Add copies what it keeps, so the caller may reuse the slice and the records'
-// backing arrays (not the strings). Nodes then returns the tree numbered in index order, with
-// counts, and EncodeIndex writes it with the sources as shards:
+// backing arrays (not the strings). Index then returns the index, with the sources as shards,
+// and counts. The Tree view encodes each source's directory as soon as it and those whose
+// directories sort before it are added (layout.TreeWriter), the other views the whole tree at
+// Index (layout.EncodeIndex):
 //
 //	b := view.New(srcs, view.Options{Kind: view.ImageFolder, Warn: warn})
 //	for i := range srcs {
 //		if err := b.Add(i, recordsOf(i)); err != nil { ... }
 //	}
-//	nodes, res, err := b.Nodes()
-//	index := layout.EncodeIndex(nodes, shards, noChecksums)
+//	index, res, err := b.Index(shards, noChecksums)
 //
 // A Record is one file or directory of a source: its path (cleaned: components that ValidName
 // accepts, joined by "/", no "." or ".."), where its bytes lie in the source file (Offset, Size),
@@ -48,6 +49,7 @@ package view
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -137,8 +139,16 @@ type Builder struct {
 	srcs    []Source
 	t       *treeBuilder
 	tops    map[string]int // Tree: the source that has each top directory
-	samples []sample       // ImageFolder: kept until Nodes names the classes
+	samples []sample       // ImageFolder: kept until nodes names the classes
 	warned  int
+	// Tree, when every source's Dir is a valid name of its own: the index is encoded a source's
+	// directory at a time, in name order, as soon as it and those before it are added, while
+	// later sources are read (docs/bench/formats-notes.md#the-tail). byName holds the sources
+	// in the order of their Dirs, encoded of them the count encoded, added which are.
+	tw      *layout.TreeWriter
+	byName  []int
+	added   []bool
+	encoded int
 }
 
 // sample is a labelled file of ImageFolder, kept until the classes are named.
@@ -156,7 +166,78 @@ func New(srcs []Source, opt Options) *Builder {
 	for _, s := range srcs {
 		newest = max(newest, s.MTime)
 	}
-	return &Builder{opt: opt, srcs: srcs, t: newTreeBuilder(newest, srcs), tops: map[string]int{}}
+	b := &Builder{opt: opt, srcs: srcs, t: newTreeBuilder(newest, srcs), tops: map[string]int{}}
+	if opt.Kind == Tree {
+		b.startEncoding()
+	}
+	return b
+}
+
+// startEncoding makes the top directories of the Tree view and starts encoding the index, if
+// every source's Dir is a valid name of its own; otherwise (Add then fails on a Dir taken
+// twice) the tree is encoded whole by Index.
+func (b *Builder) startEncoding() {
+	byName := make([]int, len(b.srcs))
+	for i, s := range b.srcs {
+		if !layout.ValidName([]byte(s.Dir)) {
+			return
+		}
+		byName[i] = i
+	}
+	slices.SortFunc(byName, func(i, j int) int { return strings.Compare(b.srcs[i].Dir, b.srcs[j].Dir) })
+	for k := 1; k < len(byName); k++ {
+		if b.srcs[byName[k-1]].Dir == b.srcs[byName[k]].Dir {
+			return
+		}
+	}
+	for _, i := range byName {
+		b.t.mtime = b.srcs[i].MTime // as Add would make it
+		b.t.dir(b.t.root, b.srcs[i].Dir)
+	}
+	tw, err := layout.NewTreeWriter(b.t.root)
+	if err != nil { // not for valid names, each once
+		return
+	}
+	b.tw, b.byName, b.added = tw, byName, make([]bool, len(b.srcs))
+}
+
+// encodeReady encodes the directories of the sources added, in name order, up to the first
+// not added yet, counting their nodes, and drops them.
+func (b *Builder) encodeReady() error {
+	for b.encoded < len(b.byName) && b.added[b.byName[b.encoded]] {
+		top := b.t.root.Children[b.encoded]
+		b.encoded++
+		nodes, err := b.tw.Add(top)
+		if err != nil {
+			return err
+		}
+		res := b.res()
+		res.Dirs++ // top
+		for _, n := range nodes {
+			count(res, n)
+			if n.IsDir() {
+				delete(b.t.dirs, n)
+				delete(b.t.settled, n)
+			}
+		}
+		delete(b.t.dirs, top)
+		delete(b.t.settled, top)
+		top.Children = nil
+	}
+	return nil
+}
+
+// count counts node n, not the root, in res.
+func count(res *Result, n *layout.Node) {
+	if n.IsDir() {
+		res.Dirs++
+		return
+	}
+	res.Files++
+	res.Bytes += int64(n.Size)
+	if n.Link {
+		res.Links++
+	}
 }
 
 // Add places the records of source i; sources are added in order, each once (package doc).
@@ -187,7 +268,11 @@ func (b *Builder) Add(i int, recs []Record) error {
 		b.t.put(top, r, uint32(i))
 	}
 	if b.opt.Kind == Tree { // the source's directory is complete
-		return b.t.settleDir(top, src.Dir+"/")
+		if err := b.t.settleDir(top, src.Dir+"/"); err != nil || b.tw == nil {
+			return err
+		}
+		b.added[i] = true
+		return b.encodeReady()
 	}
 	return nil
 }
@@ -201,8 +286,25 @@ func (b *Builder) leaveOut(label, path, why string) {
 
 func (b *Builder) res() *Result { return &b.t.res }
 
-// Nodes finishes the tree and returns its nodes in id order (layout.Number) and its counts.
-func (b *Builder) Nodes() ([]*layout.Node, Result, error) {
+// Index finishes the tree and returns its index, shards being the sources' shards, flagged as
+// having no checksums if noCRC, and its counts.
+func (b *Builder) Index(shards []layout.Shard, noCRC bool) ([]byte, Result, error) {
+	if b.tw != nil {
+		index, err := b.tw.Finish(shards, noCRC)
+		if err != nil {
+			return nil, Result{}, err
+		}
+		return index, b.t.res, nil
+	}
+	nodes, res, err := b.nodes()
+	if err != nil {
+		return nil, Result{}, err
+	}
+	return layout.EncodeIndex(nodes, shards, noCRC), res, nil
+}
+
+// nodes finishes the tree and returns its nodes in id order (layout.Number) and its counts.
+func (b *Builder) nodes() ([]*layout.Node, Result, error) {
 	if b.opt.Kind == ImageFolder {
 		if err := b.placeSamples(); err != nil {
 			return nil, Result{}, err
@@ -214,15 +316,7 @@ func (b *Builder) Nodes() ([]*layout.Node, Result, error) {
 	nodes := layout.Number(b.t.root)
 	res := b.t.res
 	for _, n := range nodes[1:] {
-		if n.IsDir() {
-			res.Dirs++
-		} else {
-			res.Files++
-			res.Bytes += int64(n.Size)
-			if n.Link {
-				res.Links++
-			}
-		}
+		count(&res, n)
 	}
 	return nodes, res, nil
 }

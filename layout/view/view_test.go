@@ -1,6 +1,8 @@
 package view
 
 import (
+	"bytes"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -19,17 +21,22 @@ func built(t *testing.T, srcs []Source, recs [][]Record, opt Options) (map[strin
 			return nil, Result{}, err
 		}
 	}
-	nodes, res, err := b.Nodes()
+	shards := make([]layout.Shard, len(srcs))
+	for i := range shards {
+		shards[i] = layout.Shard{Name: DirName(srcs[i].Label, ".zip") + ".zip", Kind: layout.ShardTar, Size: 100}
+	}
+	index, res, err := b.Index(shards, true)
 	if err != nil {
 		return nil, res, err
 	}
-	paths := map[layout.ID]string{0: ""}
+	x, err := layout.Parse(index)
+	if err != nil {
+		t.Fatalf("the index does not parse: %v", err)
+	}
 	out := map[string]string{}
-	for _, n := range nodes[1:] {
-		p := strings.TrimPrefix(paths[n.Parent]+"/"+n.Name, "/")
-		paths[n.ID] = p
-		if !n.IsDir() {
-			out[p] = string(rune('a'+n.Shard)) + ":" + string(rune('0'+n.Offset))
+	for id := layout.ID(1); int(id) < x.Len(); id++ {
+		if e := x.Entry(id); !e.IsDir() {
+			out[x.Path(id)] = string(rune('a'+e.Shard)) + ":" + string(rune('0'+e.Offset))
 		}
 	}
 	return out, res, nil
@@ -103,6 +110,59 @@ func TestDirName(t *testing.T) {
 	for name, want := range map[string]string{"a/b/c.zip": "c", ".zip": ".zip", "x.tar": "x.tar", "/abs/d.zip": "d"} {
 		if got := DirName(name, ".zip"); got != want {
 			t.Errorf("DirName(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestTreeEncodedAsAdded holds the Tree view's index, encoded a source at a time as sources are
+// added, to the same tree encoded whole (layout.EncodeIndex): the same bytes, with sources
+// added out of their directories' name order, empty ones, paths taken twice, a source's top
+// directory given its own mode, and extents out of order.
+func TestTreeEncodedAsAdded(t *testing.T) {
+	names := []string{"m.zip", "b.zip", "z.zip", "a.zip", "c-1.zip", "c.zip", "empty.zip"}
+	srcs := make([]Source, len(names))
+	shards := make([]layout.Shard, len(names))
+	recs := make([][]Record, len(names))
+	for i, n := range names {
+		srcs[i] = Source{Label: "dir/" + n, Dir: DirName(n, ".zip"), MTime: int64(100 + i)}
+		shards[i] = layout.Shard{Name: n, Kind: layout.ShardTar, Size: 1 << 20, CRC: uint32(i)}
+		if n == "empty.zip" {
+			continue
+		}
+		for k := range 40 {
+			path := fmt.Sprintf("d%d/f%02d.jpg", k%2, k%15) // 30 paths, 10 twice: the last wins
+			recs[i] = append(recs[i], Record{Path: path, Mode: 0o644, MTime: int64(k), Offset: uint64(1000 * (40 - k)), Size: 10, CRC: uint32(k)})
+		}
+		recs[i] = append(recs[i], Record{Path: "", Dir: true, Mode: 0o700, MTime: 7}, Record{Path: "d9", Dir: true, Mode: 0o750, MTime: 8})
+	}
+	for _, noCRC := range []bool{false, true} {
+		encode := func(whole bool) []byte {
+			b := New(srcs, Options{})
+			if whole {
+				b.tw = nil
+			} else if b.tw == nil {
+				t.Fatal("the Tree view of sources with distinct directories is not encoded as they are added")
+			}
+			for i := range srcs {
+				if err := b.Add(i, recs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			index, res, err := b.Index(shards, noCRC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Files != 6*30 || res.Replaced != 6*10 || res.Dirs != 7+6*3 {
+				t.Errorf("whole %v: %+v", whole, res)
+			}
+			return index
+		}
+		got, want := encode(false), encode(true)
+		if !bytes.Equal(got, want) {
+			t.Errorf("no checksums %v: the index encoded as sources are added (%d bytes) differs from the whole tree's (%d)", noCRC, len(got), len(want))
+		}
+		if _, err := layout.Parse(got); err != nil {
+			t.Error(err)
 		}
 	}
 }

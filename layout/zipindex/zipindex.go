@@ -140,14 +140,13 @@ func IndexZips(ctx context.Context, srcs []Source, opt Options) ([]byte, Result,
 	if err != nil {
 		return nil, Result{}, err
 	}
-	nodes, vres, err := b.Nodes()
+	index, vres, err := b.Index(shards, opt.NoChecksums)
 	if err != nil {
 		return nil, Result{}, err
 	}
 	res.Zips = len(srcs)
 	res.Files, res.Dirs, res.Bytes, res.Replaced = vres.Files, vres.Dirs, vres.Bytes, vres.Replaced
 	res.Samples, res.Classes, res.NoLabel = vres.Samples, vres.Classes, vres.NoClass
-	index := layout.EncodeIndex(nodes, shards, opt.NoChecksums)
 	res.Duration = time.Since(start)
 	return index, res, nil
 }
