@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,5 +78,54 @@ func TestDetectFormat(t *testing.T) {
 		if got := detectFormat([]byte(head)); got != want {
 			t.Errorf("detectFormat(%q) = %s, want %s", head, got, want)
 		}
+	}
+}
+
+// countingFile is a view.File over bytes that counts its reads.
+type countingFile struct {
+	b     []byte
+	reads int
+}
+
+func (c *countingFile) ReadAt(p []byte, off int64) (int, error) {
+	c.reads++
+	if off < 0 || off+int64(len(p)) > int64(len(c.b)) {
+		return 0, io.EOF
+	}
+	return copy(p, c.b[off:]), nil
+}
+
+func (c *countingFile) Close() error { return nil }
+
+// TestBlockFile: an object read in windows of 1 MiB, in order, costs a GET per 8 MiB block, and
+// reads anywhere (across blocks, at the end, larger than a block) get the object's bytes.
+func TestBlockFile(t *testing.T) {
+	data := make([]byte, 3*objectBlock+12345)
+	for i := range data {
+		data[i] = byte(i * 7 / 5)
+	}
+	inner := &countingFile{b: data}
+	f := &blockFile{f: inner, size: int64(len(data))}
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < int64(len(data)); off += int64(len(buf)) {
+		p := buf[:min(int64(len(buf)), int64(len(data))-off)]
+		if n, err := f.ReadAt(p, off); err != nil || n != len(p) || !bytes.Equal(p, data[off:off+int64(n)]) {
+			t.Fatalf("read at %d: %d, %v", off, n, err)
+		}
+	}
+	if want := 4; inner.reads != want {
+		t.Errorf("%d reads of the object for %d bytes read in order, want %d (one a block)", inner.reads, len(data), want)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		n := rng.IntN(2*objectBlock) + 1
+		off := rng.Int64N(int64(len(data) - n + 1))
+		p := make([]byte, n)
+		if got, err := f.ReadAt(p, off); err != nil || got != n || !bytes.Equal(p, data[off:off+int64(n)]) {
+			t.Fatalf("read of %d at %d: %d, %v", n, off, got, err)
+		}
+	}
+	if _, err := f.ReadAt(make([]byte, 10), int64(len(data))-5); err == nil {
+		t.Errorf("a read past the end succeeded")
 	}
 }

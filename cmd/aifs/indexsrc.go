@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -339,10 +340,54 @@ func (t *sourceSet) openStream(s listed) func(context.Context) (io.ReadCloser, e
 // openFile returns the opener of s for a format read at any offset (ZIP, Arrow, Parquet).
 func (t *sourceSet) openFile(s listed) func(context.Context) (view.File, error) {
 	if t.s3 != nil {
-		return func(ctx context.Context) (view.File, error) { return t.openObject(ctx, s) }
+		return func(ctx context.Context) (view.File, error) {
+			f, err := t.openObject(ctx, s)
+			if err != nil {
+				return nil, err
+			}
+			return &blockFile{f: f, size: s.size}, nil
+		}
 	}
 	return func(context.Context) (view.File, error) { return os.Open(s.path) }
 }
+
+// objectBlock is the least an object in S3 is read by at a time while it is indexed: the
+// formats' readers read in windows of 1 MiB (what a core's L2 cache holds while they parse,
+// docs/bench/formats-notes.md), and each read of an object is a GET with its round trip.
+const objectBlock = 8 << 20
+
+// blockFile reads an object a block of objectBlock bytes at a time, kept until a read outside
+// it: reads of less than a block, in order, cost a GET a block.
+type blockFile struct {
+	f    view.File
+	size int64
+	mu   sync.Mutex // guards buf and off
+	buf  []byte
+	off  int64 // of buf in the object
+}
+
+func (b *blockFile) ReadAt(p []byte, off int64) (int, error) {
+	end := off + int64(len(p))
+	if len(p) >= objectBlock || off < 0 || end > b.size {
+		return b.f.ReadAt(p, off)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if off < b.off || end > b.off+int64(len(b.buf)) {
+		n := min(objectBlock, b.size-off)
+		if cap(b.buf) < objectBlock {
+			b.buf = make([]byte, objectBlock)
+		}
+		if _, err := b.f.ReadAt(b.buf[:n], off); err != nil {
+			b.buf = b.buf[:0]
+			return 0, err
+		}
+		b.buf, b.off = b.buf[:n], off
+	}
+	return copy(p, b.buf[off-b.off:]), nil
+}
+
+func (b *blockFile) Close() error { return b.f.Close() }
 
 // write stores the index at the destination, atomically: a previous index stays valid until
 // the new one replaces it.
