@@ -71,7 +71,8 @@ type FillOptions struct {
 	Chunk int64
 	// Budget bounds the bytes of filled chunks kept on disk (the disk cache's size); 0: no
 	// bound. Over it, the chunks of highest rank (the stable subset's order, as the disk cache
-	// keeps) are punched out again until 9/10 of it is filled; see evict.
+	// keeps) are punched out again down to it, and chunks ranked above the highest kept are read
+	// through (fill); see evict.
 	Budget int64
 	// Grace is how long after the last read allowed over a chunk, and after its copy was marked
 	// again, its hole may be punched (DefaultGrace when 0). A read the Filler has allowed takes
@@ -484,12 +485,12 @@ func (fl *Filler) fill(ctx context.Context, shard int, off, n int64, ahead, read
 	return waited, refs, nil
 }
 
-// admit reports whether chunk c of s is to be filled whole and kept: with no budget, while the
-// budget has room, and when full for a chunk ranked no higher than the highest evict keeps (the
-// stable subset). Another is read through: fetching it whole for one read, to punch it out again
+// admit reports whether chunk c of s is to be filled whole and kept: with no budget, and
+// otherwise for a chunk ranked no higher than keepMax (every chunk until the budget is first
+// full; then the highest rank evict keeps: the stable subset). Another is read through: fetching it whole for one read, to punch it out again
 // soon, would fetch each chunk of a set larger than the budget once per sample read from it.
 func (fl *Filler) admit(s *sparseShard, c int64) bool {
-	return fl.opt.Budget <= 0 || fl.filled.Load()+fl.opt.Chunk <= fl.opt.Budget || rank(s.index, c) <= fl.keepMax.Load()
+	return fl.opt.Budget <= 0 || rank(s.index, c) <= fl.keepMax.Load()
 }
 
 // rank places chunk c of shard in the stable subset's order: the lowest ranks are kept.
@@ -596,8 +597,11 @@ func (fl *Filler) evict(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		if fl.filled.Load() < fl.opt.Budget-keepRoom*fl.opt.Chunk {
+			fl.keepMax.Store(^uint64(0)) // room again (chunks punched past the budget): take any chunk until full
+		}
 		if len(pending) == 0 && fl.filled.Load() > fl.opt.Budget {
-			for _, v := range fl.victims(fl.filled.Load() - fl.opt.Budget*9/10) {
+			for _, v := range fl.victims(fl.filled.Load() - fl.opt.Budget) {
 				s := fl.shards[v.shard]
 				if err := fl.mark(s); err != nil {
 					continue // never punched unmarked: a read could get the hole
@@ -695,6 +699,11 @@ func (fl *Filler) victims(bytes int64) []chunkKey {
 	}
 	return out
 }
+
+// keepRoom is how many chunks under the budget the filled bytes must fall (an eviction that
+// overshot) before chunks of any rank are filled whole again: evictions go down to the budget
+// itself, so that chunks admitted into a little room are not punched again at once.
+const keepRoom = 8
 
 // stagers is how many copies are staged at once, each a chunk at a time; stageQueue, how many
 // copies wait (more wait for the next Stage).
