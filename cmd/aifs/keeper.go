@@ -442,6 +442,12 @@ func (c *mountConfig) replace(log *zap.Logger, exe string, args []string, dir st
 	if !h.conn.CanResend() {
 		return nil, errors.New("the kernel has no FUSE_NOTIFY_RESEND (Linux 6.9+): the old daemon's requests would be lost")
 	}
+	if h.fill != nil {
+		// The new daemon would take the Filler's group over while the old one still reads its
+		// events, and the reads the old one took and had not answered when it was killed would
+		// wait for ever: the new one fails a dead daemon's reads only as it starts.
+		return nil, errors.New("aifs upgrade is not supported on the kernel plane over S3 yet: unmount and mount again")
+	}
 	next, err := startChild(exe, args, dir, &handover{conn: h.conn, plane: h.plane, fill: h.fill, restarts: h.restarts + 1}, metrics)
 	if err != nil {
 		return nil, err

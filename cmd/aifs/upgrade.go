@@ -21,7 +21,8 @@ an error. The mount's keeper (-o restart=on, the default for root) starts the ne
 once it serves the mount ends the old one; the kernel sends the new one what the old one was
 serving (Linux 6.9+). If the new daemon fails to start, the old one goes on and this command
 fails. The same as SIGUSR2 to the keeper (daemon.keeper_pid in the stats file); run it in the
-mount's PID namespace (for a mount in a pod, inside the pod).`)
+mount's PID namespace (for a mount in a pod, inside the pod). Not on the kernel plane over S3
+yet (refused: unmount and mount again).`)
 	timeout := flags.Duration("timeout", time.Minute, "how long to wait for the new daemon to serve")
 	pos, code, ok := parseArgs(flags, args, 1, 1)
 	if !ok {
@@ -30,6 +31,9 @@ mount's PID namespace (for a mount in a pod, inside the pod).`)
 	before, err := daemonOf(pos[0])
 	if err != nil {
 		return fail("upgrade", err)
+	}
+	if s, _, err := readSnapshot(pos[0]); err == nil && s.Storage["kernel_fill"] != nil {
+		return fail("upgrade", fmt.Errorf("%s: aifs upgrade is not supported on the kernel plane over S3 yet: unmount and mount again", pos[0]))
 	}
 	if before.KeeperPID == 0 {
 		return fail("upgrade", fmt.Errorf("%s has no keeper (mounted with -o restart=off, or not as root): unmount and mount it again", pos[0]))
