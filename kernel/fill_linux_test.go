@@ -46,6 +46,11 @@ func fillSet(t *testing.T) (map[string][]byte, string, *layout.Index, string) {
 // cleanup unmounts the plane, then ends the Filler. It returns the Filler, the copies and the
 // mountpoint.
 func fillMount(t *testing.T, set string, x *layout.Index, image, dir string, fetch Fetch) (*Filler, []string, string) {
+	return fillMountWith(t, set, x, image, dir, FillOptions{Chunk: 64 << 10, Fetch: fetch})
+}
+
+// fillMountWith is fillMount with the Filler's options (a nil Fetch reads the shards).
+func fillMountWith(t *testing.T, set string, x *layout.Index, image, dir string, opt FillOptions) (*Filler, []string, string) {
 	t.Helper()
 	var copies []string
 	var sizes []int64
@@ -53,14 +58,14 @@ func fillMount(t *testing.T, set string, x *layout.Index, image, dir string, fet
 		copies = append(copies, filepath.Join(dir, filepath.Base(layout.ShardPath(set, s))))
 		sizes = append(sizes, int64(s.Size))
 	}
-	if fetch == nil {
+	if opt.Fetch == nil {
 		origs := openShards(t, set, x)
-		fetch = func(_ context.Context, shard int, off int64, p []byte) error {
+		opt.Fetch = func(_ context.Context, shard int, off int64, p []byte) error {
 			_, err := origs[shard].ReadAt(p, off)
 			return err
 		}
 	}
-	fl, err := NewFiller(copies, sizes, FillOptions{Chunk: 64 << 10, Fetch: fetch})
+	fl, err := NewFiller(copies, sizes, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,35 +256,7 @@ func TestFillerEvict(t *testing.T) {
 		total += int64(s.Size)
 	}
 	budget := total / 3
-	dir := t.TempDir()
-	var copies []string
-	var sizes []int64
-	for _, s := range x.Shards() {
-		copies = append(copies, filepath.Join(dir, filepath.Base(layout.ShardPath(set, s))))
-		sizes = append(sizes, int64(s.Size))
-	}
-	origs := openShards(t, set, x)
-	fl, err := NewFiller(copies, sizes, FillOptions{Chunk: 64 << 10, Budget: budget, Grace: 20 * time.Millisecond,
-		Fetch: func(_ context.Context, shard int, off int64, p []byte) error {
-			_, err := origs[shard].ReadAt(p, off)
-			return err
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fl.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-		fl.Close()
-	}()
-	mnt := t.TempDir()
-	if err := Mount(image, copies, mnt, true); err != nil {
-		t.Fatal(err)
-	}
-	defer Unmount(mnt)
+	fl, copies, mnt := fillMountWith(t, set, x, image, t.TempDir(), FillOptions{Chunk: 64 << 10, Budget: budget, Grace: 20 * time.Millisecond})
 	names := slices.Sorted(maps.Keys(files))
 	for pass := range 3 {
 		for _, name := range names {
@@ -423,35 +400,7 @@ func TestFillerAdopt(t *testing.T) {
 // Stage names is filled ahead of any read.
 func TestFillerStage(t *testing.T) {
 	files, set, x, image := fillSet(t)
-	dir := t.TempDir()
-	var copies []string
-	var sizes []int64
-	for _, s := range x.Shards() {
-		copies = append(copies, filepath.Join(dir, filepath.Base(layout.ShardPath(set, s))))
-		sizes = append(sizes, int64(s.Size))
-	}
-	origs := openShards(t, set, x)
-	fl, err := NewFiller(copies, sizes, FillOptions{Chunk: 64 << 10, StageShards: true,
-		Fetch: func(_ context.Context, shard int, off int64, p []byte) error {
-			_, err := origs[shard].ReadAt(p, off)
-			return err
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fl.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-		fl.Close()
-	}()
-	mnt := t.TempDir()
-	if err := Mount(image, copies, mnt, true); err != nil {
-		t.Fatal(err)
-	}
-	defer Unmount(mnt)
+	fl, _, mnt := fillMountWith(t, set, x, image, t.TempDir(), FillOptions{Chunk: 64 << 10, StageShards: true})
 	shardOf := func(name string) int {
 		id, _ := x.LookupPath(name)
 		return int(x.Entry(id).Shard)
@@ -476,7 +425,7 @@ func TestFillerStage(t *testing.T) {
 	if whole(last) {
 		t.Fatalf("shard %d whole before any read of it", last)
 	}
-	fl.Stage(last, 0, sizes[last])
+	fl.Stage(last, 0, int64(x.Shards()[last].Size))
 	wait("the copy a plan names filled whole", func() bool { return whole(last) })
 	var other string // a file of a shard neither read nor staged
 	for _, name := range names {
@@ -521,16 +470,9 @@ func TestFillerHeldAfterFetch(t *testing.T) {
 	id, _ := x.LookupPath(name)
 	e := x.Entry(id)
 	first := int64(e.Offset) / chunk
-	dir := t.TempDir()
-	var copies []string
-	var sizes []int64
-	for _, s := range x.Shards() {
-		copies = append(copies, filepath.Join(dir, filepath.Base(layout.ShardPath(set, s))))
-		sizes = append(sizes, int64(s.Size))
-	}
 	origs := openShards(t, set, x)
 	release := make(chan struct{})
-	fl, err := NewFiller(copies, sizes, FillOptions{Chunk: chunk, Budget: 1, Grace: 10 * time.Millisecond,
+	fl, _, mnt := fillMountWith(t, set, x, image, t.TempDir(), FillOptions{Chunk: chunk, Budget: 1, Grace: 10 * time.Millisecond,
 		Fetch: func(_ context.Context, shard int, off int64, p []byte) error {
 			if shard == int(e.Shard) && off == (first+1)*chunk {
 				<-release // the second chunk's fetch waits while the first is punched
@@ -538,25 +480,9 @@ func TestFillerHeldAfterFetch(t *testing.T) {
 			_, err := origs[shard].ReadAt(p, off)
 			return err
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := fl.Fill(context.Background(), int(e.Shard), first*chunk, 1); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fl.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-		fl.Close()
-	}()
-	mnt := t.TempDir()
-	if err := Mount(image, copies, mnt, true); err != nil {
-		t.Fatal(err)
-	}
-	defer Unmount(mnt)
 	cat := exec.Command("cat", filepath.Join(mnt, name))
 	var out bytes.Buffer
 	cat.Stdout = &out
