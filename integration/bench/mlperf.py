@@ -4,6 +4,7 @@ usage:
   mlperf.py gen resnet50|retinanet FILES DIR
   mlperf.py run --root DIR --sampler dlio|torch|plan --n N --batch B --step SECONDS
                 --threads T --epochs E --warmup W --record BYTES --decode raw|pil [--seed S]
+  mlperf.py roundtrip PROCS PASSES DIR...   (the cost of a FUSE round trip: warm files of each DIR)
   mlperf.py record FILE KEY=VALUE...   (stdin: one run's JSON; appends it, with the fields, to FILE)
 
 `gen` writes an ImageFolder-like tree of FILES files, 100 to a class folder: for resnet50, files of
@@ -30,7 +31,11 @@ each of 2 cores CPU every step that the readers need, with the same semantics.
 `run` prints one JSON object: the run's knobs and, for each epoch, the AU and throughput
 (`epoch_metrics`) and the bytes read, the peak memory of the memory cgroup it runs in
 (`cgroup_memory`) at the end of each epoch, and the CPU and faults of the ranks and of their
-workers over the epoch (USAGE_KEYS, summed over the ranks).
+workers over the epoch (USAGE_KEYS, summed over the ranks), and the machine's busy CPU seconds
+over the epoch (machine_busy: every process and the kernel, all CPUs).
+
+`roundtrip` measures what one FUSE request costs the machine (see its doc): the report's bound of
+the FUSE plane is ext4's busy CPU a sample plus the plane's requests a sample at that cost.
 """
 
 import json
@@ -106,6 +111,19 @@ def largest_n(points, floor):
 def median_measured(epochs, key):
     """The median of `key` over the epochs after the warm-up."""
     return statistics.median(e[key] for e in epochs if not e["warmup"])
+
+
+def roundtrip_us(base_us, fuse_us, requests):
+    """The measured cost of one FUSE round trip, in µs of the machine's busy CPU: the same warm
+    files read by the same readers cost `fuse_us` a file through the FUSE mount and `base_us` on
+    ext4, and each made `requests` FUSE requests; None without requests."""
+    return (fuse_us - base_us) / requests if requests else None
+
+
+def cpu_bound(cpus, base_us, requests, rt_us):
+    """The most samples/s a system can feed on `cpus` CPUs that does at least ext4's work a sample
+    (`base_us` µs of busy CPU) and also pays `requests` round trips of `rt_us` each a sample."""
+    return cpus * 1e6 / (base_us + requests * rt_us)
 
 
 # --- the dataset --------------------------------------------------------------------------------
@@ -266,6 +284,14 @@ def cgroup_memory():
             "majfault": int(stat.get(files[4], 0)), "refault_file": int(stat.get(files[5], 0))}
 
 
+def machine_busy():
+    """The machine's busy CPU seconds so far, all CPUs, every process and the kernel: /proc/stat's
+    user, nice, system, irq and softirq (not idle, iowait or steal)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:8]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
+
+
 def proc_usage(pid):
     """A process's usage so far, from /proc/PID/stat: (user CPU seconds, system CPU seconds,
     minor faults, major faults); zeros when it cannot be read (the process has exited)."""
@@ -311,6 +337,7 @@ def rank_main(rank, args, dataset, barrier, results):
         u0 = loader_usage(loader)
         barrier.wait()
         compute, first, nbytes = [], None, 0
+        b0 = machine_busy()
         t0 = time.perf_counter()
         for batch in loader:
             nbytes += int(batch.sum())
@@ -325,9 +352,10 @@ def rank_main(rank, args, dataset, barrier, results):
             if len(compute) == steps:
                 break
         wall = time.perf_counter() - t0
+        busy = machine_busy() - b0
         u1 = loader_usage(loader)  # the workers start with the first epoch: u0 counts none of them
         results.put((rank, epoch, {"compute": compute, "first": first or 0.0, "wall": wall, "bytes": nbytes,
-                                   "sampler_s": sampler.spent - spent, "setup_s": setup,
+                                   "sampler_s": sampler.spent - spent, "setup_s": setup, "busy_s": busy,
                                    **{k: b - a for k, a, b in zip(USAGE_KEYS, u0, u1)}}))
 
 
@@ -371,6 +399,7 @@ def run(args):
             m.update(epoch=epoch, warmup=epoch < args["warmup"], bytes=sum(r["bytes"] for r in ranks),
                      sampler_s=max(r["sampler_s"] for r in ranks), sampler_setup_s=max(r["setup_s"] for r in ranks),
                      wall=max(r["wall"] for r in ranks), samples=n * m["steps"] * args["batch"],
+                     busy_s=max(r["busy_s"] for r in ranks),
                      **{k: sum(r[k] for r in ranks) for k in USAGE_KEYS},
                      cgroup=cgroup_memory())
             epochs.append(m)
@@ -379,9 +408,60 @@ def run(args):
         if p.exitcode:
             raise SystemExit(f"mlperf.py: a rank exited with {p.exitcode}")
     out = {k: args[k] for k in ("sampler", "n", "batch", "step", "threads", "record", "decode", "steps")}
-    out.update(files=len(dataset), epochs=sorted(epochs, key=lambda e: e["epoch"]))
+    out.update(files=len(dataset), cpus=os.cpu_count(), epochs=sorted(epochs, key=lambda e: e["epoch"]))
     json.dump(out, sys.stdout)
     print()
+
+
+def read_whole(paths):
+    """Opens and reads each path whole, one at a time, as a DataLoader's worker does (pil_loader's
+    open() and read()); returns the bytes read."""
+    n = 0
+    for p in paths:
+        with open(p, "rb") as f:
+            n += len(f.read())
+    return n
+
+
+def requests_of(root):
+    """The FUSE requests that the aifs mount at `root` has answered so far (its .aifs/stats); None
+    where root is no aifs FUSE mount."""
+    try:
+        with open(os.path.join(root, ".aifs", "stats")) as f:
+            return json.load(f)["requests"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def roundtrip(procs, passes, roots):
+    """What a FUSE round trip costs on this machine: warm files read whole by `procs` processes,
+    each root in turn after one untimed epoch of each, `passes` shuffled epochs. Prints one JSON
+    object a root: its files/s, the machine's busy CPU µs a file (machine_busy) and, for an aifs
+    FUSE mount, the requests a file, each the median over the passes. On Python before 3.14 every
+    open() of a warm file asks ioctl(TCGETS), which FUSE passes to the daemon: the round trip
+    that ext4 does not pay (roundtrip_us)."""
+    import multiprocessing as mp
+
+    lists = [[p for p, _ in listing(r)] for r in roots]
+    with mp.get_context("fork").Pool(procs) as pool:
+        for paths in lists:
+            pool.map(read_whole, [paths[i::procs] for i in range(procs)])
+        got = [[] for _ in roots]
+        for k in range(passes):
+            for root, paths, out in zip(roots, lists, got):
+                order = paths[:]
+                random.Random(k).shuffle(order)
+                q0, b0, t0 = requests_of(root), machine_busy(), time.perf_counter()
+                pool.map(read_whole, [order[i::procs] for i in range(procs)])
+                t1, b1, q1 = time.perf_counter(), machine_busy(), requests_of(root)
+                out.append((len(order) / (t1 - t0), (b1 - b0) * 1e6 / len(order),
+                            None if q0 is None or q1 is None else (q1 - q0) / len(order)))
+    for root, paths, out in zip(roots, lists, got):
+        reqs = [o[2] for o in out if o[2] is not None]
+        print(json.dumps({"root": root, "files": len(paths), "procs": procs, "passes": passes,
+                          "files_per_s": statistics.median(o[0] for o in out),
+                          "busy_us_per_file": statistics.median(o[1] for o in out),
+                          "requests_per_file": statistics.median(reqs) if reqs else None}))
 
 
 def parse_run(argv):
@@ -442,6 +522,8 @@ def main(argv):
         generate(argv[1], int(argv[2]), argv[3])
     elif argv[:1] == ["run"]:
         run(parse_run(argv[1:]))
+    elif len(argv) >= 4 and argv[0] == "roundtrip":
+        roundtrip(int(argv[1]), int(argv[2]), argv[3:])
     elif len(argv) >= 2 and argv[0] == "record":
         record(argv[1], argv[2:])
     else:

@@ -47,7 +47,12 @@
 #              DLIO does; batch 24, step 0.04755 s, unscaled; THREADS read threads; floor 0.85.
 # SYSTEMS entries are SYSTEM or SYSTEM:SAMPLER. SYSTEM: ext4, xfs (the tree on that image), aifs
 # (the ext4 image's shard set mounted by aifs), aifs-kernel (the same mounted with
-# -o data=kernel: the kernel data plane, docs/kernel.md). SAMPLER: dlio (DLIO's index
+# -o data=kernel: the kernel data plane, docs/kernel.md), ext4-mem (the ext4 tree with room in the
+# cgroup for all of it, read into memory by the warm-up epoch: the loader's own ceiling on this
+# machine, more than any storage can feed it; needs WARMUP > 0). With aifs (the FUSE plane) in
+# SYSTEMS, after each workload's no-compute runs, `mlperf.py roundtrip` measures the machine's CPU
+# a FUSE round trip costs (warm files read whole on ext4 and through the FUSE plane): the report
+# bounds the FUSE plane by ext4's busy CPU a sample plus its requests a sample at that cost. SAMPLER: dlio (DLIO's index
 # map, the default), torch (torch.utils.data.DistributedSampler), plan
 # (aifs_plan.DistributedSampler, all ranks one node).
 #
@@ -145,11 +150,15 @@ shape() {
 	esac
 }
 for e in $SYSTEMS; do
-	case ${e%%:*} in ext4 | xfs | aifs | aifs-kernel) ;; *) die "SYSTEMS: unknown system ${e%%:*}" ;; esac
+	case ${e%%:*} in ext4 | xfs | aifs | aifs-kernel | ext4-mem) ;; *) die "SYSTEMS: unknown system ${e%%:*}" ;; esac
 	case $e in *:*) case ${e#*:} in dlio | torch | plan) ;; *) die "SYSTEMS: unknown sampler in $e" ;; esac ;; esac
 done
-want_xfs=0
-for e in $SYSTEMS; do [[ ${e%%:*} != xfs ]] || want_xfs=1; done
+want_xfs=0 want_fuse=0
+for e in $SYSTEMS; do
+	[[ ${e%%:*} != xfs ]] || want_xfs=1
+	[[ ${e%%:*} != aifs ]] || want_fuse=1
+	[[ ${e%%:*} != ext4-mem || $WARMUP -gt 0 ]] || die "ext4-mem needs WARMUP > 0 (its warm-up epoch reads the dataset into memory)"
+done
 
 meta() { printf '{"meta": {"%s": %s}}\n' "$1" "$($PY -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$2")" >>"$RESULTS"; }
 echo "== machine: $(machine)" >&2
@@ -189,9 +198,11 @@ point() {
 	[[ $entry != *:* ]] || sampler=${entry#*:}
 	read -r rec files batch _ floor decode <<<"$(shape "$wl")"
 	limit=$((BYTES[$wl] / 5 + (PROC_MB + n * RANK_MB) * 1048576))
+	[[ $sys != ext4-mem ]] || limit=$((BYTES[$wl] * 2 + (PROC_MB + n * RANK_MB) * 1048576)) # room for all
 	new_cgroup "$limit"
 	case $sys in
 	ext4 | xfs) root=$RUN/$sys/$wl/tree ;;
+	ext4-mem) root=$RUN/ext4/$wl/tree ;; # the warm-up epoch reads it into memory
 	aifs | aifs-kernel)
 		mnt=$(mktemp -d "$RUN/mnt-$wl-${entry//:/-}-$n-$step.XXXXXX") # PASSES > 1: one a pass
 		[[ $PPROF == 0 || $step != 0 ]] || metrics=(--metrics-addr 127.0.0.1:6946)
@@ -253,6 +264,23 @@ fio_point() {
 	printf '{"workload": "%s", "system": "fio", "n": %d, "jobs": %d, "samples_per_s": %s}\n' "$wl" "$n" $((n * THREADS)) "$iops" >>"$RESULTS"
 }
 
+# roundtrip_point WL records what a FUSE round trip costs the machine (mlperf.py roundtrip): WL's
+# files warm, read whole by NOCOMPUTE_N × THREADS processes, on ext4 and through the FUSE plane
+# mounted outside any cgroup, 5 shuffled epochs each; the report's bound of the FUSE plane.
+roundtrip_point() {
+	local wl=$1 mnt pid out=$RUN/roundtrip.json
+	mnt=$(mktemp -d "$RUN/mnt-$wl-roundtrip.XXXXXX")
+	"$AIFS" mount "$RUN/ext4/$wl/set" "$mnt"
+	pid=$(daemon_pid "$RUN/ext4/$wl/set")
+	[[ -n $pid ]] || die "no aifs daemon found for $RUN/ext4/$wl/set"
+	$PY "$DRIVER" roundtrip $((NOCOMPUTE_N * THREADS)) 5 "$RUN/ext4/$wl/tree" "$mnt" >"$out" ||
+		die "$wl: the round-trip run failed"
+	unmount_daemon "$mnt" "$pid"
+	sed -n 1p "$out" | $PY "$DRIVER" record "$RESULTS" workload="$wl" system=roundtrip fs=ext4
+	sed -n 2p "$out" | $PY "$DRIVER" record "$RESULTS" workload="$wl" system=roundtrip fs=aifs
+	echo "== $wl: round trip measured after $((SECONDS - started)) s" >&2
+}
+
 read -r -a systems <<<"$SYSTEMS"
 for wl in $WORKLOADS; do
 	read -r _ _ _ step floor _ <<<"$(shape "$wl")"
@@ -280,6 +308,7 @@ for wl in $WORKLOADS; do
 		for i in "${!systems[@]}"; do point "$wl" "${systems[(i + p - 1) % ${#systems[@]}]}" "$NOCOMPUTE_N" 0; done
 	done
 	[[ -n ${FIOED[$wl-$NOCOMPUTE_N]:-} ]] || fio_point "$wl" "$NOCOMPUTE_N"
+	[[ $want_fuse == 0 ]] || roundtrip_point "$wl"
 	unset failed
 done
 meta seconds $((SECONDS - started))

@@ -25,13 +25,14 @@ PUBLISHED = {
     "resnet50": [("H100", 400, 0.224), ("A100", 400, 0.435)],
     "retinanet": [("H100 (v3.0)", 24, 0.04755)],
 }
-ORDER = {"ext4": 0, "xfs": 1}
+ORDER = {"ext4": 0, "xfs": 1, "ext4-mem": 2}
 # The hand-written findings that OUT/mlperf.md ends with (see the module's doc).
 FINDINGS = "mlperf-findings.md"
 
 
 def load(path):
-    meta, runs, fio = {}, [], []
+    """The runs of RESULTS: (meta, runs, fio, roundtrips)."""
+    meta, runs, fio, rts = {}, [], [], []
     with open(path) as f:
         for line in f:
             obj = json.loads(line)
@@ -39,9 +40,11 @@ def load(path):
                 meta.update(obj["meta"])
             elif obj["system"] == "fio":
                 fio.append(obj)
+            elif obj["system"] == "roundtrip":
+                rts.append(obj)
             else:
                 runs.append(obj)
-    return meta, runs, fio
+    return meta, runs, fio, rts
 
 
 def summarize(run):
@@ -63,7 +66,12 @@ def summarize(run):
         "procs_peak": None, "limit": run.get("limit"), "cache_ratio": None,
         "shard_bytes": None, "budget": None, "plan_readahead": None,
         "worker_ms_per_sample": None, "worker_faults_per_sample": None, "passes": 1, "pass_rates": None,
+        "busy_us_per_sample": None, "cpus_busy": None, "cpus": run.get("cpus"),
     }
+    if measured and all("busy_s" in e for e in measured):
+        busy = sum(e["busy_s"] for e in measured)
+        row["busy_us_per_sample"] = busy * 1e6 / sum(e["samples"] for e in measured)
+        row["cpus_busy"] = busy / sum(e["wall"] for e in measured)
     if measured and all("worker_minflt" in e for e in measured):
         n = sum(e["samples"] for e in measured)
         row["worker_ms_per_sample"] = sum(e["worker_user_s"] + e["worker_sys_s"] for e in measured) * 1e3 / n
@@ -88,7 +96,8 @@ def summarize(run):
 
 # The figures of a row that merge_passes takes the median of over the passes.
 MEDIAN_FIELDS = ("au", "samples_per_s", "mib_per_s", "requests_per_sample", "daemon_us_per_sample", "procs_peak",
-                 "cache_ratio", "shard_bytes", "budget", "worker_ms_per_sample", "worker_faults_per_sample")
+                 "cache_ratio", "shard_bytes", "budget", "worker_ms_per_sample", "worker_faults_per_sample",
+                 "busy_us_per_sample", "cpus_busy")
 
 
 def merge_passes(rows):
@@ -176,7 +185,72 @@ def ratio(a, b):
     return fmt(a / b, 2) if a is not None and b else "—"
 
 
-def markdown(meta, runs, fio):
+def bounds(rows, rts, workload):
+    """The bounds of `workload`'s no-compute runs, measured in the same run: (the ext4-mem row
+    (the dataset in memory: the loader's ceiling) or None, the cost of a FUSE round trip in µs
+    (mlperf.roundtrip_us of the medians of the `roundtrip` runs) or None, and for each system on
+    the FUSE plane (aifs, aifs:SAMPLER) its no-compute row and its bound, mlperf.cpu_bound of
+    ext4's busy CPU a sample and the system's requests a sample, or None)."""
+    _, _, base = sweep(rows, workload, "ext4")
+    _, _, mem = sweep(rows, workload, "ext4-mem")
+
+    def busy(fs):
+        vals = [r["busy_us_per_file"] for r in rts if r["workload"] == workload and r["fs"] == fs]
+        return statistics.median(vals) if vals else None
+
+    reqs = [r["requests_per_file"] for r in rts if r["workload"] == workload and r["fs"] == "aifs"
+            and r["requests_per_file"] is not None]
+    rt = None
+    if busy("ext4") is not None and busy("aifs") is not None and reqs:
+        rt = mlperf.roundtrip_us(busy("ext4"), busy("aifs"), statistics.median(reqs))
+    fuse = []
+    for s in systems_of([r for r in rows if r["workload"] == workload]):
+        if s.partition(":")[0] != "aifs":
+            continue
+        _, _, nc = sweep(rows, workload, s)
+        bound = None
+        if nc and base and rt is not None and base["busy_us_per_sample"] and nc["requests_per_sample"] is not None:
+            bound = mlperf.cpu_bound(base["cpus"] or os.cpu_count(), base["busy_us_per_sample"],
+                                     nc["requests_per_sample"], rt)
+        fuse.append((s, nc, bound))
+    return mem, rt, fuse
+
+
+def bounds_section(rows, rts, workload, nocompute):
+    """The report's lines for bounds(): empty when the run measured none."""
+    mem, rt, fuse = bounds(rows, rts, workload)
+    _, _, base = sweep(rows, workload, "ext4")
+    if mem is None and rt is None:
+        return []
+    ext4 = base and base["samples_per_s"]
+    out = [f"Bounds with no compute (N={nocompute}), measured in this run:", "",
+           "| bound | samples/s | × ext4 | measured samples/s | measured ÷ bound |", "|---|---|---|---|---|"]
+    if mem:
+        out.append(f"| ext4, all in memory (`ext4-mem`: no memory limit, warm): the loader's own ceiling on this "
+                   f"machine, more than any storage can feed it | {fmt(mem['samples_per_s'])} "
+                   f"| {ratio(mem['samples_per_s'], ext4)} | — | — |")
+    for s, nc, bound in fuse:
+        if bound is None or base is None:
+            continue
+        out.append(f"| FUSE plane ({s}): ext4's {base['busy_us_per_sample']:,.0f} µs of busy CPU a sample + "
+                   f"{nc['requests_per_sample']:.2f} requests × {rt:,.0f} µs, on {base['cpus'] or os.cpu_count()} CPUs "
+                   f"| {fmt(bound)} | {ratio(bound, ext4)} | {fmt(nc['samples_per_s'])} "
+                   f"| {ratio(nc['samples_per_s'], bound)} |")
+    out.append("")
+    mine = [r for r in rts if r["workload"] == workload]
+    if rt is not None and mine:
+        by = {r["fs"]: r for r in mine}
+        out.append(f"A FUSE round trip costs {rt:,.0f} µs of the machine's busy CPU here (`mlperf.py roundtrip`: "
+                   f"the dataset's files warm, read whole by {by['ext4']['procs']} processes in "
+                   f"{by['ext4']['passes']} shuffled epochs a system; ext4 {by['ext4']['busy_us_per_file']:,.0f} µs "
+                   f"a file, the FUSE plane {by['aifs']['busy_us_per_file']:,.0f} µs with "
+                   f"{by['aifs']['requests_per_file']:.2f} requests a file). The FUSE plane's bound takes ext4's "
+                   f"work a sample as the least a sample costs and adds the plane's requests at that cost.")
+        out.append("")
+    return out
+
+
+def markdown(meta, runs, fio, rts=()):
     """The report: `runs` are summarize's rows, one a run (each pass); the tables of the sweep
     and of the samplers take the median over the passes (merge_passes), the table of every run
     lists each."""
@@ -216,8 +290,8 @@ def markdown(meta, runs, fio):
         out.append("")
         out.append(f"| system | largest N at AU ≥ {floor:.2f} | AU there | samples/s there | MiB/s there | × ext4 (N) "
                    f"| no compute, N={nocompute}: samples/s | × ext4 | FUSE requests a sample | daemon CPU µs a sample "
-                   f"| dataset ÷ page-cache room |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+                   f"| busy CPU µs a sample, no compute | CPUs busy, no compute | dataset ÷ page-cache room |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         base_n, _, base_nc = sweep(rows, wl, "ext4")
         for s in systems_of(mine):
             best, at, nc = sweep(rows, wl, s)
@@ -226,8 +300,10 @@ def markdown(meta, runs, fio):
                        f"| {fmt(at and at['mib_per_s'])} | {ratio(best, base_n) if base_n else '—'} "
                        f"| {fmt(nc and nc['samples_per_s'])} | {ratio(nc and nc['samples_per_s'], base_nc and base_nc['samples_per_s'])} "
                        f"| {fmt(ref and ref['requests_per_sample'], 2)} | {fmt(ref and ref['daemon_us_per_sample'])} "
+                       f"| {fmt(nc and nc['busy_us_per_sample'])} | {fmt(nc and nc['cpus_busy'], 2)} "
                        f"| {fmt(ref and ref['cache_ratio'], 1)} |")
         out.append("")
+        out += bounds_section(rows, rts, wl, nocompute)
         pub = PUBLISHED.get(wl)
         if pub:
             out.append("For scale, MLPerf Storage's unscaled figures: " + "; ".join(
@@ -295,7 +371,8 @@ def mlperf_record(wl):
 
 TSV_FIELDS = ("workload", "system", "n", "step", "batch", "epochs", "au", "au_min", "au_max", "samples_per_s",
               "mib_per_s", "requests_per_sample", "daemon_us_per_sample", "procs_peak", "limit", "cache_ratio",
-              "shard_bytes", "budget", "worker_ms_per_sample", "worker_faults_per_sample")
+              "shard_bytes", "budget", "worker_ms_per_sample", "worker_faults_per_sample", "busy_us_per_sample",
+              "cpus_busy")
 
 
 def tsv(rows, fio):
@@ -339,10 +416,10 @@ def plot(rows, path):
 def main(argv):
     if len(argv) != 2:
         raise SystemExit(__doc__)
-    meta, runs, fio = load(argv[0])
+    meta, runs, fio, rts = load(argv[0])
     rows = [summarize(r) for r in runs]
     os.makedirs(argv[1], exist_ok=True)
-    md = markdown(meta, rows, fio)
+    md = markdown(meta, rows, fio, rts)
     findings = os.path.join(argv[1], FINDINGS)
     if os.path.exists(findings):
         with open(findings) as f:

@@ -162,8 +162,9 @@ class ReportTest(unittest.TestCase):
         # 1,001 (0.25× ext4); 800 requests and 40 ticks (0.4 s) over 400 samples: 2.00 requests
         # and 1,000 µs a sample; the processes' peak 100 MiB of a 300 MiB limit: the dataset is
         # 1000/200 = 5.0× the page cache's room.
-        self.assertIn("| ext4 | 2 | 0.920 | 1,801 | 180 | 1.00 | 4,001 | 1.00 | — | — | 5.0 |", md)
-        self.assertIn("| aifs:plan | 1 | 0.930 | 801 | 80 | 0.50 | 1,001 | 0.25 | 2.00 | 1,000 | 5.0 |", md)
+        self.assertIn("| ext4 | 2 | 0.920 | 1,801 | 180 | 1.00 | 4,001 | 1.00 | — | — | — | — | 5.0 |", md)
+        self.assertIn("| aifs:plan | 1 | 0.930 | 801 | 80 | 0.50 | 1,001 | 0.25 | 2.00 | 1,000 | — | — | 5.0 |", md)
+        self.assertNotIn("Bounds with no compute", md)  # no ext4-mem run, no round trip measured
         self.assertIn("one simulated H100 needs ≥ 1,607 samples/s", md)
         self.assertIn("one simulated A100 needs ≥ 828 samples/s", md)
         self.assertIn("N=1 (2 jobs) 5,000", md)
@@ -173,6 +174,57 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(len(tsv), 1 + 7 + 1)
         ext4_2 = next(line.split("\t") for line in tsv if line.startswith("resnet50\text4\t2\t"))
         self.assertEqual(ext4_2[mlperf_report.TSV_FIELDS.index("au")], "0.9200")
+
+
+class BoundsTest(unittest.TestCase):
+    """The bounds of the no-compute runs: the dataset in memory (ext4-mem) and the FUSE plane's,
+    from the round trip measured in the same run."""
+
+    def test_arithmetic(self):
+        # warm files: 30 µs a file on ext4, 80 through FUSE with 1.25 requests a file: 40 µs a trip
+        self.assertEqual(mlperf.roundtrip_us(30.0, 80.0, 1.25), 40.0)
+        self.assertIsNone(mlperf.roundtrip_us(30.0, 80.0, 0))
+        # 2 CPUs, ext4's 200 µs a sample + 2.5 trips of 40 µs: 300 µs, 6,666 samples/s
+        self.assertAlmostEqual(mlperf.cpu_bound(2, 200.0, 2.5, 40.0), 2e6 / 300)
+
+    def test_machine_busy(self):
+        b0 = mlperf.machine_busy()
+        t = os.times()
+        while os.times().user - t.user < 0.05:
+            pass
+        self.assertGreater(mlperf.machine_busy(), b0)
+
+    def test_report(self):
+        def busy(line, busy_s):
+            for e in line["epochs"]:  # 100 samples an epoch, each measured epoch 0.5 s
+                e.update(busy_s=busy_s, wall=0.5)
+            line["cpus"] = 2
+            return line
+
+        runs = [busy(run_line("ext4", 4, 0, [0, 0], 4000), 0.02),  # 200 µs a sample, 0.04 CPUs busy
+                busy(run_line("ext4-mem", 4, 0, [0, 0], 6000), 0.015),
+                busy(run_line("aifs:torch", 4, 0, [0, 0], 2500), 0.03, ) | {"daemon": 1, "requests": 750},
+                busy(run_line("aifs-kernel", 4, 0, [0, 0], 4400, True), 0.02)]
+        rts = [{"workload": "resnet50", "system": "roundtrip", "fs": "ext4", "procs": 8, "passes": 5,
+                "busy_us_per_file": 30.0, "requests_per_file": None},
+               {"workload": "resnet50", "system": "roundtrip", "fs": "aifs", "procs": 8, "passes": 5,
+                "busy_us_per_file": 80.0, "requests_per_file": 1.25}]
+        rows = [mlperf_report.summarize(r) for r in runs]
+        self.assertEqual(rows[0]["busy_us_per_sample"], 200.0)
+        self.assertEqual(rows[0]["cpus_busy"], 0.04)
+        mem, rt, fuse = mlperf_report.bounds(rows, rts, "resnet50")
+        self.assertEqual(mem["system"], "ext4-mem")
+        self.assertEqual(rt, 40.0)
+        # aifs:torch: 750 requests over 300 samples (warm-up included): 2.5 a sample; its bound
+        # 2 CPUs / (200 + 2.5 × 40 µs) = 6,667 samples/s; the kernel plane is no FUSE plane
+        self.assertEqual([(s, round(b)) for s, _, b in fuse], [("aifs:torch", 6667)])
+        md = mlperf_report.markdown({}, rows, [], rts)
+        self.assertIn("| ext4 | 0 | — | — | — | — | 4,000 | 1.00 | — | — | 200 | 0.04 | 5.0 |", md)
+        self.assertIn("the loader's own ceiling on this machine, more than any storage can feed it | 6,000 | 1.50 "
+                      "| — | — |", md)
+        self.assertIn("| FUSE plane (aifs:torch): ext4's 200 µs of busy CPU a sample + 2.50 requests × 40 µs, on 2 "
+                      "CPUs | 6,667 | 1.67 | 2,500 | 0.38 |", md)
+        self.assertIn("A FUSE round trip costs 40 µs", md)
 
 
 class SamplerPairsTest(unittest.TestCase):
