@@ -169,7 +169,7 @@ func (t *sourceSet) sources(ctx context.Context, args []string, want format, job
 	}
 	// The first bytes of each file are read jobs at a time: one at a time, each a read of a
 	// cold file, they kept the disk idle between them before the index's reads began
-	// (docs/bench/formats-notes.md#run-7).
+	// (docs/bench/formats-notes.md#cold-reads-run-7).
 	errs := make([]error, len(srcs))
 	err := view.Each(ctx, len(srcs), jobs, func(ctx context.Context, i int) error {
 		srcs[i].format, errs[i] = t.detect(ctx, srcs[i])

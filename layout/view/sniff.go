@@ -99,7 +99,7 @@ func Each(parent context.Context, n, jobs int, read func(ctx context.Context, i 
 // and every read before it have succeeded, so that what is done with the results in their
 // order overlaps the reads of later ones. The adds run one at a time on the caller's goroutine,
 // not on the readers': a reader that finishes a file goes on to its next one without waiting
-// for an add (docs/bench/formats-notes.md#run-7); done runs on the readers', serialised as in
+// for an add (docs/bench/formats-notes.md#cold-reads-run-7); done runs on the readers', serialised as in
 // Each. An error of add stops the reads not started yet and no later add is called;
 // EachInOrder returns the first error in the order of i, of read or add.
 func EachInOrder(parent context.Context, n, jobs int, read func(ctx context.Context, i int) error, add func(i int) error, done func(i int)) error {
