@@ -96,35 +96,26 @@ func Each(parent context.Context, n, jobs int, read func(ctx context.Context, i 
 }
 
 // EachInOrder is Each with add(i) called for each i in the order of i, as soon as read(ctx, i)
-// and every read before it have succeeded, so that what is done with the results in their
-// order overlaps the reads of later ones. The adds run one at a time on the caller's goroutine,
-// not on the readers': a reader that finishes a file goes on to its next one without waiting
-// for an add (docs/bench/formats-notes.md#cold-reads-run-7); done runs on the readers', serialised as in
-// Each. An error of add stops the reads not started yet and no later add is called;
+// and every read before it have succeeded (serialised with done, from the goroutine whose read
+// completed the run), so that what is done with the results in their order overlaps the reads
+// of later ones. An error of add stops the reads not started yet and no later add is called;
 // EachInOrder returns the first error in the order of i, of read or add.
 func EachInOrder(parent context.Context, n, jobs int, read func(ctx context.Context, i int) error, add func(i int) error, done func(i int)) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	if done == nil {
-		done = func(int) {}
-	}
-	read1 := make(chan int, n) // the reads that succeeded; buffered, so that no reader waits
-	var readErr error
-	go func() {
-		defer close(read1)
-		readErr = Each(ctx, n, jobs, func(ctx context.Context, i int) error {
-			err := read(ctx, i)
-			if err == nil {
-				read1 <- i
-			}
-			return err
-		}, done)
-	}()
-	ready := make([]bool, n)
+	ok := make([]bool, n)    // read i succeeded: written and read by the goroutine of read i only
+	ready := make([]bool, n) // ok, published under Each's serialisation of done
 	next := 0
 	var addErr error
-	for i := range read1 { // until every reader has returned
-		ready[i] = true
+	err := Each(ctx, n, jobs, func(ctx context.Context, i int) error {
+		err := read(ctx, i)
+		ok[i] = err == nil
+		return err
+	}, func(i int) {
+		if done != nil {
+			done(i)
+		}
+		ready[i] = ok[i]
 		for addErr == nil && next < n && ready[next] {
 			addErr = add(next)
 			next++
@@ -132,9 +123,9 @@ func EachInOrder(parent context.Context, n, jobs int, read func(ctx context.Cont
 		if addErr != nil {
 			cancel()
 		}
-	}
+	})
 	if addErr != nil {
 		return addErr
 	}
-	return readErr
+	return err
 }
