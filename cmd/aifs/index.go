@@ -153,7 +153,7 @@ sources and flags always give the same index.`+s3Help)
 		return fail("index", err)
 	}
 	defer t.close()
-	found, err := t.sources(ctx, pos[:len(pos)-1], want)
+	found, err := t.sources(ctx, pos[:len(pos)-1], want, *jobs)
 	if err != nil {
 		return fail("index", compressedHint(err))
 	}

@@ -122,9 +122,10 @@ func (t *sourceSet) close() {
 }
 
 // sources lists the files that args name, in order, each once, and their format: want, or
-// (want "") each one's by its first bytes, which must then agree. A directory or prefix is
-// searched for files named *.tar and *.zip (only want's suffix when it is given).
-func (t *sourceSet) sources(ctx context.Context, args []string, want format) ([]listed, error) {
+// (want "") each one's by its first bytes (read jobs files at a time), which must then agree.
+// A directory or prefix is searched for files named *.tar and *.zip (only want's suffix when
+// it is given).
+func (t *sourceSet) sources(ctx context.Context, args []string, want format, jobs int) ([]listed, error) {
 	var suffixes []string
 	for _, f := range []format{formatTar, formatZip, formatHF, formatTFRecord} {
 		if want == "" || want == f {
@@ -160,18 +161,29 @@ func (t *sourceSet) sources(ctx context.Context, args []string, want format) ([]
 			}
 		}
 	}
-	for i := range srcs {
-		s := &srcs[i]
-		s.format = want
-		if want != "" {
-			continue
+	if want != "" {
+		for i := range srcs {
+			srcs[i].format = want
 		}
-		f, err := t.detect(ctx, *s)
-		if err != nil {
-			return nil, err
+		return srcs, nil
+	}
+	// The first bytes of each file are read jobs at a time: one at a time, each a read of a
+	// cold file, they kept the disk idle between them before the index's reads began
+	// (docs/bench/formats-notes.md#cold-reads-run-7).
+	errs := make([]error, len(srcs))
+	err := view.Each(ctx, len(srcs), jobs, func(ctx context.Context, i int) error {
+		srcs[i].format, errs[i] = t.detect(ctx, srcs[i])
+		return nil
+	}, func(int) {})
+	if err != nil { // ctx's
+		return nil, err
+	}
+	for i, s := range srcs {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
-		if s.format = f; f != srcs[0].format {
-			return nil, fmt.Errorf("%s is a %s and %s a %s: index them apart (or give --format)", srcs[0].label, srcs[0].format, s.label, f)
+		if s.format != srcs[0].format {
+			return nil, fmt.Errorf("%s is a %s and %s a %s: index them apart (or give --format)", srcs[0].label, srcs[0].format, s.label, s.format)
 		}
 	}
 	return srcs, nil
