@@ -18,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aifs/aifs/internal/mountinfo"
-	"github.com/aifs/aifs/internal/wake"
 	"github.com/aifs/aifs/layout"
 	"github.com/aifs/aifs/plan"
 )
@@ -230,7 +229,7 @@ func (p *Plane) Watch() (*Watcher, error) {
 
 // Run tells seen of every file of the mount that a process (reader, its pid) closes after
 // reading, until ctx is done, and then closes the group: fanotify FAN_CLOSE_NOWRITE, read in
-// batches, waiting gather after each. The events are notifications, so no reader waits for Run;
+// batches, waiting gatherAfter after each. The events are notifications, so no reader waits for Run;
 // the queue is unlimited, so none is lost (an overflow, were it to come, is skipped). Closes of
 // directories, of files not in the index and the daemon's own (WillNeed, Drop) are not told.
 // It returns ctx's end as nil, or why it could not go on.
@@ -244,7 +243,9 @@ func (w *Watcher) Run(ctx context.Context, seen func(reader uint32, id layout.ID
 	}()
 	self := uint32(os.Getpid())
 	var pids []uint32 // the readers of a batch
+	events := 0       // in the batch
 	return eachEvent(ctx, w.fan, func(ev []byte) {
+		events++
 		id, ok := w.id(ev)
 		// The daemon's own opens (WillNeed, Drop) are not reads.
 		if pid := binary.NativeEndian.Uint32(ev[20:24]); ok && pid != self {
@@ -256,38 +257,56 @@ func (w *Watcher) Run(ctx context.Context, seen func(reader uint32, id layout.ID
 	}, func() {
 		p.noteReaders(pids)
 		pids = pids[:0]
-		time.Sleep(gather)
+		time.Sleep(gatherAfter(events))
+		events = 0
 	})
 }
 
-// eachEvent reads the events of fanotify group fan until ctx is done, in batches (a poll, then
-// reads until none is left), calling event with each event's bytes (its metadata and records,
-// valid during the call) and then batch, if not nil, after each batch. It returns ctx's end as
-// nil, or why it could not read.
+// eachEvent reads the events of fanotify group fan (non-blocking) until ctx is done, in
+// batches (a wait, then reads until none is left), calling event with each event's bytes (its
+// metadata and records, valid during the call) and then batch, if not nil, after each batch. It
+// returns ctx's end as nil, or why it could not read.
+//
+// It waits in Go's network poller (a duplicate of fan, as an os.File), not in poll(2): a
+// goroutine blocked in a system call holds its thread, which the runtime then replaces, and at a
+// few hundred events a second that churn of threads cost the daemon more CPU than the events
+// (docs/kernel.md, "What the daemon costs a sample").
 func eachEvent(ctx context.Context, fan int, event func(ev []byte), batch func()) error {
-	end, release, err := wake.Pipe(ctx.Done())
+	dup, err := unix.FcntlInt(uintptr(fan), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("fanotify: dup: %w", err)
 	}
-	defer release()
+	f := os.NewFile(uintptr(dup), "fanotify")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("fanotify: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
 	buf := make([]byte, 64<<10)
-	fds := []unix.PollFd{{Fd: int32(fan), Events: unix.POLLIN}, {Fd: int32(end), Events: unix.POLLIN}}
+	n := 0
+	var rerr error
+	readOne := func(fd uintptr) bool {
+		n, rerr = unix.Read(int(fd), buf)
+		return !errors.Is(rerr, unix.EAGAIN) // EAGAIN: wait for the poller
+	}
 	for {
-		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("poll fanotify: %w", err)
-		}
-		if ctx.Err() != nil {
-			return nil
+		// Wait until an event can be read, and read it.
+		if err := rc.Read(readOne); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("wait for fanotify: %w", err)
 		}
 		for {
-			n, err := unix.Read(fan, buf)
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) || n <= 0 {
+			if errors.Is(rerr, unix.EAGAIN) || (rerr == nil && n <= 0) {
 				break
 			}
-			if err != nil {
-				return fmt.Errorf("read fanotify: %w", err)
+			if rerr != nil && !errors.Is(rerr, unix.EINTR) {
+				return fmt.Errorf("read fanotify: %w", rerr)
 			}
-			for b := buf[:n]; len(b) >= eventSize; {
+			for b := buf[:max(n, 0)]; len(b) >= eventSize; {
 				evLen := binary.NativeEndian.Uint32(b[0:4])
 				if evLen < eventSize || int(evLen) > len(b) {
 					break
@@ -295,6 +314,10 @@ func eachEvent(ctx context.Context, fan int, event func(ev []byte), batch func()
 				event(b[:evLen])
 				b = b[evLen:]
 			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			n, rerr = unix.Read(dup, buf) // the rest of the batch, without waiting
 		}
 		if batch != nil {
 			batch()
@@ -430,11 +453,25 @@ func (w *Watcher) id(ev []byte) (layout.ID, bool) {
 	return id, err == nil
 }
 
-// gather is how long Watch lets events gather after a batch. At 36,000 files/s (8 readers of a
-// warm epoch on 2 cores) a wakeup every few events cost the daemon half its time in poll; after
-// 1 ms a wakeup takes tens of events, and the Loader learns of a read at most that much later
-// (docs/kernel.md, "What the daemon costs a sample", where FID mode is ruled out).
-const gather = time.Millisecond
+// gatherAfter is how long Watch lets events gather after a batch of n events. At 36,000 files/s
+// (8 readers of a warm epoch on 2 cores) a wakeup every few events cost the daemon half its time
+// in poll; after 1 ms a wakeup takes tens of events, and the Loader learns of a read at most that
+// much later (docs/kernel.md, "What the daemon costs a sample", where FID mode is ruled out). At a
+// few hundred files/s (RetinaNet's decoding readers) a batch is an event or two, and each wakeup,
+// with the Go scheduler's threads it wakes, cost more than its events: after a batch of fewer
+// than gatherMany events Watch waits gatherLong, so that it wakes at most 100 times a second.
+func gatherAfter(n int) time.Duration {
+	if n < gatherMany {
+		return gatherLong
+	}
+	return gather
+}
+
+const (
+	gather     = time.Millisecond
+	gatherLong = 10 * time.Millisecond
+	gatherMany = 64
+)
 
 // idOf returns the index entry of the file open at fd (an event's), found by its path under
 // the mount; link is a buffer for the path.
