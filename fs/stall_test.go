@@ -12,8 +12,8 @@ import (
 
 // TestStallMatchesInjectedLatency: a reader whose every backend read takes a known extra time
 // (backend/faulty) finds the stats file's stall figure, over the requests of the files whose
-// READ waited for a fetch, within 10% of what that latency implies: the backend reads it waited
-// for (misses not sharing a fetch) times the delay. The reader pauses between files so that
+// READ waited for a fetch, at least what that latency implies (the backend reads it waited for,
+// misses not sharing a fetch, times the delay) and well under twice it. The reader pauses between files so that
 // reads ahead complete and never half-overlap a READ.
 func TestStallMatchesInjectedLatency(t *testing.T) {
 	s := packTree(t, writeSourceTree)
@@ -24,7 +24,7 @@ func TestStallMatchesInjectedLatency(t *testing.T) {
 	const delay = 200 * time.Millisecond
 	fb.Set(faulty.Rule{Op: faulty.Read, Delay: delay})
 	// Each file's requests are timed apart: those of a file whose READ waited for a fetch of its
-	// own (a miss not sharing one) must add up to the fetches' delay, within 10%; the others (hits,
+	// own (a miss not sharing one) must add up to the fetches' delay at least; the others (hits,
 	// lookups) cost the CPU they take, which the figure rightly counts but no delay implies.
 	var reads uint64
 	var implied, blocked, total float64
@@ -52,8 +52,11 @@ func TestStallMatchesInjectedLatency(t *testing.T) {
 		t.Fatalf("%d backend reads, want some", reads)
 	}
 	t.Logf("%d foreground backend reads of +%v: implied %.3fs, blocked %.3fs in their files' requests, %.3fs in all", reads, delay, implied, blocked, total)
-	if blocked < implied || blocked > 1.1*implied { // never less than the readers waited
-		t.Errorf("blocked %.3fs in the requests of files that waited for a fetch, want within 10%% of the injected %.3fs", blocked, implied)
+	// Never less than the readers waited; more by what the requests' CPU and their wakeups take on
+	// a loaded machine (32 ms a read was seen in a full run), but far from twice the delay, what a
+	// figure that counted a fetch's wait twice (its READ's and its own) would show.
+	if blocked < implied || blocked > 1.5*implied {
+		t.Errorf("blocked %.3fs in the requests of files that waited for a fetch, want from the injected %.3fs to 1.5 times it", blocked, implied)
 	}
 	if total < blocked {
 		t.Errorf("blocked %.3fs in all, less than the %.3fs of some files", total, blocked)
