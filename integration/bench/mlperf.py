@@ -35,7 +35,8 @@ workers over the epoch (USAGE_KEYS, summed over the ranks), and the machine's bu
 over the epoch (machine_busy: every process and the kernel, all CPUs).
 
 `roundtrip` measures what one FUSE request costs the machine (see its doc): the report's bound of
-the FUSE plane is ext4's busy CPU a sample plus the plane's requests a sample at that cost.
+the FUSE plane is the kernel plane's busy CPU a sample (ext4's where the run has no kernel plane)
+plus the FUSE plane's requests a sample at that cost.
 """
 
 import json
@@ -121,8 +122,8 @@ def roundtrip_us(base_us, fuse_us, requests):
 
 
 def cpu_bound(cpus, base_us, requests, rt_us):
-    """The most samples/s a system can feed on `cpus` CPUs that does at least ext4's work a sample
-    (`base_us` µs of busy CPU) and also pays `requests` round trips of `rt_us` each a sample."""
+    """The most samples/s a system can feed on `cpus` CPUs that does at least a base system's work a
+    sample (`base_us` µs of busy CPU) and also pays `requests` round trips of `rt_us` each a sample."""
     return cpus * 1e6 / (base_us + requests * rt_us)
 
 

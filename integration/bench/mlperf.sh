@@ -52,7 +52,8 @@
 # machine, more than any storage can feed it; needs WARMUP > 0). With aifs (the FUSE plane) in
 # SYSTEMS, after each workload's no-compute runs, `mlperf.py roundtrip` measures the machine's CPU
 # a FUSE round trip costs (warm files read whole on ext4 and through the FUSE plane): the report
-# bounds the FUSE plane by ext4's busy CPU a sample plus its requests a sample at that cost. SAMPLER: dlio (DLIO's index
+# bounds the FUSE plane by the kernel plane's busy CPU a sample (ext4's without aifs-kernel in
+# SYSTEMS) plus its requests a sample at that cost. SAMPLER: dlio (DLIO's index
 # map, the default), torch (torch.utils.data.DistributedSampler), plan
 # (aifs_plan.DistributedSampler, all ranks one node).
 #

@@ -1,6 +1,6 @@
 // Package wake gives a poll(2) loop a descriptor that becomes readable when a channel is
 // closed, so that one poll waits for the loop's own descriptors and for its end together
-// (kernel.Plane.Watch, kernel.WaitGone, mountinfo.Watch).
+// (kernel.WaitGone, mountinfo.Watch).
 package wake
 
 import (
