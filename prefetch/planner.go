@@ -146,10 +146,10 @@ type stream struct {
 	hits   int       // consecutive reads so far
 	window int64     // current read-ahead window, bytes
 	ahead  layout.ID // samples up to (excluding) ahead have been asked for
-	// aheadShard and aheadEnd locate the end of the last sample asked for (the bytes ahead of
-	// the reader are aheadEnd less the next sample's offset while both are in one shard).
-	aheadShard uint32
-	aheadEnd   int64
+	// aheadBytes is the bytes of the samples from next up to ahead: what the run has asked for
+	// past its reader. It is counted sample by sample, not as a span of a shard, since pack
+	// order need not be the order of the bytes (a ZIP made by zip -r).
+	aheadBytes int64
 	lastUse    uint64
 	lost       bool // the run's last READ was of a sample pushed in this epoch: its pages were gone
 }
@@ -348,10 +348,7 @@ func (p *Planner) trackStream(id layout.ID, lost bool) {
 		// of a small dataset, but was tried and left: docs/prefetch.md, "Limits".)
 		if s.hits > 0 && s.next == id || s.hits >= 2 && id > s.next && id < s.ahead {
 			s.hits++
-			s.next = p.cat.NextFile(id)
-			if s.ahead < s.next {
-				s.ahead, s.aheadShard, s.aheadEnd = s.next, 0, 0
-			}
+			s.passTo(p.cat, p.cat.NextFile(id))
 			s.lastUse, s.lost = p.tick, lost
 			return
 		}
@@ -511,12 +508,11 @@ func (p *Planner) Next(room int64, have func(layout.ID) bool) []Fetch {
 		if s.hits < 2 {
 			continue
 		}
-		ahead := p.bytesAhead(s)
-		if ahead > s.window/2 || int(s.ahead) >= p.cat.Len() {
+		if s.aheadBytes > s.window/2 || int(s.ahead) >= p.cat.Len() {
 			continue
 		}
 		var run []layout.ID
-		for want := s.window - ahead; want > 0 && int(s.ahead) < p.cat.Len() && len(run) < maxRun; s.ahead = p.cat.NextFile(s.ahead) {
+		for want := s.window - s.aheadBytes; want > 0 && int(s.ahead) < p.cat.Len() && len(run) < maxRun; s.ahead = p.cat.NextFile(s.ahead) {
 			e := p.cat.Entry(s.ahead)
 			size := int64(e.Size)
 			if size > room {
@@ -527,7 +523,7 @@ func (p *Planner) Next(room int64, have func(layout.ID) bool) []Fetch {
 				room -= size
 			}
 			want -= size
-			s.aheadShard, s.aheadEnd = e.Shard, int64(e.Offset+e.Size)
+			s.aheadBytes += size
 		}
 		if s.window < p.cfg.SeqMax {
 			s.window = min(2*s.window, p.cfg.SeqMax)
@@ -548,17 +544,18 @@ func (p *Planner) Next(room int64, have func(layout.ID) bool) []Fetch {
 // does not become a list of millions.
 const maxRun = 1024
 
-// bytesAhead returns how many bytes of s's run have been asked for past the reader: exact
-// within one shard, a lower bound once the run has crossed into the next.
-func (p *Planner) bytesAhead(s *stream) int64 {
-	if s.ahead <= s.next || int(s.next) >= p.cat.Len() {
-		return 0
+// passTo moves the reader's place in the run to next, the samples passed taken off the bytes
+// ahead. Each sample is passed once, so a run costs a step a sample however far a read jumps
+// within what was asked for.
+func (s *stream) passTo(cat Catalog, next layout.ID) {
+	if next >= s.ahead {
+		s.next, s.ahead, s.aheadBytes = next, next, 0
+		return
 	}
-	e := p.cat.Entry(s.next)
-	if e.Shard != s.aheadShard {
-		return s.aheadEnd
+	for id := s.next; id < next; id = cat.NextFile(id) {
+		s.aheadBytes -= int64(cat.Entry(id).Size)
 	}
-	return s.aheadEnd - int64(e.Offset)
+	s.next = next
 }
 
 // coalesce groups samples into reads: sorted by shard and offset, neighbours closer than Gap

@@ -286,6 +286,53 @@ func TestPlannerSequential(t *testing.T) {
 	if fetched > 20000/50 {
 		t.Errorf("shuffled epoch: %d of 20000 samples read ahead, want under 2%%", fetched)
 	}
+
+	// The same when pack order is not the order of the bytes (a ZIP made by zip -r, its members
+	// in the order zip walked the tree): a run's window is its samples' bytes, not a span of a
+	// shard, so a chance pair reads one window ahead, and a sorted scan holds at most SeqMax.
+	for _, sorted := range []bool{false, true} {
+		c := scatter(newCatalog(20000, 20, size, 1<<30), 9)
+		r = newReplay(c, cfg, 1<<30)
+		ids := c.files()
+		if !sorted {
+			ids = shuffled(ids, 7)
+		}
+		var held int64
+		for _, id := range ids {
+			r.read(id)
+			held = max(held, r.heldB)
+			if !sorted && r.p.Streaming() {
+				t.Fatalf("shuffled epoch over scattered extents: a run streams at sample %d", id)
+			}
+		}
+		switch {
+		case sorted && r.hits < 20000-5:
+			t.Errorf("sorted scan of scattered extents: %d hits of 20000, want all but the first few", r.hits)
+		case sorted && held > cfg.SeqMax+size:
+			t.Errorf("sorted scan of scattered extents: %d bytes held ahead, want at most SeqMax %d", held, cfg.SeqMax)
+		case !sorted && len(r.fetches) > 20000/50:
+			t.Errorf("shuffled epoch over scattered extents: %d reads ahead, want under 2%% of the samples", len(r.fetches))
+		}
+	}
+}
+
+// scatter moves the files' bytes of c in each shard to an order shuffled from seed, so that
+// pack order is not extent order.
+func scatter(c catalog, seed uint64) catalog {
+	byShard := map[uint32][]layout.ID{}
+	for _, id := range c.files() {
+		byShard[c[id].Shard] = append(byShard[c[id].Shard], id)
+	}
+	for _, ids := range byShard {
+		offs := make([]uint64, len(ids))
+		for i, id := range ids {
+			offs[i] = c[id].Offset
+		}
+		for i, id := range shuffled(ids, seed) {
+			c[id].Offset = offs[i]
+		}
+	}
+	return c
 }
 
 // TestPlannerPlans replays epochs with plans: the planner keeps PlanDepth samples ahead in
