@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -72,6 +73,46 @@ func Mount(image string, devices []string, mountpoint string, directio bool) err
 	}
 	return nil
 }
+
+// ReadAhead is the read-ahead window the kernel plane gives its mount (SetReadAhead): a sample
+// of up to 1 MiB, a chunk read's size (prefetch.DefaultChunkBytes), is read in one request,
+// by its reader's first read or by the plane's WillNeed. A file-backed EROFS mount has a
+// backing device info of its own at 128 KiB, and the kernel caps a POSIX_FADV_WILLNEED at the
+// window, so a WillNeed of a larger sample read its first 128 KiB only
+// (docs/kernel.md, "Read-ahead window").
+const ReadAhead = 1 << 20
+
+// SetReadAhead sets the read-ahead window of the file-backed EROFS mount at mountpoint to
+// bytes, rounded up to KiB: its backing device info, /sys/class/bdi/NAME/read_ahead_kb, where
+// NAME is the mount's name in sysfs (FS_IOC_GETFSSYSFSPATH: "erofs/NAME"; a file-backed
+// mount's backing device info takes the same name).
+func SetReadAhead(mountpoint string, bytes int64) error {
+	f, err := os.Open(mountpoint)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var p struct {
+		n    uint8
+		name [128]byte
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), fsIocGetFSSysfsPath, uintptr(unsafe.Pointer(&p))); errno != 0 {
+		return fmt.Errorf("read-ahead of %s: FS_IOC_GETFSSYSFSPATH: %w", mountpoint, errno)
+	}
+	fstype, name, _ := strings.Cut(string(p.name[:min(int(p.n), len(p.name))]), "/")
+	if fstype != FSType || name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return fmt.Errorf("read-ahead of %s: not a file-backed EROFS mount (sysfs name %q)", mountpoint, string(p.name[:p.n]))
+	}
+	knob := "/sys/class/bdi/" + name + "/read_ahead_kb"
+	if err := os.WriteFile(knob, []byte(strconv.FormatInt((bytes+1023)/1024, 10)), 0); err != nil {
+		return fmt.Errorf("read-ahead of %s: %w", mountpoint, err)
+	}
+	return nil
+}
+
+// fsIocGetFSSysfsPath is FS_IOC_GETFSSYSFSPATH (Linux 6.8): _IOR(0x15, 1, struct
+// fs_sysfs_path), a length byte and 128 bytes of name.
+const fsIocGetFSSysfsPath = 0x80811501
 
 // ErrUnsupported is wrapped by Mount's error when the running kernel cannot mount the plane.
 var ErrUnsupported = errors.New("the kernel data plane is not available")

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -278,4 +279,77 @@ func packSet(t *testing.T, src, set string, opt pack.Options) (*layout.Index, st
 		t.Fatal(err)
 	}
 	return x, image
+}
+
+// TestSetReadAhead: a WillNeed of a sample larger than 128 KiB (a file-backed EROFS mount's
+// own read-ahead window) reads it whole once SetReadAhead gives the mount ReadAhead, and only
+// its first part before.
+func TestSetReadAhead(t *testing.T) {
+	const size = 600 << 10
+	x, _, mnt := mountSet(t, []string{"a.bin", "b.bin"}, size/2) // a.bin 300 KiB, b.bin 600 KiB
+	p := NewPlane(mnt, x, nil)
+	resident := func(name string) int {
+		t.Helper()
+		f, err := os.Open(filepath.Join(mnt, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		st, _ := f.Stat()
+		m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(m)
+		vec := make([]byte, (len(m)+os.Getpagesize()-1)/os.Getpagesize())
+		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+			t.Fatal(errno)
+		}
+		n := 0
+		for _, v := range vec {
+			n += int(v & 1)
+		}
+		return n * os.Getpagesize()
+	}
+	// A WillNeed starts reads and returns: wait until what is resident has not changed for
+	// 100 ms.
+	settled := func(name string) int {
+		t.Helper()
+		last, same := -1, 0
+		for deadline := time.Now().Add(5 * time.Second); same < 10 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if n := resident(name); n == last && n > 0 {
+				same++
+			} else {
+				last, same = n, 0
+			}
+		}
+		return last
+	}
+	id := func(name string) layout.ID {
+		id, err := x.LookupPath(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	if !p.WillNeed(id("a.bin"), false) {
+		t.Fatal("WillNeed of a.bin failed")
+	}
+	got := settled("a.bin")
+	t.Logf("a WillNeed of a 300 KiB sample at the mount's own window: %d bytes resident", got)
+	if got >= 300<<10 {
+		t.Fatalf("before SetReadAhead a WillNeed made %d bytes of a 300 KiB sample resident: the mount's window is not 128 KiB, so this test shows nothing", got)
+	}
+	if err := SetReadAhead(mnt, ReadAhead); err != nil {
+		t.Fatal(err)
+	}
+	if !p.WillNeed(id("b.bin"), false) {
+		t.Fatal("WillNeed of b.bin failed")
+	}
+	if got := settled("b.bin"); got != size {
+		t.Errorf("after SetReadAhead a WillNeed made %d bytes of a %d-byte sample resident", got, size)
+	}
+	if err := SetReadAhead(t.TempDir(), ReadAhead); err == nil {
+		t.Error("SetReadAhead of a directory that is no EROFS mount succeeded")
+	}
 }

@@ -94,6 +94,9 @@ func (c *mountConfig) mountKernel(ctx context.Context, log *zap.Logger, src *sou
 	if err := kernel.Mount(image, devices, mnt, true); err != nil { // after the Filler's marks: EROFS opens the copies now
 		return nil, fmt.Errorf("kernel plane: %w", err)
 	}
+	if err := kernel.SetReadAhead(mnt, kernel.ReadAhead); err != nil {
+		log.Warn("kernel plane: its read-ahead window stays the kernel's (samples over 128 KiB take more than one read)", zap.Error(err))
+	}
 	kp = &kernelPlane{mnt: mnt, fill: fill}
 	if kp.dev, err = kernel.Dev(mnt); err == nil && fill != nil {
 		kp.end, err = kernel.WatchEnd(mnt)
