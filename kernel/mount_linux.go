@@ -99,9 +99,10 @@ func SetReadAhead(mountpoint string, bytes int64) error {
 	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), fsIocGetFSSysfsPath, uintptr(unsafe.Pointer(&p))); errno != 0 {
 		return fmt.Errorf("read-ahead of %s: FS_IOC_GETFSSYSFSPATH: %w", mountpoint, errno)
 	}
-	fstype, name, _ := strings.Cut(string(p.name[:min(int(p.n), len(p.name))]), "/")
+	sysfs := string(p.name[:min(int(p.n), len(p.name))])
+	fstype, name, _ := strings.Cut(sysfs, "/")
 	if fstype != FSType || name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
-		return fmt.Errorf("read-ahead of %s: not a file-backed EROFS mount (sysfs name %q)", mountpoint, string(p.name[:p.n]))
+		return fmt.Errorf("read-ahead of %s: not a file-backed EROFS mount (sysfs name %q)", mountpoint, sysfs)
 	}
 	knob := "/sys/class/bdi/" + name + "/read_ahead_kb"
 	if err := os.WriteFile(knob, []byte(strconv.FormatInt((bytes+1023)/1024, 10)), 0); err != nil {
