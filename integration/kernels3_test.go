@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,7 +146,7 @@ func TestKernelPlaneS3Faults(t *testing.T) {
 
 	t.Run("S3 down", func(t *testing.T) {
 		srv.Stop()
-		victim := files[len(files)-1]
+		victim := slices.Max(files) // in the last shard (pack order is path order here)
 		_, err := os.ReadFile(filepath.Join(mnt, victim))
 		srv.Start()
 		if !errors.Is(err, syscall.EIO) { // nothing was read before: its chunk is a hole
@@ -155,9 +156,12 @@ func TestKernelPlaneS3Faults(t *testing.T) {
 	})
 
 	t.Run("object replaced", func(t *testing.T) {
-		// Another set's first shard put in place of this one's last: same name, other bytes.
+		// Another set's first shard put in place of this one's first: same name, other bytes.
+		// Not the shard that "S3 down" read (the last): its chunk filled whole, no read of it
+		// could fail (the victim was a file at random before, and in the last shard a run
+		// failed so).
 		_, otherURL, _ := kernelS3SetSeed(t, srv, "other", 400, 99)
-		obj := lastShard(t, srv, "faults")
+		obj := firstShard(t, srv, "faults")
 		info, err := srv.Client().CopyObject(t.Context(), minio.CopyDestOptions{Bucket: srv.Bucket, Object: obj},
 			minio.CopySrcOptions{Bucket: srv.Bucket, Object: strings.TrimPrefix(otherURL, "s3://"+srv.Bucket+"/") + "/" + filepath.Base(obj)})
 		if err != nil {
@@ -324,19 +328,19 @@ func fileList(t *testing.T, root string) []string {
 	return files
 }
 
-// lastShard returns the key of the last shard object under prefix.
-func lastShard(t *testing.T, srv *s3test.Server, prefix string) string {
+// firstShard returns the key of the first shard object under prefix.
+func firstShard(t *testing.T, srv *s3test.Server, prefix string) string {
 	t.Helper()
-	var last string
+	var first string
 	for obj := range srv.Client().ListObjects(t.Context(), srv.Bucket, minio.ListObjectsOptions{Prefix: prefix + "/", Recursive: true}) {
-		if strings.HasSuffix(obj.Key, ".dat") && obj.Key > last {
-			last = obj.Key
+		if strings.HasSuffix(obj.Key, ".dat") && (first == "" || obj.Key < first) {
+			first = obj.Key
 		}
 	}
-	if last == "" {
+	if first == "" {
 		t.Fatalf("no shard under %s", prefix)
 	}
-	return last
+	return first
 }
 
 // dropPlanePages drops the plane's pages of every file under mnt, so the next epoch reads the
